@@ -1,0 +1,157 @@
+package formats
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+)
+
+// COO is a sparse tensor in coordinate format, stored as structure of arrays.
+//
+// Inds[m][k] is the 0-based mode-m index of nonzero k and Vals[k] its value.
+// A COO may hold duplicate coordinates and explicit zeros; Dedup sums the
+// duplicates. The zero value is not usable; build one with NewCOO.
+type COO struct {
+	Dims []int
+	Inds [][]uint32
+	Vals []float32
+}
+
+// NewCOO returns an empty tensor of the given dims with room for capacity
+// nonzeros. It fails if CheckDims rejects dims.
+func NewCOO(dims []int, capacity int) (*COO, error) {
+	if err := CheckDims(dims); err != nil {
+		return nil, err
+	}
+	t := &COO{Dims: slices.Clone(dims), Inds: make([][]uint32, len(dims))}
+	for m := range t.Inds {
+		t.Inds[m] = make([]uint32, 0, capacity)
+	}
+	t.Vals = make([]float32, 0, capacity)
+	return t, nil
+}
+
+// Order returns the number of modes.
+func (t *COO) Order() int { return len(t.Dims) }
+
+// NNZ returns the number of stored nonzeros, duplicates included.
+func (t *COO) NNZ() int { return len(t.Vals) }
+
+// Density returns NNZ divided by the number of cells.
+func (t *COO) Density() float64 { return float64(t.NNZ()) / Cells(t.Dims) }
+
+// Append adds the nonzero v at the 0-based coordinate idx. It does not
+// validate; call Validate once the tensor is built.
+func (t *COO) Append(idx []uint32, v float32) {
+	for m := range t.Inds {
+		t.Inds[m] = append(t.Inds[m], idx[m])
+	}
+	t.Vals = append(t.Vals, v)
+}
+
+// Coord writes the coordinate of nonzero k into idx and returns it.
+func (t *COO) Coord(k int, idx []uint32) []uint32 {
+	idx = idx[:0]
+	for m := range t.Inds {
+		idx = append(idx, t.Inds[m][k])
+	}
+	return idx
+}
+
+// Clone returns a deep copy of t.
+func (t *COO) Clone() *COO {
+	c := &COO{Dims: slices.Clone(t.Dims), Inds: make([][]uint32, len(t.Inds)), Vals: slices.Clone(t.Vals)}
+	for m := range t.Inds {
+		c.Inds[m] = slices.Clone(t.Inds[m])
+	}
+	return c
+}
+
+// Validate checks the invariants of t: dims accepted by CheckDims, one index
+// array per mode, every array of the same length (at most MaxNNZ), every
+// index below its dim and every value finite. The error names the first
+// offending nonzero (0-based) and mode (1-based).
+func (t *COO) Validate() error {
+	if err := CheckDims(t.Dims); err != nil {
+		return err
+	}
+	if len(t.Inds) != len(t.Dims) {
+		return fmt.Errorf("tensor has %d dims but %d index arrays", len(t.Dims), len(t.Inds))
+	}
+	nnz := len(t.Vals)
+	if nnz > MaxNNZ {
+		return fmt.Errorf("tensor has %d nonzeros, at most %d are supported", nnz, MaxNNZ)
+	}
+	for m, ind := range t.Inds {
+		if len(ind) != nnz {
+			return fmt.Errorf("mode %d has %d indices for %d values", m+1, len(ind), nnz)
+		}
+		dim := uint64(t.Dims[m])
+		for k, i := range ind {
+			if uint64(i) >= dim {
+				return fmt.Errorf("nonzero %d: mode %d index %d (1-based) exceeds dim %d", k, m+1, uint64(i)+1, dim)
+			}
+		}
+	}
+	for k, v := range t.Vals {
+		if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+			return fmt.Errorf("nonzero %d: value must be finite, found %v", k, v)
+		}
+	}
+	return nil
+}
+
+// Equal reports whether t and u have the same dims and the same nonzeros in
+// the same order, values compared bit for bit.
+func (t *COO) Equal(u *COO) bool {
+	if !slices.Equal(t.Dims, u.Dims) || len(t.Inds) != len(u.Inds) || len(t.Vals) != len(u.Vals) {
+		return false
+	}
+	for m := range t.Inds {
+		if !slices.Equal(t.Inds[m], u.Inds[m]) {
+			return false
+		}
+	}
+	for k := range t.Vals {
+		if math.Float32bits(t.Vals[k]) != math.Float32bits(u.Vals[k]) {
+			return false
+		}
+	}
+	return true
+}
+
+var errBadPerm = errors.New("mode permutation must list every mode exactly once")
+
+// checkModes reports whether modes are distinct 0-based modes of an order-n
+// tensor; with all set it also requires every mode to appear.
+func checkModes(modes []int, n int, all bool) error {
+	if all && len(modes) != n {
+		return errBadPerm
+	}
+	var seen [MaxOrder]bool
+	for _, m := range modes {
+		if m < 0 || m >= n {
+			return fmt.Errorf("mode %d out of range 1 to %d", m+1, n)
+		}
+		if seen[m] {
+			return fmt.Errorf("mode %d listed twice", m+1)
+		}
+		seen[m] = true
+	}
+	return nil
+}
+
+// Permute returns a tensor whose mode m is mode perm[m] of t. The index and
+// value arrays are shared with t, not copied.
+func (t *COO) Permute(perm []int) (*COO, error) {
+	if err := checkModes(perm, t.Order(), true); err != nil {
+		return nil, err
+	}
+	p := &COO{Dims: make([]int, len(perm)), Inds: make([][]uint32, len(perm)), Vals: t.Vals}
+	for m, src := range perm {
+		p.Dims[m] = t.Dims[src]
+		p.Inds[m] = t.Inds[src]
+	}
+	return p, nil
+}

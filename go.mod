@@ -1,0 +1,3 @@
+module github.com/sparsetune/sparsetune
+
+go 1.26
