@@ -1,0 +1,128 @@
+package formats
+
+import (
+	"math"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// genCOO returns a tensor with the given dims and nnz uniformly random
+// coordinates (duplicates possible) and random values.
+func genCOO(rng *rand.Rand, dims []int, nnz int) *COO {
+	t, err := NewCOO(dims, nnz)
+	if err != nil {
+		panic(err)
+	}
+	idx := make([]uint32, len(dims))
+	for range nnz {
+		for m, d := range dims {
+			idx[m] = uint32(rng.Uint64N(uint64(d)))
+		}
+		t.Append(idx, float32(rng.NormFloat64()))
+	}
+	return t
+}
+
+func TestCheckDims(t *testing.T) {
+	tests := []struct {
+		dims []int
+		want string // substring of the error, "" for none
+	}{
+		{[]int{3, 4}, ""},
+		{[]int{1, 1, 1}, ""},
+		{[]int{MaxDim, MaxDim, MaxDim, MaxDim}, ""},
+		{[]int{5}, "order must be 2 to 8"},
+		{[]int{2, 2, 2, 2, 2, 2, 2, 2, 2}, "order must be 2 to 8"},
+		{[]int{3, 0}, "dim of mode 2 must be"},
+		{[]int{3, -1}, "dim of mode 2 must be"},
+		{[]int{MaxDim + 1, 2}, "dim of mode 1 must be"},
+		{[]int{MaxDim, MaxDim, MaxDim, MaxDim, 2}, "overflows"},
+		{[]int{1 << 16, 1 << 16, 1 << 16, 1 << 16, 1 << 16, 1 << 16, 1 << 16, 1 << 16}, ""},
+		{[]int{1<<16 + 1, 1<<16 + 1, 1<<16 + 1, 1<<16 + 1, 1<<16 + 1, 1<<16 + 1, 1<<16 + 1, 1<<16 + 1}, "overflows"},
+	}
+	for _, tc := range tests {
+		err := CheckDims(tc.dims)
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("CheckDims(%v) = %v, want nil", tc.dims, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("CheckDims(%v) = %v, want error containing %q", tc.dims, err, tc.want)
+		}
+	}
+}
+
+func TestModeBits(t *testing.T) {
+	for _, tc := range []struct{ dim, bits int }{{1, 0}, {2, 1}, {3, 2}, {4, 2}, {5, 3}, {1 << 20, 20}, {1<<20 + 1, 21}, {MaxDim, 32}} {
+		if got := ModeBits(tc.dim); got != tc.bits {
+			t.Errorf("ModeBits(%d) = %d, want %d", tc.dim, got, tc.bits)
+		}
+	}
+}
+
+func TestValidate(t *testing.T) {
+	base := func() *COO {
+		c, _ := NewCOO([]int{2, 3, 4}, 0)
+		c.Append([]uint32{0, 1, 2}, 1)
+		c.Append([]uint32{1, 2, 3}, -2)
+		return c
+	}
+	tests := []struct {
+		name  string
+		break_ func(c *COO)
+		want  string
+	}{
+		{"valid", func(c *COO) {}, ""},
+		{"index at dim", func(c *COO) { c.Inds[2][1] = 4 }, "nonzero 1: mode 3 index 5 (1-based) exceeds dim 4"},
+		{"NaN", func(c *COO) { c.Vals[0] = float32(math.NaN()) }, "nonzero 0: value must be finite"},
+		{"Inf", func(c *COO) { c.Vals[1] = float32(math.Inf(-1)) }, "value must be finite"},
+		{"short mode", func(c *COO) { c.Inds[1] = c.Inds[1][:1] }, "mode 2 has 1 indices for 2 values"},
+		{"missing mode", func(c *COO) { c.Inds = c.Inds[:2] }, "3 dims but 2 index arrays"},
+		{"bad dims", func(c *COO) { c.Dims[0] = 0 }, "dim of mode 1"},
+	}
+	for _, tc := range tests {
+		c := base()
+		tc.break_(c)
+		err := c.Validate()
+		if tc.want == "" {
+			if err != nil {
+				t.Errorf("%s: %v", tc.name, err)
+			}
+			continue
+		}
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: Validate() = %v, want %q", tc.name, err, tc.want)
+		}
+	}
+}
+
+func TestPermute(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	x := genCOO(rng, []int{3, 5, 7, 2}, 50)
+	p, err := x.Permute([]int{2, 0, 3, 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []int{7, 3, 2, 5}; !slices.Equal(p.Dims, want) {
+		t.Fatalf("dims %v, want %v", p.Dims, want)
+	}
+	for k := range x.NNZ() {
+		if p.Inds[0][k] != x.Inds[2][k] || p.Inds[3][k] != x.Inds[1][k] {
+			t.Fatalf("nonzero %d permuted wrongly", k)
+		}
+	}
+	// Permuting by the inverse gives x back.
+	q, err := p.Permute([]int{1, 3, 0, 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !q.Equal(x) {
+		t.Fatal("inverse permutation does not give the tensor back")
+	}
+	for _, bad := range [][]int{{0, 1, 2}, {0, 1, 2, 2}, {0, 1, 2, 4}, {-1, 0, 1, 2}} {
+		if _, err := x.Permute(bad); err == nil {
+			t.Errorf("Permute(%v) accepted", bad)
+		}
+	}
+}

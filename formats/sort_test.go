@@ -1,0 +1,163 @@
+package formats
+
+import (
+	"cmp"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"testing"
+)
+
+// sortReference sorts a clone of t by modes with a stable comparison sort.
+func sortReference(t *COO, modes []int) *COO {
+	perm := make([]int, t.NNZ())
+	for k := range perm {
+		perm[k] = k
+	}
+	slices.SortStableFunc(perm, func(a, b int) int {
+		for _, m := range modes {
+			if c := cmp.Compare(t.Inds[m][a], t.Inds[m][b]); c != 0 {
+				return c
+			}
+		}
+		return 0
+	})
+	u := t.Clone()
+	for k, p := range perm {
+		for m := range u.Inds {
+			u.Inds[m][k] = t.Inds[m][p]
+		}
+		u.Vals[k] = t.Vals[p]
+	}
+	return u
+}
+
+func TestSortByMatchesReference(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	tests := []struct {
+		dims  []int
+		nnz   int
+		modes []int
+	}{
+		{[]int{5, 7}, 40, []int{1, 0}},
+		{[]int{5, 7}, 40, []int{1}},
+		{[]int{1, 1, 1}, 10, []int{0, 1, 2}},
+		{[]int{30, 20, 10}, 5000, []int{2, 0, 1}},
+		{[]int{30, 20, 10}, 5000, []int{1}},
+		{[]int{1000, 3, 100000, 7}, 200000, []int{3, 2, 1, 0}},
+		// 4 x 32 = 128 bits: two-word keys.
+		{[]int{MaxDim, MaxDim, MaxDim, MaxDim}, 3000, []int{0, 1, 2, 3}},
+		{[]int{1 << 30, 1 << 30, 1 << 30, 50}, 70000, []int{3, 1, 0, 2}},
+		{[]int{9, 1 << 31, 1 << 31, 3}, 100, []int{1, 2, 0}},
+	}
+	for _, tc := range tests {
+		t.Run(fmt.Sprint(tc.dims, tc.modes), func(t *testing.T) {
+			x := genCOO(rng, tc.dims, tc.nnz)
+			// Make duplicates on the sort key common so stability matters.
+			for k := 0; k+1 < x.NNZ(); k += 3 {
+				for _, m := range tc.modes {
+					x.Inds[m][k+1] = x.Inds[m][k]
+				}
+			}
+			want := sortReference(x, tc.modes)
+			if err := x.SortBy(tc.modes...); err != nil {
+				t.Fatal(err)
+			}
+			if !x.Equal(want) {
+				t.Fatal("radix sort differs from the stable reference sort")
+			}
+			if !x.IsSortedBy(tc.modes...) {
+				t.Fatal("IsSortedBy false after SortBy")
+			}
+		})
+	}
+}
+
+func TestSortByRejectsBadModes(t *testing.T) {
+	x := genCOO(rand.New(rand.NewPCG(1, 1)), []int{3, 3, 3}, 5)
+	for _, modes := range [][]int{{3}, {-1}, {0, 0}} {
+		if err := x.SortBy(modes...); err == nil {
+			t.Errorf("SortBy(%v) accepted", modes)
+		}
+	}
+}
+
+func TestDedup(t *testing.T) {
+	x, _ := NewCOO([]int{3, 3, 3}, 0)
+	for _, e := range []struct {
+		i, j, k uint32
+		v       float32
+	}{{2, 0, 1, 1}, {0, 1, 2, 2}, {2, 0, 1, 3}, {0, 0, 0, 4}, {2, 0, 1, -0.5}, {0, 1, 2, 8}} {
+		x.Append([]uint32{e.i, e.j, e.k}, e.v)
+	}
+	removed, err := x.Dedup()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ := NewCOO([]int{3, 3, 3}, 0)
+	want.Append([]uint32{0, 0, 0}, 4)
+	want.Append([]uint32{0, 1, 2}, 10)
+	want.Append([]uint32{2, 0, 1}, 3.5)
+	if removed != 3 || !x.Equal(want) {
+		t.Fatalf("Dedup removed %d, got %v %v, want 3 and %v %v", removed, x.Inds, x.Vals, want.Inds, want.Vals)
+	}
+
+	over, _ := NewCOO([]int{2, 2}, 0)
+	over.Append([]uint32{1, 1}, 3e38)
+	over.Append([]uint32{1, 1}, 3e38)
+	before := over.Clone()
+	if _, err := over.Dedup(); err == nil {
+		t.Fatal("overflowing duplicate sum accepted")
+	}
+	if !over.Equal(before) {
+		t.Fatal("failed Dedup changed the tensor")
+	}
+}
+
+func TestDedupRandomConservesSums(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	for order := 2; order <= 5; order++ {
+		dims := make([]int, order)
+		for m := range dims {
+			dims[m] = 1 + rng.IntN(6)
+		}
+		x := genCOO(rng, dims, 400)
+		sums := map[string]float64{}
+		idx := make([]uint32, order)
+		for k := range x.NNZ() {
+			sums[fmt.Sprint(x.Coord(k, idx))] += float64(x.Vals[k])
+		}
+		if _, err := x.Dedup(); err != nil {
+			t.Fatal(err)
+		}
+		if x.NNZ() != len(sums) {
+			t.Fatalf("order %d: %d nonzeros after Dedup, want %d distinct", order, x.NNZ(), len(sums))
+		}
+		for k := range x.NNZ() {
+			want := sums[fmt.Sprint(x.Coord(k, idx))]
+			if d := float64(x.Vals[k]) - want; d > 1e-4 || d < -1e-4 {
+				t.Fatalf("order %d: sum %v, want %v", order, x.Vals[k], want)
+			}
+		}
+	}
+}
+
+// BenchmarkSort compares the parallel radix sort used by SortBy with a
+// comparison sort of a permutation (slices.SortStableFunc) on the same key.
+func BenchmarkSort(b *testing.B) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	x := genCOO(rng, []int{100000, 20000, 5000}, 2_000_000)
+	modes := []int{2, 0, 1}
+	b.Run("radix", func(b *testing.B) {
+		b.ReportMetric(float64(x.NNZ()), "nnz")
+		for b.Loop() {
+			y := x.Clone()
+			y.SortBy(modes...)
+		}
+	})
+	b.Run("comparison", func(b *testing.B) {
+		for b.Loop() {
+			sortReference(x, modes)
+		}
+	})
+}

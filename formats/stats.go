@@ -1,0 +1,109 @@
+package formats
+
+import "math"
+
+// Summary describes a distribution of counts.
+type Summary struct {
+	Count int     // number of items summarised
+	Min   int     // smallest count (0 when Count is 0)
+	Max   int     // largest count
+	Mean  float64 // mean count
+	Std   float64 // population standard deviation
+}
+
+// CV returns the coefficient of variation Std/Mean, 0 for an empty summary.
+func (s Summary) CV() float64 {
+	if s.Mean == 0 {
+		return 0
+	}
+	return s.Std / s.Mean
+}
+
+// summarize returns the Summary of the nonzero entries of counts when
+// skipZero is set, of all of them otherwise.
+func summarize(counts []int, skipZero bool) Summary {
+	var s Summary
+	var sum, sumsq float64
+	for _, c := range counts {
+		if skipZero && c == 0 {
+			continue
+		}
+		if s.Count == 0 || c < s.Min {
+			s.Min = c
+		}
+		s.Max = max(s.Max, c)
+		s.Count++
+		f := float64(c)
+		sum += f
+		sumsq += f * f
+	}
+	if s.Count > 0 {
+		s.Mean = sum / float64(s.Count)
+		s.Std = math.Sqrt(max(sumsq/float64(s.Count)-s.Mean*s.Mean, 0))
+	}
+	return s
+}
+
+// ModeStats describes the slices and fibers of one mode of a tensor.
+type ModeStats struct {
+	Mode     int     // 0-based mode
+	Dim      int     // dimension of the mode
+	Slices   Summary // nonzeros per non-empty mode-n slice (all indices but mode n free)
+	Fibers   Summary // nonzeros per non-empty mode-n fiber (only mode n free)
+	Distinct int     // number of distinct coordinates (nonzeros without duplicates)
+}
+
+// ModeStats counts the non-empty slices and fibers of mode n and the
+// distribution of nonzeros over them. Duplicate coordinates count once per
+// stored nonzero. It does not modify t.
+func (t *COO) ModeStats(n int) (ModeStats, error) {
+	if err := checkModes([]int{n}, t.Order(), false); err != nil {
+		return ModeStats{}, err
+	}
+	st := ModeStats{Mode: n, Dim: t.Dims[n]}
+	perSlice := make([]int, t.Dims[n])
+	for _, i := range t.Inds[n] {
+		perSlice[i]++
+	}
+	st.Slices = summarize(perSlice, true)
+
+	// Fibers: sort a permutation by the other modes, then by mode n, and
+	// count runs of equal fiber coordinates (and of equal full coordinates).
+	modes := make([]int, 0, t.Order())
+	for m := range t.Order() {
+		if m != n {
+			modes = append(modes, m)
+		}
+	}
+	modes = append(modes, n)
+	perm := t.sortPerm(modes)
+	var perFiber []int
+	run := 0
+	for k := range perm {
+		if k > 0 {
+			if !t.samePermCoord(perm[k-1], perm[k], modes[:len(modes)-1]) {
+				perFiber = append(perFiber, run)
+				run = 0
+				st.Distinct++
+			} else if t.Inds[n][perm[k-1]] != t.Inds[n][perm[k]] {
+				st.Distinct++
+			}
+		}
+		run++
+	}
+	if run > 0 {
+		perFiber = append(perFiber, run)
+		st.Distinct++
+	}
+	st.Fibers = summarize(perFiber, false)
+	return st, nil
+}
+
+func (t *COO) samePermCoord(a, b uint32, modes []int) bool {
+	for _, m := range modes {
+		if t.Inds[m][a] != t.Inds[m][b] {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,51 @@
+package formats
+
+import "testing"
+
+func TestModeStatsByHand(t *testing.T) {
+	// A 3x2x2 tensor with 5 stored nonzeros, one of them a duplicate.
+	x, _ := NewCOO([]int{3, 2, 2}, 0)
+	for _, c := range [][3]uint32{{0, 0, 0}, {2, 0, 0}, {0, 1, 1}, {0, 1, 1}, {1, 1, 0}} {
+		x.Append(c[:], 1)
+	}
+	tests := []struct {
+		mode           int
+		slices, fibers Summary
+	}{
+		// Mode 1: slices i=0 (3 nnz), i=1 (1), i=2 (1); fibers (j,k):
+		// (0,0) has 2, (1,1) has 2, (1,0) has 1.
+		{0, Summary{Count: 3, Min: 1, Max: 3, Mean: 5.0 / 3}, Summary{Count: 3, Min: 1, Max: 2, Mean: 5.0 / 3}},
+		// Mode 2: slices j=0 (2), j=1 (3); fibers (i,k): (0,0) 1, (2,0) 1,
+		// (0,1) 2, (1,0) 1.
+		{1, Summary{Count: 2, Min: 2, Max: 3, Mean: 2.5}, Summary{Count: 4, Min: 1, Max: 2, Mean: 1.25}},
+		// Mode 3: slices k=0 (3), k=1 (2); fibers (i,j): (0,0) 1, (2,0) 1,
+		// (0,1) 2, (1,1) 1.
+		{2, Summary{Count: 2, Min: 2, Max: 3, Mean: 2.5}, Summary{Count: 4, Min: 1, Max: 2, Mean: 1.25}},
+	}
+	for _, tc := range tests {
+		st, err := x.ModeStats(tc.mode)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Distinct != 4 {
+			t.Errorf("mode %d: Distinct = %d, want 4", tc.mode, st.Distinct)
+		}
+		check := func(what string, got, want Summary) {
+			if got.Count != want.Count || got.Min != want.Min || got.Max != want.Max || abs(got.Mean-want.Mean) > 1e-12 {
+				t.Errorf("mode %d %s: got %+v, want %+v", tc.mode, what, got, want)
+			}
+		}
+		check("slices", st.Slices, tc.slices)
+		check("fibers", st.Fibers, tc.fibers)
+	}
+	if _, err := x.ModeStats(3); err == nil {
+		t.Error("ModeStats(3) accepted on an order-3 tensor")
+	}
+}
+
+func abs(f float64) float64 {
+	if f < 0 {
+		return -f
+	}
+	return f
+}
