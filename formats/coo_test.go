@@ -69,9 +69,9 @@ func TestValidate(t *testing.T) {
 		return c
 	}
 	tests := []struct {
-		name  string
+		name   string
 		break_ func(c *COO)
-		want  string
+		want   string
 	}{
 		{"valid", func(c *COO) {}, ""},
 		{"index at dim", func(c *COO) { c.Inds[2][1] = 4 }, "nonzero 1: mode 3 index 5 (1-based) exceeds dim 4"},
