@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -77,10 +78,21 @@ func realTensorFiles(tb testing.TB) []string {
 	return files
 }
 
+var realTensorCache struct {
+	sync.Mutex
+	m map[string]*COO
+}
+
 // loadRealTensor reads a real tensor and removes its duplicates, so that
-// round trips can be compared exactly.
+// round trips can be compared exactly. Tensors are cached across tests (and
+// must not be modified) so the race-detector run stays short.
 func loadRealTensor(tb testing.TB, path string) *COO {
 	tb.Helper()
+	realTensorCache.Lock()
+	defer realTensorCache.Unlock()
+	if x, ok := realTensorCache.m[path]; ok {
+		return x
+	}
 	x, err := readTNSForMTTKRPTest(path)
 	if err != nil {
 		tb.Fatal(err)
@@ -88,6 +100,10 @@ func loadRealTensor(tb testing.TB, path string) *COO {
 	if _, err := x.Dedup(); err != nil {
 		tb.Fatal(err)
 	}
+	if realTensorCache.m == nil {
+		realTensorCache.m = map[string]*COO{}
+	}
+	realTensorCache.m[path] = x
 	return x
 }
 

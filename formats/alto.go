@@ -1,0 +1,348 @@
+package formats
+
+import (
+	"fmt"
+	"math/bits"
+	"slices"
+	"sort"
+)
+
+// ALTO is a tensor in the adaptive linearized tensor order of Helal et al.
+// (ICS 2021): every nonzero is stored as one linear index, the modes' index
+// bits interleaved, and the nonzeros are sorted by it. Neighbouring nonzeros
+// in that order are near each other in every mode at once, so one ALTO
+// tensor serves an MTTKRP of any mode with good locality, and a kernel that
+// reads consecutive nonzeros sees runs of equal output rows it can reduce
+// before writing.
+//
+// Bit order. Index bit j of mode m is placed at level j; levels are filled
+// from the least significant bit of the linear index up, and within a level
+// the modes that still have bits left (ModeBits(dim) > j) take one bit
+// each in mode order 0, 1, ..., N-1. A mode of dim 1 has no bits. For a
+// 4x2x8 tensor (2, 1 and 3 bits): linear bit 0 = i0, 1 = j0, 2 = k0,
+// 3 = i1, 4 = k1, 5 = k2. Bits is the sum of the modes' ModeBits, at most
+// MaxIndexBits = 128.
+//
+// Blocks (BLCO, Nguyen et al. 2022). The linear index is split at bit 64:
+// each nonzero stores its low 64 bits in Lin, and the bits above, which
+// only exist when Bits > 64, are stored once per block in BlockHigh. A block
+// is a run of consecutive nonzeros with the same high bits, cut into pieces
+// of at most MaxBlockNNZ nonzeros when that cap is set; with Bits <= 64 and
+// no cap there is one block. A block is therefore a self-contained piece of
+// the tensor (its nonzeros, their values and one 64-bit key) that a device
+// with little memory can be sent one at a time, and blocks are contiguous in
+// Lin and Vals, so any run of blocks is one copy.
+type ALTO struct {
+	Dims        []int
+	Bits        int        // width of the linear index: sum over modes of ModeBits(dim)
+	Modes       []ALTOMode // per mode: where its bits lie and how to extract them
+	MaxBlockNNZ int        // cap on nonzeros per block, 0 for none
+	Lin         []uint64   // low 64 bits of each nonzero's linear index; nonzeros sorted by the full index
+	Vals        []float32  // value of each nonzero
+	BlockPtr    []uint32   // len NumBlocks()+1: block b holds nonzeros BlockPtr[b] to BlockPtr[b+1]-1
+	BlockHigh   []uint64   // per block, bits 64 and up of its nonzeros' linear index; nil when Bits <= 64
+}
+
+// ALTOMode says where one mode's index bits lie in the linear index and
+// how to extract them. Lo and Hi mask the mode's bits in the low and high 64
+// bits of the linear index; the Lo bits are the index's low LoBits bits.
+//
+// Extraction is a software "parallel bits extract" (x86 pext) that costs
+// the same few operations whatever the mode's bit pattern: each index bit
+// must move right by the number of clear mask bits below it, and writing
+// that distance in binary, step s moves by 2^s every bit whose distance has
+// bit s set. The six move masks per word are computed once from the mask
+// (LoSteps, HiSteps), so extracting an index is 6 rounds of and, xor, shift
+// and or, with no loop over bits and no branches; the same steps run as is
+// on a GPU, which has no pext instruction. In a BLCO block the high word is
+// fixed, so a kernel extracts FromHigh(BlockHigh[b]) once per block and ors
+// FromLow(Lin[k]) per nonzero.
+type ALTOMode struct {
+	Bits    int       // ModeBits of the mode's dim
+	Pos     []uint8   // Pos[j] is the linear-index bit holding index bit j
+	Lo, Hi  uint64    // the mode's bits in the low and the high 64 bits
+	LoBits  uint      // popcount(Lo): how many low index bits the low word holds
+	LoSteps [6]uint64 // move masks extracting Lo's bits from the low word
+	HiSteps [6]uint64 // move masks extracting Hi's bits from the high word
+}
+
+// FromLow returns the index bits the low word lo holds, in place.
+func (e *ALTOMode) FromLow(lo uint64) uint32 {
+	return uint32(compressBits(lo&e.Lo, &e.LoSteps))
+}
+
+// FromHigh returns the index bits the high word hi holds, shifted into place
+// (above the LoBits low ones).
+func (e *ALTOMode) FromHigh(hi uint64) uint32 {
+	return uint32(compressBits(hi&e.Hi, &e.HiSteps) << e.LoBits)
+}
+
+// Index returns the mode's index in the linear index with high word hi and
+// low word lo.
+func (e *ALTOMode) Index(hi, lo uint64) uint32 { return e.FromHigh(hi) | e.FromLow(lo) }
+
+// compressMoves returns the move masks with which compressBits gathers the
+// bits of mask into the low end of a word. The distance each set bit moves
+// is the number of clear bits of mask below it; at step s the bits whose
+// remaining distance has bit s set move by 2^s. zeros marks, for each
+// position, whether the bit just below it is clear; a prefix xor of it gives
+// bit s of the distance for every position.
+func compressMoves(mask uint64) [6]uint64 {
+	var moves [6]uint64
+	zeros := ^mask << 1
+	for s := range 6 {
+		p := zeros ^ zeros<<1 // prefix parity: bit s of the distance
+		p ^= p << 2
+		p ^= p << 4
+		p ^= p << 8
+		p ^= p << 16
+		p ^= p << 32
+		mv := p & mask
+		moves[s] = mv
+		mask = mask ^ mv | mv>>(1<<s)
+		zeros &^= p
+	}
+	return moves
+}
+
+// compressBits gathers the bits of x selected by the mask that moves was
+// computed from (x must already be masked) into the low end.
+func compressBits(x uint64, moves *[6]uint64) uint64 {
+	t := x & moves[0]
+	x = x ^ t | t>>1
+	t = x & moves[1]
+	x = x ^ t | t>>2
+	t = x & moves[2]
+	x = x ^ t | t>>4
+	t = x & moves[3]
+	x = x ^ t | t>>8
+	t = x & moves[4]
+	x = x ^ t | t>>16
+	t = x & moves[5]
+	return x ^ t | t>>32
+}
+
+// expandBits is the inverse of compressBits: it spreads the low bits of x
+// over the set bits of mask, undoing the moves from the last to the first.
+func expandBits(x, mask uint64, moves *[6]uint64) uint64 {
+	for s := 5; s >= 0; s-- {
+		mv := moves[s]
+		x = x&^mv | x<<(1<<s)&mv
+	}
+	return x & mask
+}
+
+// newALTOModes lays out the bits of dims as documented on ALTO and returns
+// each mode's extraction data and the total width.
+func newALTOModes(dims []int) ([]ALTOMode, int) {
+	modes := make([]ALTOMode, len(dims))
+	maxBits := 0
+	for m, d := range dims {
+		modes[m].Bits = ModeBits(d)
+		maxBits = max(maxBits, modes[m].Bits)
+	}
+	pos := 0
+	for j := range maxBits {
+		for m := range modes {
+			e := &modes[m]
+			if j >= e.Bits {
+				continue
+			}
+			e.Pos = append(e.Pos, uint8(pos))
+			if pos < 64 {
+				e.Lo |= 1 << pos
+			} else {
+				e.Hi |= 1 << (pos - 64)
+			}
+			pos++
+		}
+	}
+	for m := range modes {
+		e := &modes[m]
+		e.LoBits = uint(bits.OnesCount64(e.Lo))
+		e.LoSteps = compressMoves(e.Lo)
+		e.HiSteps = compressMoves(e.Hi)
+	}
+	return modes, pos
+}
+
+// altoSort computes the linear index (hi, lo) of every nonzero of t in the
+// layout of modes and sorts by it. It returns the sorted low words, the
+// sorted high words (nil when width <= 64) and the permutation: sorted
+// nonzero k is t's nonzero perm[k]. The sort is stable.
+func altoSort(t *COO, modes []ALTOMode, width int) (lo, hi []uint64, perm []uint32) {
+	n := t.NNZ()
+	w := workers(n, 1<<15)
+	lo = make([]uint64, n)
+	if width > 64 {
+		hi = make([]uint64, n)
+	}
+	perm = make([]uint32, n)
+	parallelChunks(n, w, func(_, a, b int) {
+		for k := a; k < b; k++ {
+			perm[k] = uint32(k)
+		}
+		for m, ind := range t.Inds {
+			e := &modes[m]
+			if e.Bits == 0 {
+				continue
+			}
+			loMask := uint64(1)<<e.LoBits - 1
+			for k := a; k < b; k++ {
+				lo[k] |= expandBits(uint64(ind[k])&loMask, e.Lo, &e.LoSteps)
+			}
+			if hi != nil && e.Hi != 0 {
+				for k := a; k < b; k++ {
+					hi[k] |= expandBits(uint64(ind[k])>>e.LoBits, e.Hi, &e.HiSteps)
+				}
+			}
+		}
+	})
+	scratch := make([]uint64, n)
+	pscratch := make([]uint32, n)
+	if hi == nil {
+		radixSort(lo, perm, scratch, pscratch, width)
+		return lo, nil, perm
+	}
+	// Two LSD rounds: by the low word, then stably by the high word. The
+	// unsorted low words are kept to be gathered by the final permutation.
+	keys := slices.Clone(lo)
+	radixSort(keys, perm, scratch, pscratch, 64)
+	parallelChunks(n, w, func(_, a, b int) {
+		for k := a; k < b; k++ {
+			keys[k] = hi[perm[k]]
+		}
+	})
+	radixSort(keys, perm, scratch, pscratch, width-64)
+	hi = keys
+	parallelChunks(n, w, func(_, a, b int) {
+		for k := a; k < b; k++ {
+			scratch[k] = lo[perm[k]]
+		}
+	})
+	return scratch, hi, perm
+}
+
+// gatherVals returns vals[perm[k]] for every k.
+func gatherVals(vals []float32, perm []uint32) []float32 {
+	out := make([]float32, len(perm))
+	parallelChunks(len(perm), workers(len(perm), 1<<15), func(_, a, b int) {
+		for k := a; k < b; k++ {
+			out[k] = vals[perm[k]]
+		}
+	})
+	return out
+}
+
+// NewALTO builds the ALTO form of t, cut into blocks of at most maxBlockNNZ
+// nonzeros (0: no cap, so one block unless the linear index needs more than
+// 64 bits). t is not modified.
+func NewALTO(t *COO, maxBlockNNZ int) (*ALTO, error) {
+	if err := checkFormatInput(t); err != nil {
+		return nil, fmt.Errorf("alto: %w", err)
+	}
+	if maxBlockNNZ < 0 {
+		return nil, fmt.Errorf("alto: block cap must be 0 (none) or positive, found %d", maxBlockNNZ)
+	}
+	modes, width := newALTOModes(t.Dims)
+	lo, hi, perm := altoSort(t, modes, width)
+	a := &ALTO{
+		Dims:        slices.Clone(t.Dims),
+		Bits:        width,
+		Modes:       modes,
+		MaxBlockNNZ: maxBlockNNZ,
+		Lin:         lo,
+		Vals:        gatherVals(t.Vals, perm),
+		BlockPtr:    []uint32{0},
+	}
+	n := len(lo)
+	limit := maxBlockNNZ
+	if limit == 0 {
+		limit = n
+	}
+	for start := 0; start < n; {
+		end := start + 1
+		for end < n && end-start < limit && (hi == nil || hi[end] == hi[start]) {
+			end++
+		}
+		if hi != nil {
+			a.BlockHigh = append(a.BlockHigh, hi[start])
+		}
+		a.BlockPtr = append(a.BlockPtr, uint32(end))
+		start = end
+	}
+	return a, nil
+}
+
+// ALTOBlock is one block of an ALTO tensor: nonzeros Start to
+// Start+len(Lin)-1, all with the high linear-index word High.
+type ALTOBlock struct {
+	High  uint64    // bits 64 and up of every linear index in the block
+	Start int       // position of the block's first nonzero in the tensor
+	Lin   []uint64  // low 64 bits of the linear indices (a view of ALTO.Lin)
+	Vals  []float32 // values (a view of ALTO.Vals)
+}
+
+// NumBlocks returns the number of blocks.
+func (a *ALTO) NumBlocks() int { return len(a.BlockPtr) - 1 }
+
+// Blocks returns every block as views of a's arrays.
+func (a *ALTO) Blocks() []ALTOBlock {
+	out := make([]ALTOBlock, a.NumBlocks())
+	for b := range out {
+		lo, hi := int(a.BlockPtr[b]), int(a.BlockPtr[b+1])
+		out[b] = ALTOBlock{Start: lo, Lin: a.Lin[lo:hi], Vals: a.Vals[lo:hi]}
+		if a.BlockHigh != nil {
+			out[b].High = a.BlockHigh[b]
+		}
+	}
+	return out
+}
+
+// Order returns the number of modes.
+func (a *ALTO) Order() int { return len(a.Dims) }
+
+// NNZ returns the number of nonzeros, duplicates included.
+func (a *ALTO) NNZ() int { return len(a.Vals) }
+
+// ToCOO returns the tensor a stores, in ALTO order.
+func (a *ALTO) ToCOO() *COO {
+	N, n := a.Order(), a.NNZ()
+	t := &COO{Dims: slices.Clone(a.Dims), Inds: make([][]uint32, N), Vals: slices.Clone(a.Vals)}
+	for m := range t.Inds {
+		t.Inds[m] = make([]uint32, n)
+	}
+	parallelChunks(n, workers(n, 1<<14), func(_, lo, hi int) {
+		if lo == hi {
+			return
+		}
+		// The block holding nonzero lo: the last one starting at or before it.
+		b := sort.Search(a.NumBlocks(), func(b int) bool { return int(a.BlockPtr[b+1]) > lo })
+		for k := lo; k < hi; {
+			end := min(hi, int(a.BlockPtr[b+1]))
+			var high uint64
+			if a.BlockHigh != nil {
+				high = a.BlockHigh[b]
+			}
+			for m := range a.Modes {
+				e := &a.Modes[m]
+				base := e.FromHigh(high)
+				out, lin := t.Inds[m][k:end], a.Lin[k:end]
+				for i, l := range lin {
+					out[i] = base | e.FromLow(l)
+				}
+			}
+			k = end
+			b++
+		}
+	})
+	return t
+}
+
+// Bytes returns the bytes of a's linear indices, values and block arrays.
+func (a *ALTO) Bytes() int64 {
+	return int64(8*len(a.Lin) + 4*len(a.Vals) + 4*len(a.BlockPtr) + 8*len(a.BlockHigh))
+}
+
+// BytesPerNNZ returns Bytes divided by the number of nonzeros (0 if none).
+func (a *ALTO) BytesPerNNZ() float64 { return bytesPerNNZ(a.Bytes(), a.NNZ()) }

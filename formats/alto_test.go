@@ -1,0 +1,295 @@
+package formats
+
+import (
+	"math/rand/v2"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// refALTOIndex computes the linear index of coordinate idx by the rule
+// documented on ALTO, one bit at a time: level j gives one bit to every
+// mode with more than j bits, in mode order, from bit 0 up.
+func refALTOIndex(dims []int, idx []uint32) (hi, lo uint64) {
+	pos := 0
+	for j := range 32 {
+		for m, d := range dims {
+			if j >= ModeBits(d) {
+				continue
+			}
+			if idx[m]>>j&1 == 1 {
+				if pos < 64 {
+					lo |= 1 << pos
+				} else {
+					hi |= 1 << (pos - 64)
+				}
+			}
+			pos++
+		}
+	}
+	return hi, lo
+}
+
+// refALTOOrder returns a copy of x stably sorted by refALTOIndex, with the
+// indices.
+func refALTOOrder(x *COO) (*COO, []uint64, []uint64) {
+	n := x.NNZ()
+	his, los := make([]uint64, n), make([]uint64, n)
+	idx := make([]uint32, x.Order())
+	for k := range n {
+		his[k], los[k] = refALTOIndex(x.Dims, x.Coord(k, idx))
+	}
+	perm := make([]int, n)
+	for k := range perm {
+		perm[k] = k
+	}
+	slices.SortStableFunc(perm, func(a, b int) int {
+		if his[a] != his[b] {
+			return cmpU64(his[a], his[b])
+		}
+		return cmpU64(los[a], los[b])
+	})
+	y := &COO{Dims: x.Dims, Inds: make([][]uint32, x.Order())}
+	sh, sl := make([]uint64, n), make([]uint64, n)
+	for m := range y.Inds {
+		for _, p := range perm {
+			y.Inds[m] = append(y.Inds[m], x.Inds[m][p])
+		}
+	}
+	for k, p := range perm {
+		y.Vals = append(y.Vals, x.Vals[p])
+		sh[k], sl[k] = his[p], los[p]
+	}
+	return y, sh, sl
+}
+
+func cmpU64(a, b uint64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+func TestCompressExpandBits(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	masks := []uint64{0, 1, 1 << 63, ^uint64(0), 0x5555555555555555, 0x9249249249249249, 0xF0F0}
+	for range 200 {
+		masks = append(masks, rng.Uint64()&rng.Uint64())
+	}
+	for _, mask := range masks {
+		moves := compressMoves(mask)
+		for range 20 {
+			x := rng.Uint64()
+			var want uint64 // bit loop pext
+			for p, j := 0, 0; p < 64; p++ {
+				if mask>>p&1 == 1 {
+					want |= (x >> p & 1) << j
+					j++
+				}
+			}
+			if got := compressBits(x&mask, &moves); got != want {
+				t.Fatalf("compress(%#x, %#x) = %#x, want %#x", x, mask, got, want)
+			}
+			if got := expandBits(want, mask, &moves); got != x&mask {
+				t.Fatalf("expand(%#x, %#x) = %#x, want %#x", want, mask, got, x&mask)
+			}
+		}
+	}
+}
+
+func TestALTOByHand(t *testing.T) {
+	// 4x2x8: 2, 1 and 3 bits; linear bits (low to high) i0 j0 k0 i1 k1 k2.
+	x := &COO{
+		Dims: []int{4, 2, 8},
+		Inds: [][]uint32{{3, 2, 1, 0}, {1, 0, 1, 0}, {5, 6, 1, 7}},
+		Vals: []float32{1, 2, 3, 4},
+	}
+	a, err := NewALTO(x, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// (1,1,1) = 1+2+4 = 7; (3,1,5) = 1+2+4+8+32 = 47;
+	// (0,0,7) = 4+16+32 = 52; (2,0,6) = 8+16+32 = 56.
+	if want := []uint64{7, 47, 52, 56}; !slices.Equal(a.Lin, want) {
+		t.Errorf("Lin = %v, want %v", a.Lin, want)
+	}
+	if want := []float32{3, 1, 4, 2}; !slices.Equal(a.Vals, want) {
+		t.Errorf("Vals = %v, want %v", a.Vals, want)
+	}
+	if a.Bits != 6 || a.NumBlocks() != 1 || a.BlockHigh != nil {
+		t.Errorf("Bits %d blocks %d high %v, want 6, 1, nil", a.Bits, a.NumBlocks(), a.BlockHigh)
+	}
+	for m, want := range []uint64{0b001001, 0b000010, 0b110100} {
+		if a.Modes[m].Lo != want || a.Modes[m].Hi != 0 {
+			t.Errorf("mode %d mask %#b/%#b, want %#b", m, a.Modes[m].Hi, a.Modes[m].Lo, want)
+		}
+	}
+	if got := a.Modes[2].Index(0, 47); got != 5 {
+		t.Errorf("mode 3 of 47 = %d, want 5", got)
+	}
+	if a.Bytes() != 4*8+4*4+2*4 {
+		t.Errorf("Bytes = %d", a.Bytes())
+	}
+}
+
+// checkALTO checks a against the reference order of x: every linear index,
+// every extracted index of every mode, the values, the block rule, and the
+// round trip.
+func checkALTO(t *testing.T, a *ALTO, x *COO) {
+	t.Helper()
+	ref, his, los := refALTOOrder(x)
+	if !slices.Equal(a.Lin, los) || !slices.Equal(a.Vals, ref.Vals) {
+		t.Fatalf("dims %v cap %d: linear indices or values differ from the reference", x.Dims, a.MaxBlockNNZ)
+	}
+	if (a.Bits > 64) != (a.BlockHigh != nil) {
+		t.Fatalf("dims %v: %d bits but BlockHigh nil = %v", x.Dims, a.Bits, a.BlockHigh == nil)
+	}
+	blocks := a.Blocks()
+	if len(blocks) != a.NumBlocks() || a.BlockPtr[0] != 0 || int(a.BlockPtr[len(a.BlockPtr)-1]) != a.NNZ() {
+		t.Fatalf("dims %v: bad BlockPtr ends", x.Dims)
+	}
+	for b, blk := range blocks {
+		if len(blk.Lin) == 0 || a.MaxBlockNNZ > 0 && len(blk.Lin) > a.MaxBlockNNZ {
+			t.Fatalf("dims %v cap %d: block %d has %d nonzeros", x.Dims, a.MaxBlockNNZ, b, len(blk.Lin))
+		}
+		// Blocks are maximal: a block ends at a change of the high bits,
+		// at the cap, or at the end.
+		end := blk.Start + len(blk.Lin)
+		full := a.MaxBlockNNZ > 0 && len(blk.Lin) == a.MaxBlockNNZ
+		if end < a.NNZ() && !full && his[end] == blk.High {
+			t.Fatalf("dims %v cap %d: block %d ends early", x.Dims, a.MaxBlockNNZ, b)
+		}
+		for i := range blk.Lin {
+			k := blk.Start + i
+			if his[k] != blk.High {
+				t.Fatalf("dims %v: nonzero %d high %#x in block with high %#x", x.Dims, k, his[k], blk.High)
+			}
+			for m := range a.Modes {
+				if got := a.Modes[m].Index(blk.High, blk.Lin[i]); got != ref.Inds[m][k] {
+					t.Fatalf("dims %v: nonzero %d mode %d extracts %d, want %d", x.Dims, k, m, got, ref.Inds[m][k])
+				}
+			}
+		}
+	}
+	if back := a.ToCOO(); !back.Equal(ref) {
+		t.Fatalf("dims %v cap %d: ToCOO differs from the ALTO-ordered tensor", x.Dims, a.MaxBlockNNZ)
+	}
+}
+
+func TestALTORoundTripRandom(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	for order := 2; order <= 5; order++ {
+		for trial := range 6 {
+			x := randomFormatTensor(rng, order, trial >= 4)
+			want := sortedNatural(x)
+			for _, limit := range []int{0, 1, 7} {
+				a, err := NewALTO(x, limit)
+				if err != nil {
+					t.Fatalf("dims %v: %v", x.Dims, err)
+				}
+				checkALTO(t, a, x)
+				back := a.ToCOO()
+				back.Sort()
+				if !back.Equal(want) {
+					t.Fatalf("dims %v cap %d: round trip differs", x.Dims, limit)
+				}
+			}
+		}
+	}
+}
+
+func TestALTOWideBlocks(t *testing.T) {
+	// 5 modes of 2^25: 125 bits, so blocks split on the high word.
+	rng := rand.New(rand.NewPCG(9, 10))
+	x := genCOO(rng, []int{1 << 25, 1 << 25, 1 << 25, 1 << 25, 1 << 25}, 3000)
+	// 200 nonzeros that share their (zero) high bits.
+	idx := make([]uint32, 5)
+	for k := range 200 {
+		for m := range idx {
+			idx[m] = uint32(k * (m + 1)) // small: all in the low word
+		}
+		x.Append(idx, float32(k))
+	}
+	x.Dedup()
+	for _, limit := range []int{0, 1, 7, 100} {
+		a, err := NewALTO(x, limit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a.Bits != 125 {
+			t.Fatalf("Bits = %d, want 125", a.Bits)
+		}
+		checkALTO(t, a, x)
+	}
+}
+
+func TestALTOEmptyAndErrors(t *testing.T) {
+	empty, _ := NewCOO([]int{3, 1, 5}, 0)
+	a, err := NewALTO(empty, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.NumBlocks() != 0 || a.ToCOO().NNZ() != 0 {
+		t.Fatalf("empty: %d blocks", a.NumBlocks())
+	}
+	bad := &COO{Dims: []int{2, 3}, Inds: [][]uint32{{0}, {3}}, Vals: []float32{1}}
+	for _, tc := range []struct {
+		x     *COO
+		limit int
+		want  string
+	}{
+		{bad, 0, "exceeds dim"},
+		{empty, -1, "block cap"},
+	} {
+		if _, err := NewALTO(tc.x, tc.limit); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("err = %v, want it to contain %q", err, tc.want)
+		}
+	}
+}
+
+func TestALTOLargeParallel(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 12))
+	x := genCOO(rng, []int{1 << 20, 1 << 20, 1 << 20, 1 << 20}, 150_000) // 80 bits
+	for _, limit := range []int{0, 4096} {
+		a, err := NewALTO(x, limit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ref, _, los := refALTOOrder(x)
+		if !slices.Equal(a.Lin, los) || !a.ToCOO().Equal(ref) {
+			t.Fatalf("cap %d: differs from reference", limit)
+		}
+	}
+}
+
+func TestALTORealTensors(t *testing.T) {
+	for _, path := range realTensorFiles(t) {
+		t.Run(filepath.Base(path), func(t *testing.T) {
+			x := loadRealTensor(t, path)
+			want := x // already sorted naturally by Dedup
+			for _, limit := range []int{0, 1, 7} {
+				a, err := NewALTO(x, limit)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if limit == 0 {
+					checkALTO(t, a, x)
+				}
+				for _, blk := range a.Blocks() {
+					if limit > 0 && len(blk.Lin) > limit {
+						t.Fatalf("cap %d: block of %d", limit, len(blk.Lin))
+					}
+				}
+				back := a.ToCOO()
+				back.Sort()
+				if !back.Equal(want) {
+					t.Fatalf("cap %d: round trip differs", limit)
+				}
+			}
+		})
+	}
+}
