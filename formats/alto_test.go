@@ -136,15 +136,23 @@ func TestALTOByHand(t *testing.T) {
 	}
 }
 
-// checkALTO checks a against the reference order of x: every linear index,
-// every extracted index of every mode, the values, the block rule, and the
-// round trip.
+// checkALTO checks a as a stored form of x: the block rule, the linear
+// index of every nonzero (recomputed bit by bit from the indices that
+// Modes[m].Index extracts, for every mode), the order by linear index, and
+// the round trip to x as a set.
 func checkALTO(t *testing.T, a *ALTO, x *COO) {
 	t.Helper()
-	ref, his, los := refALTOOrder(x)
-	if !slices.Equal(a.Lin, los) || !slices.Equal(a.Vals, ref.Vals) {
-		t.Fatalf("dims %v cap %d: linear indices or values differ from the reference", x.Dims, a.MaxBlockNNZ)
+	checkALTOBlocks(t, a, x)
+	back := a.ToCOO()
+	back.Sort()
+	if !back.Equal(sortedNatural(x)) {
+		t.Fatalf("dims %v cap %d: round trip differs", x.Dims, a.MaxBlockNNZ)
 	}
+}
+
+// checkALTOBlocks checks the blocks and the linear indices of a.
+func checkALTOBlocks(t *testing.T, a *ALTO, x *COO) {
+	t.Helper()
 	if (a.Bits > 64) != (a.BlockHigh != nil) {
 		t.Fatalf("dims %v: %d bits but BlockHigh nil = %v", x.Dims, a.Bits, a.BlockHigh == nil)
 	}
@@ -152,31 +160,53 @@ func checkALTO(t *testing.T, a *ALTO, x *COO) {
 	if len(blocks) != a.NumBlocks() || a.BlockPtr[0] != 0 || int(a.BlockPtr[len(a.BlockPtr)-1]) != a.NNZ() {
 		t.Fatalf("dims %v: bad BlockPtr ends", x.Dims)
 	}
+	idx := make([]uint32, a.Order())
+	var prevHi, prevLo uint64
 	for b, blk := range blocks {
 		if len(blk.Lin) == 0 || a.MaxBlockNNZ > 0 && len(blk.Lin) > a.MaxBlockNNZ {
 			t.Fatalf("dims %v cap %d: block %d has %d nonzeros", x.Dims, a.MaxBlockNNZ, b, len(blk.Lin))
 		}
-		// Blocks are maximal: a block ends at a change of the high bits,
-		// at the cap, or at the end.
-		end := blk.Start + len(blk.Lin)
-		full := a.MaxBlockNNZ > 0 && len(blk.Lin) == a.MaxBlockNNZ
-		if end < a.NNZ() && !full && his[end] == blk.High {
-			t.Fatalf("dims %v cap %d: block %d ends early", x.Dims, a.MaxBlockNNZ, b)
+		// Blocks are maximal: one ends at a change of the high bits, at
+		// the cap, or at the end.
+		if b > 0 && blk.High == blocks[b-1].High && a.MaxBlockNNZ != len(blocks[b-1].Lin) {
+			t.Fatalf("dims %v cap %d: block %d ends early", x.Dims, a.MaxBlockNNZ, b-1)
 		}
-		for i := range blk.Lin {
+		for i, lo := range blk.Lin {
 			k := blk.Start + i
-			if his[k] != blk.High {
-				t.Fatalf("dims %v: nonzero %d high %#x in block with high %#x", x.Dims, k, his[k], blk.High)
+			if k > 0 && (blk.High < prevHi || blk.High == prevHi && lo < prevLo) {
+				t.Fatalf("dims %v: nonzero %d out of ALTO order", x.Dims, k)
 			}
+			prevHi, prevLo = blk.High, lo
 			for m := range a.Modes {
-				if got := a.Modes[m].Index(blk.High, blk.Lin[i]); got != ref.Inds[m][k] {
-					t.Fatalf("dims %v: nonzero %d mode %d extracts %d, want %d", x.Dims, k, m, got, ref.Inds[m][k])
-				}
+				idx[m] = a.Modes[m].Index(blk.High, lo)
+			}
+			if hi, lo2 := refALTOIndex(a.Dims, idx); hi != blk.High || lo2 != lo {
+				t.Fatalf("dims %v: nonzero %d: extracted %v re-encode to %#x:%#x, stored %#x:%#x",
+					x.Dims, k, idx, hi, lo2, blk.High, lo)
 			}
 		}
 	}
-	if back := a.ToCOO(); !back.Equal(ref) {
-		t.Fatalf("dims %v cap %d: ToCOO differs from the ALTO-ordered tensor", x.Dims, a.MaxBlockNNZ)
+}
+
+// blockOf returns the block holding nonzero k.
+func blockOf(a *ALTO, k int) int {
+	b, _ := slices.BinarySearch(a.BlockPtr, uint32(k)+1)
+	return b - 1
+}
+
+// checkALTOReference compares a with an independent stable sort of x by the
+// reference linear index: same linear indices, values and coordinates in
+// the same order.
+func checkALTOReference(t *testing.T, a *ALTO, x *COO) {
+	t.Helper()
+	ref, his, los := refALTOOrder(x)
+	if !slices.Equal(a.Lin, los) || !slices.Equal(a.Vals, ref.Vals) || !a.ToCOO().Equal(ref) {
+		t.Fatalf("dims %v cap %d: differs from the reference order", x.Dims, a.MaxBlockNNZ)
+	}
+	for k := range his {
+		if a.BlockHigh != nil && a.BlockHigh[blockOf(a, k)] != his[k] {
+			t.Fatalf("dims %v: nonzero %d in a block with other high bits", x.Dims, k)
+		}
 	}
 }
 
@@ -185,18 +215,13 @@ func TestALTORoundTripRandom(t *testing.T) {
 	for order := 2; order <= 5; order++ {
 		for trial := range 6 {
 			x := randomFormatTensor(rng, order, trial >= 4)
-			want := sortedNatural(x)
 			for _, limit := range []int{0, 1, 7} {
 				a, err := NewALTO(x, limit)
 				if err != nil {
 					t.Fatalf("dims %v: %v", x.Dims, err)
 				}
 				checkALTO(t, a, x)
-				back := a.ToCOO()
-				back.Sort()
-				if !back.Equal(want) {
-					t.Fatalf("dims %v cap %d: round trip differs", x.Dims, limit)
-				}
+				checkALTOReference(t, a, x)
 			}
 		}
 	}
@@ -224,6 +249,7 @@ func TestALTOWideBlocks(t *testing.T) {
 			t.Fatalf("Bits = %d, want 125", a.Bits)
 		}
 		checkALTO(t, a, x)
+		checkALTOReference(t, a, x)
 	}
 }
 
@@ -259,10 +285,7 @@ func TestALTOLargeParallel(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ref, _, los := refALTOOrder(x)
-		if !slices.Equal(a.Lin, los) || !a.ToCOO().Equal(ref) {
-			t.Fatalf("cap %d: differs from reference", limit)
-		}
+		checkALTO(t, a, x)
 	}
 }
 
@@ -270,7 +293,6 @@ func TestALTORealTensors(t *testing.T) {
 	for _, path := range realTensorFiles(t) {
 		t.Run(filepath.Base(path), func(t *testing.T) {
 			x := loadRealTensor(t, path)
-			want := x // already sorted naturally by Dedup
 			for _, limit := range []int{0, 1, 7} {
 				a, err := NewALTO(x, limit)
 				if err != nil {
@@ -278,15 +300,15 @@ func TestALTORealTensors(t *testing.T) {
 				}
 				if limit == 0 {
 					checkALTO(t, a, x)
+					continue
 				}
-				for _, blk := range a.Blocks() {
-					if limit > 0 && len(blk.Lin) > limit {
-						t.Fatalf("cap %d: block of %d", limit, len(blk.Lin))
-					}
+				// Capped: the same order cut into more blocks.
+				if a.NumBlocks() != (a.NNZ()+limit-1)/limit && a.Bits <= 64 {
+					t.Fatalf("cap %d: %d blocks for %d nonzeros", limit, a.NumBlocks(), a.NNZ())
 				}
 				back := a.ToCOO()
 				back.Sort()
-				if !back.Equal(want) {
+				if !back.Equal(x) {
 					t.Fatalf("cap %d: round trip differs", limit)
 				}
 			}
