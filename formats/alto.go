@@ -81,6 +81,33 @@ func (e *ALTOMode) FromHigh(hi uint64) uint32 {
 // low word lo.
 func (e *ALTOMode) Index(hi, lo uint64) uint32 { return e.FromHigh(hi) | e.FromLow(lo) }
 
+// Decode sets dst[i] to base | FromLow(lin[i]) for every i < len(lin),
+// where base is FromHigh of the block's high word (0 when Bits <= 64). It
+// is the fast way to extract one mode from a run of nonzeros: the masks
+// stay in registers and there is no call per nonzero (FromLow is too big
+// for Go to inline), about twice as fast as calling FromLow in a loop.
+func (e *ALTOMode) Decode(dst []uint32, lin []uint64, base uint32) {
+	dst = dst[:len(lin)]
+	mask := e.Lo
+	m0, m1, m2, m3, m4, m5 := e.LoSteps[0], e.LoSteps[1], e.LoSteps[2], e.LoSteps[3], e.LoSteps[4], e.LoSteps[5]
+	for i, x := range lin {
+		x &= mask
+		t := x & m0
+		x = x ^ t | t>>1
+		t = x & m1
+		x = x ^ t | t>>2
+		t = x & m2
+		x = x ^ t | t>>4
+		t = x & m3
+		x = x ^ t | t>>8
+		t = x & m4
+		x = x ^ t | t>>16
+		t = x & m5
+		x = x ^ t | t>>32
+		dst[i] = base | uint32(x)
+	}
+}
+
 // compressMoves returns the move masks with which compressBits gathers the
 // bits of mask into the low end of a word. The distance each set bit moves
 // is the number of clear bits of mask below it; at step s the bits whose

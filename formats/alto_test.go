@@ -171,6 +171,16 @@ func checkALTOBlocks(t *testing.T, a *ALTO, x *COO) {
 		if b > 0 && blk.High == blocks[b-1].High && a.MaxBlockNNZ != len(blocks[b-1].Lin) {
 			t.Fatalf("dims %v cap %d: block %d ends early", x.Dims, a.MaxBlockNNZ, b-1)
 		}
+		for m := range a.Modes {
+			e := &a.Modes[m]
+			dec := make([]uint32, len(blk.Lin))
+			e.Decode(dec, blk.Lin, e.FromHigh(blk.High))
+			for i, lo := range blk.Lin {
+				if dec[i] != e.Index(blk.High, lo) {
+					t.Fatalf("dims %v: Decode of mode %d differs from Index at nonzero %d", x.Dims, m, blk.Start+i)
+				}
+			}
+		}
 		for i, lo := range blk.Lin {
 			k := blk.Start + i
 			if k > 0 && (blk.High < prevHi || blk.High == prevHi && lo < prevLo) {
@@ -312,6 +322,51 @@ func TestALTORealTensors(t *testing.T) {
 					t.Fatalf("cap %d: round trip differs", limit)
 				}
 			}
+		})
+	}
+}
+
+// BenchmarkNewALTO measures building an ALTO tensor without a block cap and
+// reports its footprint.
+func BenchmarkNewALTO(b *testing.B) {
+	for _, bt := range formatBenchTensors(b) {
+		b.Run(bt.name, func(b *testing.B) {
+			var a *ALTO
+			for b.Loop() {
+				var err error
+				if a, err = NewALTO(bt.x, 0); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(a.BytesPerNNZ(), "bytes/nnz")
+			b.ReportMetric(float64(a.Bits), "index-bits")
+		})
+	}
+}
+
+// BenchmarkALTOExtract measures extracting every mode's index from every
+// linear index, the decoding an ALTO kernel does per nonzero.
+func BenchmarkALTOExtract(b *testing.B) {
+	for _, bt := range formatBenchTensors(b) {
+		b.Run(bt.name, func(b *testing.B) {
+			a, err := NewALTO(bt.x, 0)
+			if err != nil {
+				b.Fatal(err)
+			}
+			// Decode in chunks, as a kernel would, into a small buffer.
+			buf := make([]uint32, 256)
+			for b.Loop() {
+				for _, blk := range a.Blocks() {
+					for m := range a.Modes {
+						e := &a.Modes[m]
+						base := e.FromHigh(blk.High)
+						for lo := 0; lo < len(blk.Lin); lo += len(buf) {
+							e.Decode(buf, blk.Lin[lo:min(lo+len(buf), len(blk.Lin))], base)
+						}
+					}
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(a.NNZ()*a.Order()), "ns/index")
 		})
 	}
 }

@@ -74,10 +74,11 @@ func checkFormatInput(t *COO) error {
 }
 
 // NewCSF builds the CSF of t with levels in modeOrder, a permutation of t's
-// modes whose first entry is the root. t is not modified: a permutation of
-// its nonzeros is sorted instead (parallel radix sort), and both passes over
-// the sorted nonzeros (counting fibers, then filling the levels) run in
-// parallel chunks.
+// modes whose first entry is the root. t is not modified: its nonzeros are
+// sorted by a permutation (parallel radix sort), the sorted indices of each
+// level are laid out once, and the two passes that build the tree (count
+// the fibers, then fill the levels) read them sequentially in parallel
+// chunks.
 func NewCSF(t *COO, modeOrder []int) (*CSF, error) {
 	if err := checkFormatInput(t); err != nil {
 		return nil, fmt.Errorf("csf: %w", err)
@@ -86,11 +87,7 @@ func NewCSF(t *COO, modeOrder []int) (*CSF, error) {
 		return nil, fmt.Errorf("csf: %w", err)
 	}
 	N, n := t.Order(), t.NNZ()
-	inds := make([][]uint32, N) // index arrays in level order
-	for l, m := range modeOrder {
-		inds[l] = t.Inds[m]
-	}
-	perm := t.sortPerm(modeOrder)
+	inds, perm := sortedLevels(t, modeOrder)
 
 	// Pass 1: the first level at which nonzero k differs from k-1 (N-1 when
 	// only the leaf differs or it is a duplicate); a fiber starts at every
@@ -103,8 +100,7 @@ func NewCSF(t *COO, modeOrder []int) (*CSF, error) {
 		for k := lo; k < hi; k++ {
 			d := 0
 			if k > 0 {
-				p, q := perm[k-1], perm[k]
-				for d < N-1 && inds[d][p] == inds[d][q] {
+				for d < N-1 && inds[d][k-1] == inds[d][k] {
 					d++
 				}
 			}
@@ -122,20 +118,22 @@ func NewCSF(t *COO, modeOrder []int) (*CSF, error) {
 			fibers[l] += v
 		}
 	}
-	fibers[N-1] = n
 
 	x := &CSF{
 		Dims:      slices.Clone(t.Dims),
 		ModeOrder: slices.Clone(modeOrder),
 		FiberPtr:  make([][]uint32, N-1),
 		FiberIdx:  make([][]uint32, N),
-		Vals:      make([]float32, n),
+		Vals:      gatherVals(t.Vals, perm),
 	}
-	for l := range N {
+	x.FiberIdx[N-1] = inds[N-1] // the sorted leaf indices are the leaf level
+	for l := range N - 1 {
 		x.FiberIdx[l] = make([]uint32, fibers[l])
-		if l < N-1 {
-			x.FiberPtr[l] = make([]uint32, fibers[l]+1)
+		x.FiberPtr[l] = make([]uint32, fibers[l]+1)
+		if l < N-2 {
 			x.FiberPtr[l][fibers[l]] = uint32(fibers[l+1])
+		} else {
+			x.FiberPtr[l][fibers[l]] = uint32(n)
 		}
 	}
 
@@ -144,21 +142,69 @@ func NewCSF(t *COO, modeOrder []int) (*CSF, error) {
 	// is the next id of level l+1.
 	parallelChunks(n, w, func(c, lo, hi int) {
 		next := counts[c]
-		leafIdx, leafInd := x.FiberIdx[N-1], inds[N-1]
 		for k := lo; k < hi; k++ {
-			q := perm[k]
 			next[N-1] = k
 			for l := int(firstLevel[k]); l < N-1; l++ {
 				f := next[l]
-				x.FiberIdx[l][f] = inds[l][q]
+				x.FiberIdx[l][f] = inds[l][k]
 				x.FiberPtr[l][f] = uint32(next[l+1])
 				next[l] = f + 1
 			}
-			leafIdx[k] = leafInd[q]
-			x.Vals[k] = t.Vals[q]
 		}
 	})
 	return x, nil
+}
+
+// sortedLevels returns the indices of t's modes in the given order, each
+// array sorted lexicographically by modes (stable), and the permutation:
+// sorted nonzero k is t's nonzero perm[k]. When the modes' bits fit one
+// 64-bit key, the indices are cut out of the sorted keys, which is
+// sequential; otherwise they are gathered through the permutation.
+func sortedLevels(t *COO, modes []int) ([][]uint32, []uint32) {
+	n := t.NNZ()
+	w := workers(n, 1<<15)
+	levels := make([][]uint32, len(modes))
+	for l := range levels {
+		levels[l] = make([]uint32, n)
+	}
+	total := 0
+	for _, m := range modes {
+		total += ModeBits(t.Dims[m])
+	}
+	if total > 64 {
+		perm := t.sortPerm(modes)
+		for l, m := range modes {
+			ind, out := t.Inds[m], levels[l]
+			parallelChunks(n, w, func(_, lo, hi int) {
+				for k := lo; k < hi; k++ {
+					out[k] = ind[perm[k]]
+				}
+			})
+		}
+		return levels, perm
+	}
+	perm := make([]uint32, n)
+	parallelChunks(n, w, func(_, lo, hi int) {
+		for k := lo; k < hi; k++ {
+			perm[k] = uint32(k)
+		}
+	})
+	keys := make([]uint64, n)
+	t.packKeys(keys, perm, modes)
+	radixSort(keys, perm, make([]uint64, n), make([]uint32, n), total)
+	shift := total
+	for l, m := range modes {
+		bits := ModeBits(t.Dims[m])
+		shift -= bits
+		mask := uint64(1)<<bits - 1
+		out := levels[l]
+		parallelChunks(n, w, func(_, lo, hi int) {
+			for k := lo; k < hi; k++ {
+				out[k] = uint32(keys[k] >> shift & mask)
+			}
+		})
+	}
+	return levels, perm
 }
 
 // Order returns the number of modes (and of levels).

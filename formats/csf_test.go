@@ -345,3 +345,61 @@ func TestCSFRealTensors(t *testing.T) {
 		})
 	}
 }
+
+var benchTensorCache struct {
+	sync.Mutex
+	m map[string]*COO
+}
+
+// formatBenchTensors returns the tensors the format benchmarks convert:
+// the real splatt_med4.tns (if present) and a generated order-3 tensor of
+// 2M uniformly random nonzeros.
+func formatBenchTensors(b *testing.B) []struct {
+	name string
+	x    *COO
+} {
+	b.Helper()
+	benchTensorCache.Lock()
+	defer benchTensorCache.Unlock()
+	if benchTensorCache.m == nil {
+		benchTensorCache.m = map[string]*COO{}
+		if x, err := readTNSForMTTKRPTest(filepath.Join(tensorDataDir, "splatt_med4.tns")); err == nil {
+			benchTensorCache.m["splatt_med4"] = x
+		} else {
+			b.Logf("splatt_med4 skipped: %v", err)
+		}
+		rng := rand.New(rand.NewPCG(7, 8))
+		benchTensorCache.m["gen2M"] = genCOO(rng, []int{100000, 20000, 5000}, 2_000_000)
+	}
+	var out []struct {
+		name string
+		x    *COO
+	}
+	for _, name := range []string{"splatt_med4", "gen2M"} {
+		if x, ok := benchTensorCache.m[name]; ok {
+			out = append(out, struct {
+				name string
+				x    *COO
+			}{name, x})
+		}
+	}
+	return out
+}
+
+// BenchmarkNewCSF measures building a CSF rooted at mode 0 (modes in
+// natural order) and reports its footprint.
+func BenchmarkNewCSF(b *testing.B) {
+	for _, bt := range formatBenchTensors(b) {
+		b.Run(bt.name, func(b *testing.B) {
+			var c *CSF
+			for b.Loop() {
+				var err error
+				if c, err = NewCSF(bt.x, csfModeOrders(nil, bt.x.Order())[0]); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(c.BytesPerNNZ(), "bytes/nnz")
+			b.ReportMetric(float64(bt.x.NNZ()), "nnz")
+		})
+	}
+}

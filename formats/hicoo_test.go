@@ -164,3 +164,21 @@ func TestHiCOORealTensors(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkNewHiCOO measures building a HiCOO with the default block size
+// and reports its footprint and block fill.
+func BenchmarkNewHiCOO(b *testing.B) {
+	for _, bt := range formatBenchTensors(b) {
+		b.Run(bt.name, func(b *testing.B) {
+			var h *HiCOO
+			for b.Loop() {
+				var err error
+				if h, err = NewHiCOO(bt.x, DefaultHiCOOBlockBits); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(h.BytesPerNNZ(), "bytes/nnz")
+			b.ReportMetric(h.MeanBlockNNZ(), "nnz/block")
+		})
+	}
+}
