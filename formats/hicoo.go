@@ -68,11 +68,13 @@ func NewHiCOO(t *COO, blockBits int) (*HiCOO, error) {
 	}
 
 	w := workers(n, 1<<15)
+	starts := make([]bool, n)
 	firstBlock := make([]int, w+1) // chunk c's first block id
 	parallelChunks(n, w, func(c, a, b int) {
 		cnt := 0
 		for k := a; k < b; k++ {
 			if startsBlock(k) {
+				starts[k] = true
 				cnt++
 			}
 		}
@@ -100,25 +102,28 @@ func NewHiCOO(t *COO, blockBits int) (*HiCOO, error) {
 	parallelChunks(n, w, func(c, a, b int) {
 		blk := firstBlock[c]
 		for k := a; k < b; k++ {
-			if startsBlock(k) {
+			if starts[k] {
 				x.BlockPtr[blk] = uint32(k)
-				var h uint64
-				if hi != nil {
-					h = hi[k]
-				}
-				for m := range modes {
-					x.BlockInds[m][blk] = modes[m].Index(h, lo[k]) >> blockBits
-				}
 				blk++
 			}
 		}
-		// The offsets sit in the low word: extract them mode by mode so
-		// each inner loop streams one output array.
+		// Mode by mode, so each loop streams one output array; the index
+		// is extracted once and gives both the offset and, at a block's
+		// first nonzero, the block coordinate.
 		for m := range modes {
 			e := &modes[m]
-			out, lin := x.ElemInds[m][a:b], lo[a:b]
-			for i, l := range lin {
-				out[i] = uint8(e.FromLow(l) & offMask)
+			offs, bi := x.ElemInds[m], x.BlockInds[m]
+			blk := firstBlock[c]
+			for k := a; k < b; k++ {
+				idx := e.FromLow(lo[k])
+				if hi != nil && e.Hi != 0 {
+					idx |= e.FromHigh(hi[k])
+				}
+				offs[k] = uint8(idx & offMask)
+				if starts[k] {
+					bi[blk] = idx >> blockBits
+					blk++
+				}
 			}
 		}
 	})
