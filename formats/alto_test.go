@@ -10,12 +10,13 @@ import (
 
 // refALTOIndex computes the linear index of coordinate idx by the rule
 // documented on ALTO, one bit at a time: level j gives one bit to every
-// mode with more than j bits, in mode order, from bit 0 up.
-func refALTOIndex(dims []int, idx []uint32) (hi, lo uint64) {
-	pos := 0
-	for j := range 32 {
-		for m, d := range dims {
-			if j >= ModeBits(d) {
+// mode with more than j bits, in mode order, from bit 0 up. modeBits[m] is
+// ModeBits of mode m's dim.
+func refALTOIndex(modeBits []int, idx []uint32) (hi, lo uint64) {
+	pos, top := 0, slices.Max(modeBits)
+	for j := range top {
+		for m, b := range modeBits {
+			if j >= b {
 				continue
 			}
 			if idx[m]>>j&1 == 1 {
@@ -31,14 +32,24 @@ func refALTOIndex(dims []int, idx []uint32) (hi, lo uint64) {
 	return hi, lo
 }
 
+// modeBitsOf returns ModeBits of every dim.
+func modeBitsOf(dims []int) []int {
+	out := make([]int, len(dims))
+	for m, d := range dims {
+		out[m] = ModeBits(d)
+	}
+	return out
+}
+
 // refALTOOrder returns a copy of x stably sorted by refALTOIndex, with the
 // indices.
 func refALTOOrder(x *COO) (*COO, []uint64, []uint64) {
 	n := x.NNZ()
 	his, los := make([]uint64, n), make([]uint64, n)
 	idx := make([]uint32, x.Order())
+	mb := modeBitsOf(x.Dims)
 	for k := range n {
-		his[k], los[k] = refALTOIndex(x.Dims, x.Coord(k, idx))
+		his[k], los[k] = refALTOIndex(mb, x.Coord(k, idx))
 	}
 	perm := make([]int, n)
 	for k := range perm {
@@ -145,9 +156,22 @@ func checkALTO(t *testing.T, a *ALTO, x *COO) {
 	checkALTOBlocks(t, a, x)
 	back := a.ToCOO()
 	back.Sort()
-	if !back.Equal(sortedNatural(x)) {
+	want := x
+	if !x.IsSortedBy(naturalModes(x.Order())...) {
+		want = sortedNatural(x)
+	}
+	if !back.Equal(want) {
 		t.Fatalf("dims %v cap %d: round trip differs", x.Dims, a.MaxBlockNNZ)
 	}
+}
+
+// naturalModes returns 0, 1, ..., n-1.
+func naturalModes(n int) []int {
+	modes := make([]int, n)
+	for m := range modes {
+		modes[m] = m
+	}
+	return modes
 }
 
 // checkALTOBlocks checks the blocks and the linear indices of a.
@@ -161,6 +185,7 @@ func checkALTOBlocks(t *testing.T, a *ALTO, x *COO) {
 		t.Fatalf("dims %v: bad BlockPtr ends", x.Dims)
 	}
 	idx := make([]uint32, a.Order())
+	mb := modeBitsOf(a.Dims)
 	var prevHi, prevLo uint64
 	for b, blk := range blocks {
 		if len(blk.Lin) == 0 || a.MaxBlockNNZ > 0 && len(blk.Lin) > a.MaxBlockNNZ {
@@ -190,7 +215,7 @@ func checkALTOBlocks(t *testing.T, a *ALTO, x *COO) {
 			for m := range a.Modes {
 				idx[m] = a.Modes[m].Index(blk.High, lo)
 			}
-			if hi, lo2 := refALTOIndex(a.Dims, idx); hi != blk.High || lo2 != lo {
+			if hi, lo2 := refALTOIndex(mb, idx); hi != blk.High || lo2 != lo {
 				t.Fatalf("dims %v: nonzero %d: extracted %v re-encode to %#x:%#x, stored %#x:%#x",
 					x.Dims, k, idx, hi, lo2, blk.High, lo)
 			}
@@ -303,7 +328,9 @@ func TestALTORealTensors(t *testing.T) {
 	for _, path := range realTensorFiles(t) {
 		t.Run(filepath.Base(path), func(t *testing.T) {
 			x := loadRealTensor(t, path)
-			for _, limit := range []int{0, 1, 7} {
+			// Caps of 1 and 7 are covered on random tensors; here one
+			// uncapped and one capped build keep the race run short.
+			for _, limit := range []int{0, 7} {
 				a, err := NewALTO(x, limit)
 				if err != nil {
 					t.Fatal(err)
