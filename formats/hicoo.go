@@ -7,12 +7,12 @@ import (
 
 // DefaultHiCOOBlockBits is the default b of NewHiCOO: blocks 2^7 = 128 wide
 // in every mode, the size Li et al. (HiCOO, SC'18) use on CPUs. The choice
-// trades footprint against reuse. Larger blocks hold more nonzeros each,
-// so the 4(N+1) bytes per block are spread thinner (on the shared real
-// tensors, b = 8 needs up to a third fewer bytes per nonzero than b = 7), but an
-// MTTKRP touches up to 2^b rows of each factor per block, and at b = 7 that
-// is 8 KiB per mode at rank 16: the rows of all modes of an order-3 or -4
-// block stay in L1/L2 while the block is processed, at b = 8 they do not.
+// trades footprint against reuse. Larger blocks hold more nonzeros each, so
+// the 4(N+1) bytes per block are spread thinner (on the shared real tensors
+// b = 8 needs up to a third fewer bytes per nonzero than b = 7), but an
+// MTTKRP touches up to 2^b rows of each factor per block; at b = 7 that is
+// 8 KiB per mode at rank 16, so the rows of all modes of an order-3 or -4
+// block stay in L1/L2 while the block is processed, and at b = 8 they do not.
 // Smaller blocks only add block overhead.
 const DefaultHiCOOBlockBits = 7
 
