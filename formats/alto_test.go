@@ -397,3 +397,48 @@ func BenchmarkALTOExtract(b *testing.B) {
 		})
 	}
 }
+
+// TestFormatsAtWordBoundary builds every format for dims whose index bits
+// total 63, 64, 65 and 128, where the 64-bit key paths switch to two words.
+func TestFormatsAtWordBoundary(t *testing.T) {
+	rng := rand.New(rand.NewPCG(17, 18))
+	for _, dims := range [][]int{
+		{1 << 31, 1 << 32},
+		{1 << 32, 1 << 32},
+		{1 << 32, 1 << 32, 2},
+		{3, 1 << 32, 1 << 32},
+		{1 << 32, 1 << 32, 1 << 32, 1 << 32},
+	} {
+		x := genCOO(rng, dims, 500)
+		// Extreme coordinates too: all zeros and all maximal.
+		lo, hi := make([]uint32, len(dims)), make([]uint32, len(dims))
+		for m, d := range dims {
+			hi[m] = uint32(d - 1)
+		}
+		x.Append(lo, 1)
+		x.Append(hi, 2)
+		x.Dedup()
+		for _, limit := range []int{0, 7} {
+			a, err := NewALTO(x, limit)
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkALTO(t, a, x)
+			checkALTOReference(t, a, x)
+		}
+		for _, b := range []int{1, DefaultHiCOOBlockBits, MaxHiCOOBlockBits} {
+			h, err := NewHiCOO(x, b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkHiCOO(t, h, x)
+		}
+		for _, mo := range csfModeOrders(rng, len(dims)) {
+			c, err := NewCSF(x, mo)
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkCSF(t, c, x)
+		}
+	}
+}
