@@ -33,12 +33,28 @@ func Describe(t *COO) (*Description, error) {
 	}
 	d := &Description{Dims: t.Dims, NNZ: t.NNZ(), Density: t.Density()}
 	d.Footprints = append(d.Footprints, Footprint{Format: "coo", Mode: -1, Bytes: t.Bytes()})
+	hicoo, err := NewHiCOO(t, DefaultHiCOOBlockBits)
+	if err != nil {
+		return nil, err
+	}
+	alto, err := NewALTO(t, 0)
+	if err != nil {
+		return nil, err
+	}
+	d.Footprints = append(d.Footprints,
+		Footprint{Format: "hicoo", Mode: -1, Bytes: hicoo.Bytes()},
+		Footprint{Format: "alto", Mode: -1, Bytes: alto.Bytes()})
 	for n := range t.Order() {
 		st, err := t.ModeStats(n)
 		if err != nil {
 			return nil, err
 		}
 		d.Modes = append(d.Modes, st)
+		csf, err := NewCSF(t, rootedOrder(t.Order(), n))
+		if err != nil {
+			return nil, err
+		}
+		d.Footprints = append(d.Footprints, Footprint{Format: "csf", Mode: n, Bytes: csf.Bytes()})
 	}
 	return d, nil
 }
@@ -46,4 +62,16 @@ func Describe(t *COO) (*Description, error) {
 // Bytes returns the bytes of t's index and value arrays.
 func (t *COO) Bytes() int64 {
 	return int64(t.NNZ()) * int64(4*t.Order()+4)
+}
+
+// rootedOrder returns the mode order with root first and the other modes
+// after it in increasing order: the CSF an MTTKRP of mode root runs on.
+func rootedOrder(order, root int) []int {
+	modes := []int{root}
+	for m := range order {
+		if m != root {
+			modes = append(modes, m)
+		}
+	}
+	return modes
 }

@@ -1,0 +1,185 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/viper"
+
+	"github.com/sparsetune/sparsetune/formats"
+	"github.com/sparsetune/sparsetune/internal/sample"
+)
+
+func newInfoCmd(v *viper.Viper) *cobra.Command {
+	return &cobra.Command{
+		Use:   "info [FILE]",
+		Short: "Describe a tensor: dims, nonzeros, slices and fibers per mode, bytes per format",
+		Long: `Describe a tensor: dims, nonzeros, density and, per mode (1-based), the
+non-empty slices and fibers with nonzeros per slice and per fiber, and the
+bytes each storage format needs to hold it.
+
+Without FILE, info describes the embedded sample tensor.`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			name, t, readTime, err := loadTensor(cmd.ErrOrStderr(), args)
+			if err != nil {
+				return err
+			}
+			desc, err := formats.Describe(t)
+			if err != nil {
+				return fmt.Errorf("%s: %w", name, err)
+			}
+			rep := newInfoReport(name, desc, readTime)
+			if v.GetBool("json") {
+				enc := json.NewEncoder(cmd.OutOrStdout())
+				enc.SetIndent("", "  ")
+				return enc.Encode(rep)
+			}
+			return rep.writeTable(cmd.OutOrStdout())
+		},
+	}
+}
+
+// loadTensor reads the tensor named by args[0], or the embedded sample when
+// args is empty, and validates it.
+func loadTensor(stderr io.Writer, args []string) (string, *formats.COO, time.Duration, error) {
+	start := time.Now()
+	if len(args) == 0 {
+		fmt.Fprintf(stderr, "no FILE given: using the embedded sample tensor %s\n", sample.Name)
+		t, err := sample.Tensor()
+		return sample.Name, t, time.Since(start), err
+	}
+	t, err := formats.ReadFile(args[0])
+	if err != nil {
+		return args[0], nil, 0, err
+	}
+	return args[0], t, time.Since(start), nil
+}
+
+// infoReport is what info prints; modes are 1-based.
+type infoReport struct {
+	File        string         `json:"file"`
+	Order       int            `json:"order"`
+	Dims        []int          `json:"dims"`
+	NNZ         int            `json:"nnz"`
+	Density     float64        `json:"density"`
+	ReadSeconds float64        `json:"read_seconds"`
+	Modes       []modeReport   `json:"modes"`
+	Formats     []formatReport `json:"formats"`
+}
+
+type modeReport struct {
+	Mode        int         `json:"mode"`
+	Dim         int         `json:"dim"`
+	Slices      int         `json:"slices"`
+	Fibers      int         `json:"fibers"`
+	NNZPerSlice summaryJSON `json:"nnz_per_slice"`
+	NNZPerFiber summaryJSON `json:"nnz_per_fiber"`
+}
+
+type summaryJSON struct {
+	Min  int     `json:"min"`
+	Mean float64 `json:"mean"`
+	Max  int     `json:"max"`
+	Std  float64 `json:"std"`
+}
+
+type formatReport struct {
+	Format       string  `json:"format"`
+	Mode         int     `json:"mode,omitempty"` // 0 for formats not tied to a mode
+	Bytes        int64   `json:"bytes"`
+	BytesPerNNZ  float64 `json:"bytes_per_nnz"`
+	PaddingRatio float64 `json:"padding_ratio"`
+}
+
+func toSummaryJSON(s formats.Summary) summaryJSON {
+	return summaryJSON{Min: s.Min, Mean: s.Mean, Max: s.Max, Std: s.Std}
+}
+
+func newInfoReport(name string, d *formats.Description, read time.Duration) *infoReport {
+	r := &infoReport{File: name, Order: len(d.Dims), Dims: d.Dims, NNZ: d.NNZ, Density: d.Density, ReadSeconds: read.Seconds()}
+	for _, m := range d.Modes {
+		r.Modes = append(r.Modes, modeReport{
+			Mode: m.Mode + 1, Dim: m.Dim, Slices: m.Slices.Count, Fibers: m.Fibers.Count,
+			NNZPerSlice: toSummaryJSON(m.Slices), NNZPerFiber: toSummaryJSON(m.Fibers),
+		})
+	}
+	for _, f := range d.Footprints {
+		mode := 0
+		if f.Mode >= 0 {
+			mode = f.Mode + 1
+		}
+		r.Formats = append(r.Formats, formatReport{Format: f.Format, Mode: mode, Bytes: f.Bytes, BytesPerNNZ: f.BytesPerNNZ(d.NNZ), PaddingRatio: f.PaddingRatio})
+	}
+	return r
+}
+
+func (r *infoReport) writeTable(out io.Writer) error {
+	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(w, "file\t%s\n", r.File)
+	fmt.Fprintf(w, "dims\t%s (order %d)\n", formats.FormatDims(r.Dims), r.Order)
+	fmt.Fprintf(w, "nnz\t%d\n", r.NNZ)
+	fmt.Fprintf(w, "density\t%.3g\n", r.Density)
+	fmt.Fprintf(w, "read\t%.3fs\n\n", r.ReadSeconds)
+	fmt.Fprintln(w, "mode\tdim\tslices\tfibers\tnnz/slice min\tmean\tmax\tnnz/fiber min\tmean\tmax")
+	for _, m := range r.Modes {
+		fmt.Fprintf(w, "%d\t%d\t%d\t%d\t%d\t%.2f\t%d\t%d\t%.2f\t%d\n", m.Mode, m.Dim, m.Slices, m.Fibers,
+			m.NNZPerSlice.Min, m.NNZPerSlice.Mean, m.NNZPerSlice.Max,
+			m.NNZPerFiber.Min, m.NNZPerFiber.Mean, m.NNZPerFiber.Max)
+	}
+	fmt.Fprintln(w, "\nformat\tmode\tbytes\tbytes/nnz\tpadding")
+	for _, f := range r.Formats {
+		mode := "-"
+		if f.Mode > 0 {
+			mode = fmt.Sprint(f.Mode)
+		}
+		fmt.Fprintf(w, "%s\t%s\t%d\t%.2f\t%.3f\n", f.Format, mode, f.Bytes, f.BytesPerNNZ, f.PaddingRatio)
+	}
+	return w.Flush()
+}
+
+func newConvertCmd(v *viper.Viper) *cobra.Command {
+	return &cobra.Command{
+		Use:   "convert IN OUT",
+		Short: "Convert a tensor between file formats, chosen by extension (.tns, .mtx, .stb, each optionally .gz)",
+		Args:  cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			start := time.Now()
+			t, err := formats.ReadFile(args[0])
+			if err != nil {
+				return err
+			}
+			read := time.Since(start)
+			if err := formats.WriteFile(args[1], t); err != nil {
+				return err
+			}
+			st, err := os.Stat(args[1])
+			if err != nil {
+				return err
+			}
+			rep := convertReport{In: args[0], Out: args[1], Dims: t.Dims, NNZ: t.NNZ(), Bytes: st.Size(),
+				ReadSeconds: read.Seconds(), WriteSeconds: (time.Since(start) - read).Seconds()}
+			if v.GetBool("json") {
+				return json.NewEncoder(cmd.OutOrStdout()).Encode(rep)
+			}
+			_, err = fmt.Fprintf(cmd.OutOrStdout(), "%s -> %s: %s, %d nonzeros, %d bytes (read %.3fs, write %.3fs)\n",
+				rep.In, rep.Out, formats.FormatDims(rep.Dims), rep.NNZ, rep.Bytes, rep.ReadSeconds, rep.WriteSeconds)
+			return err
+		},
+	}
+}
+
+type convertReport struct {
+	In           string  `json:"in"`
+	Out          string  `json:"out"`
+	Dims         []int   `json:"dims"`
+	NNZ          int     `json:"nnz"`
+	Bytes        int64   `json:"bytes"`
+	ReadSeconds  float64 `json:"read_seconds"`
+	WriteSeconds float64 `json:"write_seconds"`
+}

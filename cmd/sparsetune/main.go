@@ -1,0 +1,26 @@
+// Command sparsetune reads sparse tensors, describes and converts them, and
+// runs sparse tensor kernels in the storage format best suited to each
+// tensor and device.
+//
+// Usage:
+//
+//	sparsetune info [FILE] [--json]
+//	sparsetune convert IN OUT
+//
+// Files are FROSTT .tns, MatrixMarket .mtx or sparsetune binary .stb, each
+// optionally gzipped (.gz). Modes are numbered from 1, as in SPLATT and
+// FROSTT. Settings come from flags, then SPARSETUNE_* environment variables,
+// then a sparsetune.yaml config file (see README.md).
+package main
+
+import (
+	"fmt"
+	"os"
+)
+
+func main() {
+	if err := newRootCmd().Execute(); err != nil {
+		fmt.Fprintf(os.Stderr, "sparsetune: %v\n", oneLine(err))
+		os.Exit(1)
+	}
+}

@@ -1,0 +1,85 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/viper"
+)
+
+// newRootCmd builds the command tree with its own viper instance, so tests
+// can run commands side by side without sharing settings.
+func newRootCmd() *cobra.Command {
+	v := viper.New()
+	root := &cobra.Command{
+		Use:           "sparsetune",
+		Short:         "Sparse tensor kernels in the format best suited to each tensor and device",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
+			if err := loadConfig(v, cmd); err != nil {
+				return err
+			}
+			if n := v.GetInt("threads"); n > 0 {
+				runtime.GOMAXPROCS(n)
+			} else if n < 0 {
+				return fmt.Errorf("threads must be >= 0 (0 = all cores), found %d", n)
+			}
+			return nil
+		},
+	}
+	pf := root.PersistentFlags()
+	pf.String("config", "", "config file (default: ./sparsetune.yaml, then $XDG_CONFIG_HOME/sparsetune/sparsetune.yaml)")
+	pf.Int("threads", 0, "worker threads (0 = all cores)")
+	pf.Bool("json", false, "print JSON instead of a table")
+	for _, name := range []string{"threads", "json"} {
+		_ = v.BindPFlag(name, pf.Lookup(name))
+	}
+	root.AddCommand(newInfoCmd(v), newConvertCmd(v))
+	return root
+}
+
+// loadConfig reads the config file, if any, and the SPARSETUNE_* variables.
+// A config file named with --config must exist; the default locations are
+// optional.
+func loadConfig(v *viper.Viper, cmd *cobra.Command) error {
+	v.SetEnvPrefix("SPARSETUNE")
+	v.SetEnvKeyReplacer(strings.NewReplacer("-", "_"))
+	v.AutomaticEnv()
+	path, _ := cmd.Flags().GetString("config")
+	if path == "" {
+		path = os.Getenv("SPARSETUNE_CONFIG")
+	}
+	if path != "" {
+		v.SetConfigFile(path)
+		if err := v.ReadInConfig(); err != nil {
+			return fmt.Errorf("config %s: %w", path, err)
+		}
+		return nil
+	}
+	v.SetConfigName("sparsetune")
+	v.SetConfigType("yaml")
+	v.AddConfigPath(".")
+	if dir, err := os.UserConfigDir(); err == nil {
+		v.AddConfigPath(filepath.Join(dir, "sparsetune"))
+	}
+	if err := v.ReadInConfig(); err != nil {
+		var notFound viper.ConfigFileNotFoundError
+		if errors.As(err, &notFound) {
+			return nil
+		}
+		return fmt.Errorf("config %s: %w", v.ConfigFileUsed(), err)
+	}
+	return nil
+}
+
+// oneLine folds an error message onto one line: errors from libraries (YAML
+// parsers, for one) sometimes span several.
+func oneLine(err error) string {
+	return strings.Join(strings.Fields(err.Error()), " ")
+}

@@ -1,0 +1,150 @@
+package formats
+
+import (
+	"bufio"
+	"compress/gzip"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// FileFormat names a tensor file format.
+type FileFormat string
+
+// The file formats, chosen by extension; each may be followed by ".gz".
+const (
+	FROSTT       FileFormat = ".tns"
+	MatrixMarket FileFormat = ".mtx"
+	Binary       FileFormat = ".stb"
+)
+
+// FormatOf returns the file format of path from its extension and whether it
+// is gzipped.
+func FormatOf(path string) (FileFormat, bool, error) {
+	base := strings.ToLower(filepath.Base(path))
+	gz := strings.HasSuffix(base, ".gz")
+	base = strings.TrimSuffix(base, ".gz")
+	switch f := FileFormat(filepath.Ext(base)); f {
+	case FROSTT, MatrixMarket, Binary:
+		return f, gz, nil
+	}
+	return "", false, fmt.Errorf("%s: unknown tensor file extension: expected .tns, .mtx or .stb, optionally followed by .gz", path)
+}
+
+// ReadFile reads the tensor in path, choosing the format by extension
+// (.tns, .mtx, .stb, each optionally gzipped as .gz).
+func ReadFile(path string) (*COO, error) {
+	format, gz, err := FormatOf(path)
+	if err != nil {
+		return nil, err
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var r io.Reader = f
+	size := int64(-1)
+	if gz {
+		zr, err := gzip.NewReader(bufio.NewReaderSize(f, 1<<20))
+		if err != nil {
+			return nil, fileError(path, "expected a gzip stream (the name ends in .gz): %v", err)
+		}
+		defer zr.Close()
+		r = zr
+	} else if st, err := f.Stat(); err == nil && st.Mode().IsRegular() {
+		size = st.Size()
+	}
+	var t *COO
+	switch format {
+	case FROSTT:
+		t, err = ReadTNS(r, path)
+	case MatrixMarket:
+		t, err = ReadMTX(r, path)
+	case Binary:
+		t, err = ReadBinary(r, path, size)
+	}
+	if err != nil {
+		return nil, gzipError(path, err)
+	}
+	if gz {
+		// Reading to the end checks the gzip trailer (CRC and length).
+		if _, err := io.Copy(io.Discard, r); err != nil {
+			return nil, gzipError(path, err)
+		}
+	}
+	return t, nil
+}
+
+// gzipError names the file in errors that come from the gzip layer.
+func gzipError(path string, err error) error {
+	if err == gzip.ErrChecksum || err == gzip.ErrHeader {
+		return fileError(path, "corrupted gzip stream: %v", err)
+	}
+	return err
+}
+
+// WriteFile writes t to path in the format its extension names. The data
+// goes to a temporary file in the same directory that is synced and then
+// renamed over path, so path never holds a partial tensor; on failure the
+// temporary file is removed.
+func WriteFile(path string, t *COO) (err error) {
+	format, gz, err := FormatOf(path)
+	if err != nil {
+		return err
+	}
+	if format == MatrixMarket && t.Order() != 2 {
+		return fmt.Errorf("%s: MatrixMarket holds matrices: expected an order-2 tensor, found order %d", path, t.Order())
+	}
+	if err := t.Validate(); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			tmp.Close()
+			os.Remove(tmp.Name())
+		}
+	}()
+	bw := bufio.NewWriterSize(tmp, 1<<20)
+	var w io.Writer = bw
+	var zw *gzip.Writer
+	if gz {
+		zw = gzip.NewWriter(bw)
+		w = zw
+	}
+	switch format {
+	case FROSTT:
+		err = WriteTNS(w, t)
+	case MatrixMarket:
+		err = WriteMTX(w, t)
+	case Binary:
+		err = WriteBinary(w, t)
+	}
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if zw != nil {
+		if err = zw.Close(); err != nil {
+			return fmt.Errorf("write %s: %w", path, err)
+		}
+	}
+	if err = bw.Flush(); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err = tmp.Sync(); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err = tmp.Close(); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err = os.Chmod(tmp.Name(), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}
