@@ -212,7 +212,13 @@ func parseTNSBlock(buf []byte, first int, name string, hdr tnsHeader) *tnsChunk 
 			}
 			i, msg := parseIndex(f)
 			if msg != "" {
-				c.err = lineError(name, line, "mode %d: %s", m+1, msg)
+				// A line with the wrong number of fields fails here too;
+				// saying so is clearer than naming the misplaced field.
+				if nf := countFields(text); nf != order+1 {
+					c.err = lineError(name, line, "expected %d indices and a value (%d fields), found %d fields", order, order+1, nf)
+				} else {
+					c.err = lineError(name, line, "mode %d: %s", m+1, msg)
+				}
 				return c
 			}
 			if uint64(i) >= limit[m] {
