@@ -3,6 +3,7 @@ package formats
 import (
 	"bytes"
 	"compress/gzip"
+	"io"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -207,9 +208,21 @@ func TestWriteFailureLeavesNothing(t *testing.T) {
 }
 
 // TestRealRoundTrip reads every shared data file and writes it back in every
-// file format (gzipped too), requiring the exact same tensor back.
+// file format, requiring the exact same tensor back. Streams are used for
+// most formats to keep the test fast (WriteFile syncs); the file path, with
+// gzip, is taken for .stb.gz.
 func TestRealRoundTrip(t *testing.T) {
 	dir := t.TempDir()
+	type codec struct {
+		ext   string
+		write func(io.Writer, *COO) error
+		read  func(io.Reader, string) (*COO, error)
+	}
+	codecs := []codec{
+		{".tns", WriteTNS, ReadTNS},
+		{".stb", WriteBinary, func(r io.Reader, name string) (*COO, error) { return ReadBinary(r, name, -1) }},
+		{".mtx", WriteMTX, ReadMTX},
+	}
 	for _, path := range realFiles(t) {
 		x, err := ReadFile(path)
 		if err != nil {
@@ -218,22 +231,31 @@ func TestRealRoundTrip(t *testing.T) {
 		if err := x.Validate(); err != nil {
 			t.Fatalf("%s: %v", path, err)
 		}
-		exts := []string{".tns", ".stb", ".tns.gz", ".stb.gz"}
-		if x.Order() == 2 {
-			exts = append(exts, ".mtx", ".mtx.gz")
-		}
-		for _, ext := range exts {
-			out := filepath.Join(dir, "x"+ext)
-			if err := WriteFile(out, x); err != nil {
+		for _, c := range codecs {
+			if c.ext == ".mtx" && x.Order() != 2 {
+				continue
+			}
+			var buf bytes.Buffer
+			if err := c.write(&buf, x); err != nil {
 				t.Fatal(err)
 			}
-			y, err := ReadFile(out)
+			y, err := c.read(&buf, path+c.ext)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if !y.Equal(x) {
-				t.Fatalf("%s: round trip through %s changed the tensor", path, ext)
+				t.Fatalf("%s: round trip through %s changed the tensor", path, c.ext)
 			}
+		}
+		if x.Order() == 2 {
+			continue // the file path is exercised on the tensors
+		}
+		out := filepath.Join(dir, "x.stb.gz")
+		if err := WriteFile(out, x); err != nil {
+			t.Fatal(err)
+		}
+		if y, err := ReadFile(out); err != nil || !y.Equal(x) {
+			t.Fatalf("%s: round trip through .stb.gz: %v", path, err)
 		}
 	}
 }

@@ -43,12 +43,15 @@ func ReadTNS(r io.Reader, name string) (*COO, error) {
 	var chunks []*tnsChunk
 	var carry []byte
 	line := 1 // number of the first line of the next block
+	// Blocks start small and double, so a small file costs little.
+	size := 64 << 10
 	for eof := false; !eof; {
 		// Read up to w blocks, then parse them in parallel.
 		var blocks [][]byte
 		var starts []int
 		for len(blocks) < w && !eof {
-			buf := make([]byte, len(carry)+tnsBlockSize)
+			buf := make([]byte, len(carry)+size)
+			size = min(2*size, tnsBlockSize)
 			n := copy(buf, carry)
 			m, err := io.ReadFull(r, buf[n:])
 			buf = buf[:n+m]
