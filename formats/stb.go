@@ -2,7 +2,6 @@ package formats
 
 import (
 	"encoding/binary"
-	"hash"
 	"hash/crc32"
 	"io"
 	"math"
@@ -11,39 +10,52 @@ import (
 
 // The .stb binary format, version 1. All integers are little-endian.
 //
-//	offset  size        field
-//	0       8           magic "SPTNSR\x00\x1a"
-//	8       2           format version (1)
-//	10      2           order N (2 to 8)
-//	12      4           reserved, zero
-//	16      8           nnz
-//	24      8*N         dims
-//	24+8N   4*nnz*N     indices, 0-based uint32, mode by mode
-//	...     4*nnz       values, IEEE 754 float32 bits
-//	...     4           CRC-32C (Castagnoli) of every byte before it
+//	offset     size        field
+//	0          8           magic "SPTNSR\x00\x1a"
+//	8          2           format version (1)
+//	10         2           order N (2 to 8)
+//	12         4           reserved, zero
+//	16         8           nnz
+//	24         8*N         dims
+//	24+8N      4           CRC-32C (Castagnoli) of the bytes above
+//	28+8N      4*nnz*N     indices, 0-based uint32, mode by mode
+//	...        4*nnz       values, IEEE 754 float32 bits
+//	...        4*(N+1)     CRC-32C of each of the N+1 arrays, in order
 //
-// The header is checked before anything is allocated, and arrays are read in
-// bounded pieces, so a corrupted nnz cannot make the reader allocate more
-// than the stream holds.
+// The header has its own checksum and is checked before anything is
+// allocated; arrays are read in bounded pieces unless the stream's size is
+// known and agrees with the header, so a corrupted nnz cannot make the
+// reader allocate more than the stream holds. One checksum per array lets
+// the arrays be verified in parallel.
 const (
 	stbMagic   = "SPTNSR\x00\x1a"
 	stbVersion = 1
 	stbFixed   = 24
-	stbPiece   = 1 << 20 // elements read per piece
+	stbPiece   = 1 << 20 // elements read per piece when the size is unknown
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 var littleEndian = binary.NativeEndian.Uint16([]byte{1, 0}) == 1
 
+// stbArrays returns t's index arrays followed by its values as uint32s.
+func stbArrays(t *COO) [][]uint32 {
+	arrays := append([][]uint32(nil), t.Inds...)
+	return append(arrays, unsafe.Slice((*uint32)(unsafe.Pointer(unsafe.SliceData(t.Vals))), len(t.Vals)))
+}
+
+// wordBytes views a as bytes; on a little-endian host these are the
+// file's bytes.
+func wordBytes(a []uint32) []byte {
+	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(a))), 4*len(a))
+}
+
 // WriteBinary writes t in the .stb binary format.
 func WriteBinary(w io.Writer, t *COO) error {
 	if err := t.Validate(); err != nil {
 		return err
 	}
-	crc := crc32.New(castagnoli)
-	mw := io.MultiWriter(w, crc)
-	hdr := make([]byte, stbFixed+8*t.Order())
+	hdr := make([]byte, stbFixed+8*t.Order()+4)
 	copy(hdr, stbMagic)
 	binary.LittleEndian.PutUint16(hdr[8:], stbVersion)
 	binary.LittleEndian.PutUint16(hdr[10:], uint16(t.Order()))
@@ -51,51 +63,53 @@ func WriteBinary(w io.Writer, t *COO) error {
 	for m, d := range t.Dims {
 		binary.LittleEndian.PutUint64(hdr[stbFixed+8*m:], uint64(d))
 	}
-	if _, err := mw.Write(hdr); err != nil {
+	n := len(hdr) - 4
+	binary.LittleEndian.PutUint32(hdr[n:], crc32.Checksum(hdr[:n], castagnoli))
+	if _, err := w.Write(hdr); err != nil {
 		return err
 	}
-	for _, ind := range t.Inds {
-		if err := writeWords(mw, ind); err != nil {
-			return err
+	arrays := stbArrays(t)
+	sums := make([]byte, 4*len(arrays))
+	var buf []byte
+	for i, a := range arrays {
+		crc := uint32(0)
+		if littleEndian {
+			b := wordBytes(a)
+			crc = crc32.Update(0, castagnoli, b)
+			if _, err := w.Write(b); err != nil {
+				return err
+			}
+		} else {
+			if buf == nil {
+				buf = make([]byte, 4*stbPiece)
+			}
+			for len(a) > 0 {
+				k := min(len(a), stbPiece)
+				for j, v := range a[:k] {
+					binary.LittleEndian.PutUint32(buf[4*j:], v)
+				}
+				crc = crc32.Update(crc, castagnoli, buf[:4*k])
+				if _, err := w.Write(buf[:4*k]); err != nil {
+					return err
+				}
+				a = a[k:]
+			}
 		}
+		binary.LittleEndian.PutUint32(sums[4*i:], crc)
 	}
-	if err := writeWords(mw, unsafe.Slice((*uint32)(unsafe.Pointer(unsafe.SliceData(t.Vals))), len(t.Vals))); err != nil {
-		return err
-	}
-	return binary.Write(w, binary.LittleEndian, crc.Sum32())
+	_, err := w.Write(sums)
+	return err
 }
 
-// writeWords writes a as little-endian uint32s.
-func writeWords(w io.Writer, a []uint32) error {
-	if littleEndian {
-		_, err := w.Write(unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(a))), 4*len(a)))
-		return err
-	}
-	buf := make([]byte, 4*min(len(a), stbPiece))
-	for len(a) > 0 {
-		n := min(len(a), stbPiece)
-		for i, v := range a[:n] {
-			binary.LittleEndian.PutUint32(buf[4*i:], v)
-		}
-		if _, err := w.Write(buf[:4*n]); err != nil {
-			return err
-		}
-		a = a[n:]
-	}
-	return nil
-}
-
-// stbReader reads a .stb stream, tracking the offset and the checksum.
+// stbReader reads a .stb stream, tracking the offset for error messages.
 type stbReader struct {
 	r    io.Reader
 	name string
 	off  int64
-	crc  hash.Hash32
 }
 
 func (s *stbReader) read(p []byte, what string) error {
 	n, err := io.ReadFull(s.r, p)
-	s.crc.Write(p[:n])
 	s.off += int64(n)
 	if err == io.EOF || err == io.ErrUnexpectedEOF {
 		return offsetError(s.name, s.off, "truncated: expected %d more bytes of %s, found the end of the file", len(p)-n, what)
@@ -106,31 +120,31 @@ func (s *stbReader) read(p []byte, what string) error {
 	return nil
 }
 
-// words reads n little-endian uint32s in bounded pieces.
-func (s *stbReader) words(n int, what string) ([]uint32, error) {
-	out := make([]uint32, 0, min(n, 16*stbPiece))
-	var tmp []byte
+// words reads n little-endian uint32s. Unless whole is set (the stream's
+// size vouches for n), it reads in pieces and grows the array as data
+// arrives, so a lying header costs no more memory than the stream holds.
+func (s *stbReader) words(n int, whole bool, what string) ([]uint32, error) {
+	var out []uint32
+	if whole {
+		out = make([]uint32, 0, n)
+	} else {
+		out = make([]uint32, 0, min(n, stbPiece))
+	}
 	for len(out) < n {
-		k := min(n-len(out), stbPiece)
-		if len(out)+k > cap(out) {
-			grown := make([]uint32, len(out), min(n, 2*cap(out)+k))
-			copy(grown, out)
-			out = grown
+		k := n - len(out)
+		if !whole {
+			k = min(k, stbPiece)
+			if len(out)+k > cap(out) {
+				out = append(out[:cap(out)], make([]uint32, min(n, 2*cap(out)+k)-cap(out))...)[:len(out)]
+			}
 		}
 		dst := out[len(out) : len(out)+k]
-		if littleEndian {
-			if err := s.read(unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(dst))), 4*k), what); err != nil {
-				return nil, err
-			}
-		} else {
-			if tmp == nil {
-				tmp = make([]byte, 4*stbPiece)
-			}
-			if err := s.read(tmp[:4*k], what); err != nil {
-				return nil, err
-			}
+		if err := s.read(wordBytes(dst), what); err != nil {
+			return nil, err
+		}
+		if !littleEndian {
 			for i := range dst {
-				dst[i] = binary.LittleEndian.Uint32(tmp[4*i:])
+				dst[i] = binary.LittleEndian.Uint32((*[4]byte)(unsafe.Pointer(&dst[i]))[:])
 			}
 		}
 		out = out[:len(out)+k]
@@ -143,7 +157,7 @@ func (s *stbReader) words(n int, what string) ([]uint32, error) {
 // known (a plain file), or -1; a header that disagrees with it is refused
 // before any array is read.
 func ReadBinary(r io.Reader, name string, size int64) (*COO, error) {
-	s := &stbReader{r: r, name: name, crc: crc32.New(castagnoli)}
+	s := &stbReader{r: r, name: name}
 	fixed := make([]byte, stbFixed)
 	if err := s.read(fixed, "header"); err != nil {
 		return nil, err
@@ -158,6 +172,14 @@ func ReadBinary(r io.Reader, name string, size int64) (*COO, error) {
 	if order < MinOrder || order > MaxOrder {
 		return nil, offsetError(name, 10, "expected an order of %d to %d, found %d", MinOrder, MaxOrder, order)
 	}
+	rest := make([]byte, 8*order+4)
+	if err := s.read(rest, "header"); err != nil {
+		return nil, err
+	}
+	hdr := append(fixed, rest[:8*order]...)
+	if got, want := binary.LittleEndian.Uint32(rest[8*order:]), crc32.Checksum(hdr, castagnoli); got != want {
+		return nil, offsetError(name, int64(len(hdr)), "header checksum mismatch: stored CRC-32C %08x, computed %08x: the file is corrupted", got, want)
+	}
 	if binary.LittleEndian.Uint32(fixed[12:]) != 0 {
 		return nil, offsetError(name, 12, "expected the reserved field to be zero")
 	}
@@ -166,13 +188,9 @@ func ReadBinary(r io.Reader, name string, size int64) (*COO, error) {
 		return nil, offsetError(name, 16, "expected at most %d nonzeros, found %d", uint64(MaxNNZ), nnz64)
 	}
 	nnz := int(nnz64)
-	dimBytes := make([]byte, 8*order)
-	if err := s.read(dimBytes, "dims"); err != nil {
-		return nil, err
-	}
 	dims := make([]int, order)
 	for m := range dims {
-		d := binary.LittleEndian.Uint64(dimBytes[8*m:])
+		d := binary.LittleEndian.Uint64(hdr[stbFixed+8*m:])
 		if d == 0 || d > MaxDim {
 			return nil, offsetError(name, int64(stbFixed+8*m), "expected dim of mode %d to be 1 to %d, found %d", m+1, uint64(MaxDim), d)
 		}
@@ -181,54 +199,79 @@ func ReadBinary(r io.Reader, name string, size int64) (*COO, error) {
 	if err := CheckDims(dims); err != nil {
 		return nil, offsetError(name, stbFixed, "%v", err)
 	}
-	want := int64(stbFixed+8*order) + 4*int64(nnz)*int64(order+1) + 4
+	want := s.off + 4*int64(nnz)*int64(order+1) + 4*int64(order+1)
 	if size >= 0 && size != want {
 		return nil, offsetError(name, 16, "header says %d nonzeros of order %d, a file of %d bytes, but the file has %d bytes (truncated or corrupted)", nnz, order, want, size)
 	}
-	t := &COO{Dims: dims, Inds: make([][]uint32, order)}
+	arrays := make([][]uint32, order+1)
 	start := make([]int64, order+1) // offset of each array, for error messages
-	for m := range t.Inds {
-		start[m] = s.off
-		ind, err := s.words(nnz, "indices")
+	for i := range arrays {
+		what := "values"
+		if i < order {
+			what = "indices"
+		}
+		start[i] = s.off
+		a, err := s.words(nnz, size >= 0, what)
 		if err != nil {
 			return nil, err
 		}
-		t.Inds[m] = ind
+		arrays[i] = a
 	}
-	start[order] = s.off
-	vals, err := s.words(nnz, "values")
-	if err != nil {
+	sums := make([]byte, 4*(order+1))
+	if err := s.read(sums, "checksums"); err != nil {
 		return nil, err
-	}
-	t.Vals = unsafe.Slice((*float32)(unsafe.Pointer(unsafe.SliceData(vals))), len(vals))
-	sum := s.crc.Sum32()
-	tail := make([]byte, 4)
-	if err := s.read(tail, "checksum"); err != nil {
-		return nil, err
-	}
-	if got := binary.LittleEndian.Uint32(tail); got != sum {
-		return nil, offsetError(name, s.off-4, "checksum mismatch: stored CRC-32C %08x, computed %08x: the file is corrupted", got, sum)
 	}
 	if size < 0 {
 		var one [1]byte
 		if n, _ := io.ReadFull(r, one[:]); n > 0 {
-			return nil, offsetError(name, s.off, "expected the end of the file after the checksum, found more bytes")
+			return nil, offsetError(name, s.off, "expected the end of the file after the checksums, found more bytes")
 		}
 	}
-	// A valid checksum over invalid content means a faulty writer, not a
-	// faulty disk: still refuse it.
-	for m, ind := range t.Inds {
-		dim := uint32(dims[m] - 1)
-		for k, i := range ind {
-			if i > dim {
-				return nil, offsetError(name, start[m]+4*int64(k), "mode %d: expected an index below the dim %d, found %d (0-based)", m+1, dims[m], i)
+	// Verify every array in parallel: its checksum, then its content (a
+	// valid checksum over bad content means a faulty writer: refuse it
+	// too). Each array reports the first problem it finds.
+	problems := make([]*ParseError, order+1)
+	parallelChunks(order+1, workers(order+1, 1), func(_, lo, hi int) {
+		for i := lo; i < hi; i++ {
+			problems[i] = checkSTBArray(name, arrays[i], i, dims, start[i], binary.LittleEndian.Uint32(sums[4*i:]))
+		}
+	})
+	for _, p := range problems {
+		if p != nil {
+			return nil, p
+		}
+	}
+	vals := arrays[order]
+	return &COO{
+		Dims: dims,
+		Inds: arrays[:order:order],
+		Vals: unsafe.Slice((*float32)(unsafe.Pointer(unsafe.SliceData(vals))), len(vals)),
+	}, nil
+}
+
+// checkSTBArray verifies array i (a mode's indices, or the values when i is
+// the order) against its checksum and its dim or finiteness.
+func checkSTBArray(name string, a []uint32, i int, dims []int, start int64, sum uint32) *ParseError {
+	if got := crc32.Checksum(wordBytes(a), castagnoli); got != sum {
+		what := "values"
+		if i < len(dims) {
+			what = "mode " + string(rune('1'+i)) + " indices"
+		}
+		return offsetError(name, start, "checksum mismatch in the %s: stored CRC-32C %08x, computed %08x: the file is corrupted", what, sum, got)
+	}
+	if i < len(dims) {
+		last := uint32(dims[i] - 1)
+		for k, v := range a {
+			if v > last {
+				return offsetError(name, start+4*int64(k), "mode %d: expected an index below the dim %d, found %d (0-based)", i+1, dims[i], v)
 			}
 		}
+		return nil
 	}
-	for k, v := range t.Vals {
-		if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
-			return nil, offsetError(name, start[order]+4*int64(k), "expected a finite value, found %v", v)
+	for k, v := range a {
+		if f := float64(math.Float32frombits(v)); math.IsNaN(f) || math.IsInf(f, 0) {
+			return offsetError(name, start+4*int64(k), "expected a finite value, found %v", f)
 		}
 	}
-	return t, nil
+	return nil
 }
