@@ -55,6 +55,19 @@ func Describe(t *COO) (*Description, error) {
 			return nil, err
 		}
 		d.Footprints = append(d.Footprints, Footprint{Format: "csf", Mode: n, Bytes: csf.Bytes()})
+		fm, err := NewFiberMatrix(t, n, DefaultSliceMode(n))
+		if err != nil {
+			return nil, err
+		}
+		// The fiber coordinates are part of every SpTTM format's memory:
+		// the kernel needs them to write its output.
+		fb := fm.FiberBytes()
+		ell, hyb := NewELL(fm), NewHYB(fm, -1)
+		d.Footprints = append(d.Footprints,
+			Footprint{Format: "fiber-coo", Mode: n, Bytes: NewFiberCOO(fm).Bytes() + fb},
+			Footprint{Format: "csr", Mode: n, Bytes: NewCSR(fm).Bytes() + fb},
+			Footprint{Format: "ell", Mode: n, Bytes: ell.Bytes() + fb, PaddingRatio: ell.PaddingRatio()},
+			Footprint{Format: "hyb", Mode: n, Bytes: hyb.Bytes() + fb, PaddingRatio: hyb.PaddingRatio()})
 	}
 	return d, nil
 }
@@ -62,6 +75,16 @@ func Describe(t *COO) (*Description, error) {
 // Bytes returns the bytes of t's index and value arrays.
 func (t *COO) Bytes() int64 {
 	return int64(t.NNZ()) * int64(4*t.Order()+4)
+}
+
+// DefaultSliceMode returns the slicing mode used for the fiber matrix of
+// mode n when none is chosen: the first other mode. The set of fiber rows,
+// and so every format's size, does not depend on it; only their order does.
+func DefaultSliceMode(n int) int {
+	if n == 0 {
+		return 1
+	}
+	return 0
 }
 
 // rootedOrder returns the mode order with root first and the other modes
