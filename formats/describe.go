@@ -1,5 +1,7 @@
 package formats
 
+import "time"
+
 // Description summarises a tensor: what sparsetune info prints.
 type Description struct {
 	Dims       []int
@@ -15,6 +17,26 @@ type Footprint struct {
 	Mode         int     // 0-based mode the format is built for, -1 when it is not tied to one
 	Bytes        int64   // bytes of the format's arrays
 	PaddingRatio float64 // padding slots / stored slots
+	Seconds      float64 // time to build the format from the COO tensor (fiber formats include building the fiber matrix); -1 when it was too large to build and its size was computed instead
+}
+
+// sizer is what every storage format reports about its memory.
+type sizer interface {
+	Bytes() int64
+	PaddingRatio() float64
+}
+
+type bytesPadding struct {
+	bytes   int64
+	padding float64
+}
+
+// sized returns the size of a tensor format built with an error.
+func sized(x interface{ Bytes() int64 }, err error) (bytesPadding, error) {
+	if err != nil {
+		return bytesPadding{}, err
+	}
+	return bytesPadding{bytes: x.Bytes()}, nil
 }
 
 // BytesPerNNZ returns Bytes divided by nnz.
@@ -33,41 +55,77 @@ func Describe(t *COO) (*Description, error) {
 	}
 	d := &Description{Dims: t.Dims, NNZ: t.NNZ(), Density: t.Density()}
 	d.Footprints = append(d.Footprints, Footprint{Format: "coo", Mode: -1, Bytes: t.Bytes()})
-	hicoo, err := NewHiCOO(t, DefaultHiCOOBlockBits)
-	if err != nil {
+	// timed runs build and measures one format.
+	timed := func(format string, mode int, build func() (bytesPadding, error)) error {
+		start := time.Now()
+		bp, err := build()
+		if err != nil {
+			return err
+		}
+		d.Footprints = append(d.Footprints, Footprint{Format: format, Mode: mode, Bytes: bp.bytes,
+			PaddingRatio: bp.padding, Seconds: time.Since(start).Seconds()})
+		return nil
+	}
+	if err := timed("hicoo", -1, func() (bytesPadding, error) {
+		x, err := NewHiCOO(t, DefaultHiCOOBlockBits)
+		return sized(x, err)
+	}); err != nil {
 		return nil, err
 	}
-	alto, err := NewALTO(t, 0)
-	if err != nil {
+	if err := timed("alto", -1, func() (bytesPadding, error) {
+		x, err := NewALTO(t, 0)
+		return sized(x, err)
+	}); err != nil {
 		return nil, err
 	}
-	d.Footprints = append(d.Footprints,
-		Footprint{Format: "hicoo", Mode: -1, Bytes: hicoo.Bytes()},
-		Footprint{Format: "alto", Mode: -1, Bytes: alto.Bytes()})
 	for n := range t.Order() {
 		st, err := t.ModeStats(n)
 		if err != nil {
 			return nil, err
 		}
 		d.Modes = append(d.Modes, st)
-		csf, err := NewCSF(t, rootedOrder(t.Order(), n))
-		if err != nil {
+		if err := timed("csf", n, func() (bytesPadding, error) {
+			x, err := NewCSF(t, rootedOrder(t.Order(), n))
+			return sized(x, err)
+		}); err != nil {
 			return nil, err
 		}
-		d.Footprints = append(d.Footprints, Footprint{Format: "csf", Mode: n, Bytes: csf.Bytes()})
+		start := time.Now()
 		fm, err := NewFiberMatrix(t, n, DefaultSliceMode(n))
 		if err != nil {
 			return nil, err
 		}
+		fmTime := time.Since(start).Seconds()
 		// The fiber coordinates are part of every SpTTM format's memory:
 		// the kernel needs them to write its output.
 		fb := fm.FiberBytes()
-		ell, hyb := NewELL(fm), NewHYB(fm, -1)
-		d.Footprints = append(d.Footprints,
-			Footprint{Format: "fiber-coo", Mode: n, Bytes: NewFiberCOO(fm).Bytes() + fb},
-			Footprint{Format: "csr", Mode: n, Bytes: NewCSR(fm).Bytes() + fb},
-			Footprint{Format: "ell", Mode: n, Bytes: ell.Bytes() + fb, PaddingRatio: ell.PaddingRatio()},
-			Footprint{Format: "hyb", Mode: n, Bytes: hyb.Bytes() + fb, PaddingRatio: hyb.PaddingRatio()})
+		// ELL's size follows from the longest row; build it only when its
+		// padding is moderate, as one long fiber can make it enormous.
+		rows, width := fm.Rows(), 0
+		for r := range rows {
+			width = max(width, fm.RowLen(r))
+		}
+		if slots := int64(rows) * int64(width); slots > 16*int64(fm.NNZ()) {
+			d.Footprints = append(d.Footprints, Footprint{Format: "ell", Mode: n, Bytes: 8*slots + fb,
+				PaddingRatio: 1 - float64(fm.NNZ())/float64(slots), Seconds: -1})
+		}
+		for _, b := range []struct {
+			format string
+			build  func() sizer
+		}{
+			{"fiber-coo", func() sizer { return NewFiberCOO(fm) }},
+			{"csr", func() sizer { return NewCSR(fm) }},
+			{"ell", func() sizer { return NewELL(fm) }},
+			{"hyb", func() sizer { return NewHYB(fm, -1) }},
+		} {
+			if b.format == "ell" && int64(rows)*int64(width) > 16*int64(fm.NNZ()) {
+				continue
+			}
+			start := time.Now()
+			x := b.build()
+			d.Footprints = append(d.Footprints, Footprint{Format: b.format, Mode: n, Bytes: x.Bytes() + fb,
+				PaddingRatio: x.PaddingRatio(), Seconds: fmTime + time.Since(start).Seconds()})
+		}
 	}
 	return d, nil
 }

@@ -232,3 +232,40 @@ func BenchmarkFiberFormats(b *testing.B) {
 		})
 	}
 }
+
+func TestDescribeFootprints(t *testing.T) {
+	// One long fiber among short ones: the mode-3 ELL is too padded to
+	// build, and its size is computed instead.
+	x, _ := NewCOO([]int{64, 64, 256}, 0)
+	for k := range 200 {
+		x.Append([]uint32{0, 0, uint32(k)}, 1)
+	}
+	for i := range 40 {
+		x.Append([]uint32{uint32(i), 1, 0}, 2)
+	}
+	d, err := Describe(x)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, _ := NewFiberMatrix(x, 2, 0)
+	want := map[string]Footprint{
+		"csr": {Bytes: NewCSR(f).Bytes() + f.FiberBytes()},
+		"hyb": {Bytes: NewHYB(f, -1).Bytes() + f.FiberBytes()},
+		// 41 rows, width 200: 8200 slots for 240 entries.
+		"ell": {Bytes: 8*41*200 + f.FiberBytes(), PaddingRatio: 1 - 240.0/8200, Seconds: -1},
+	}
+	found := 0
+	for _, fp := range d.Footprints {
+		w, ok := want[fp.Format]
+		if !ok || fp.Mode != 2 {
+			continue
+		}
+		found++
+		if fp.Bytes != w.Bytes || fp.PaddingRatio != w.PaddingRatio || (w.Seconds < 0) != (fp.Seconds < 0) {
+			t.Errorf("%s: got %+v, want %+v", fp.Format, fp, w)
+		}
+	}
+	if found != len(want) {
+		t.Fatalf("found %d of %d footprints: %+v", found, len(want), d.Footprints)
+	}
+}

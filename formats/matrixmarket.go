@@ -100,9 +100,11 @@ func ReadMTX(r io.Reader, name string) (*COO, error) {
 		return nil, lineError(name, line, "expected a square %s matrix, found %d x %d", sym, dim[0], dim[1])
 	}
 	declared := int(dim[2])
-	capHint := min(declared, 1<<24)
+	// Trust the declared count only so far: a short file claiming billions
+	// of entries must not allocate for them. Appends grow beyond this.
+	capHint := min(declared, 1<<16)
 	if sym != "general" {
-		capHint = min(2*declared, 1<<24)
+		capHint *= 2
 	}
 	t, err := NewCOO([]int{int(dim[0]), int(dim[1])}, capHint)
 	if err != nil {

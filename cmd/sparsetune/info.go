@@ -95,6 +95,7 @@ type formatReport struct {
 	Bytes        int64   `json:"bytes"`
 	BytesPerNNZ  float64 `json:"bytes_per_nnz"`
 	PaddingRatio float64 `json:"padding_ratio"`
+	Seconds      float64 `json:"convert_seconds"` // -1: too large to build, size computed
 }
 
 func toSummaryJSON(s formats.Summary) summaryJSON {
@@ -114,7 +115,7 @@ func newInfoReport(name string, d *formats.Description, read time.Duration) *inf
 		if f.Mode >= 0 {
 			mode = f.Mode + 1
 		}
-		r.Formats = append(r.Formats, formatReport{Format: f.Format, Mode: mode, Bytes: f.Bytes, BytesPerNNZ: f.BytesPerNNZ(d.NNZ), PaddingRatio: f.PaddingRatio})
+		r.Formats = append(r.Formats, formatReport{Format: f.Format, Mode: mode, Bytes: f.Bytes, BytesPerNNZ: f.BytesPerNNZ(d.NNZ), PaddingRatio: f.PaddingRatio, Seconds: f.Seconds})
 	}
 	return r
 }
@@ -132,13 +133,17 @@ func (r *infoReport) writeTable(out io.Writer) error {
 			m.NNZPerSlice.Min, m.NNZPerSlice.Mean, m.NNZPerSlice.Max,
 			m.NNZPerFiber.Min, m.NNZPerFiber.Mean, m.NNZPerFiber.Max)
 	}
-	fmt.Fprintln(w, "\nformat\tmode\tbytes\tbytes/nnz\tpadding")
+	fmt.Fprintln(w, "\nformat\tmode\tbytes\tbytes/nnz\tpadding\tconvert")
 	for _, f := range r.Formats {
 		mode := "-"
 		if f.Mode > 0 {
 			mode = fmt.Sprint(f.Mode)
 		}
-		fmt.Fprintf(w, "%s\t%s\t%d\t%.2f\t%.3f\n", f.Format, mode, f.Bytes, f.BytesPerNNZ, f.PaddingRatio)
+		conv := fmt.Sprintf("%.2fms", 1e3*f.Seconds)
+		if f.Seconds < 0 {
+			conv = "not built (size computed)"
+		}
+		fmt.Fprintf(w, "%s\t%s\t%d\t%.2f\t%.3f\t%s\n", f.Format, mode, f.Bytes, f.BytesPerNNZ, f.PaddingRatio, conv)
 	}
 	return w.Flush()
 }
