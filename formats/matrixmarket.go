@@ -19,7 +19,7 @@ import (
 // the tensor has SuiteSparse's nnz_full nonzeros. The dims are the declared
 // size. complex, hermitian and array matrices are refused.
 func ReadMTX(r io.Reader, name string) (*COO, error) {
-	br := bufio.NewReaderSize(r, 1<<20)
+	br := bufio.NewReaderSize(r, 64<<10)
 	line := 0
 	next := func() ([]byte, error) {
 		text, err := br.ReadSlice('\n')
