@@ -304,3 +304,50 @@ func TestFiberExtrasReal(t *testing.T) {
 		checkFiberExtras(t, rng, f, buildELL)
 	}
 }
+
+// BenchmarkFiberShares times cutting a fiber matrix into one device's share:
+// a row-range view, a selection of every other slice, and that selection
+// converted to CSR and HYB; and predicting ELL's size against building it.
+func BenchmarkFiberShares(b *testing.B) {
+	inputs := map[string]*COO{"generated": genCOO(rand.New(rand.NewPCG(1, 1)), []int{100000, 20000, 5000}, 2_000_000)}
+	if x, err := ReadFile(filepath.Join(sharedData, "tensors", "splatt_med4.tns")); err == nil {
+		inputs["splatt_med4"] = x
+	}
+	for name, x := range inputs {
+		f, err := NewFiberMatrix(x, 0, 1)
+		if err != nil {
+			b.Fatal(err)
+		}
+		var ids []int
+		for i := 0; i < f.NumSlices(); i += 2 {
+			ids = append(ids, i)
+		}
+		b.Run(name+"/submatrix-half", func(b *testing.B) {
+			for b.Loop() {
+				f.SubMatrix(0, f.Rows()/2)
+			}
+		})
+		b.Run(name+"/select-half", func(b *testing.B) {
+			for b.Loop() {
+				f.SelectSlices(ids)
+			}
+		})
+		for _, format := range []string{"csr", "hyb"} {
+			b.Run(name+"/convert-half-"+format, func(b *testing.B) {
+				for b.Loop() {
+					f.ConvertSlices(ids, format)
+				}
+			})
+		}
+		b.Run(name+"/ell-bytes-predicted", func(b *testing.B) {
+			for b.Loop() {
+				FiberFormatBytes(f, "ell")
+			}
+		})
+		b.Run(name+"/row-splits-64", func(b *testing.B) {
+			for b.Loop() {
+				f.RowSplits(64)
+			}
+		})
+	}
+}
