@@ -1,0 +1,201 @@
+package formats
+
+import (
+	"bytes"
+	"encoding/binary"
+	"hash/crc32"
+	"math"
+	"math/rand/v2"
+	"runtime"
+	"strings"
+	"testing"
+	"testing/iotest"
+)
+
+// Tests of the .stb binary format beyond TestReadErrors (files_test.go):
+// the layout byte for byte, every truncation and every single-bit flip,
+// headers and payloads that are consistent (valid checksums) but describe
+// an invalid tensor, and the memory a lying header can cost.
+
+// stbBytes builds a .stb stream by hand from the documented layout, with
+// valid checksums, whatever the header says.
+func stbBytes(version uint16, dims []uint64, nnz uint64, arrays [][]uint32) []byte {
+	b := []byte(stbMagic)
+	b = binary.LittleEndian.AppendUint16(b, version)
+	b = binary.LittleEndian.AppendUint16(b, uint16(len(dims)))
+	b = binary.LittleEndian.AppendUint32(b, 0)
+	b = binary.LittleEndian.AppendUint64(b, nnz)
+	for _, d := range dims {
+		b = binary.LittleEndian.AppendUint64(b, d)
+	}
+	b = binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
+	var sums []byte
+	for _, a := range arrays {
+		start := len(b)
+		for _, v := range a {
+			b = binary.LittleEndian.AppendUint32(b, v)
+		}
+		sums = binary.LittleEndian.AppendUint32(sums, crc32.Checksum(b[start:], castagnoli))
+	}
+	return append(b, sums...)
+}
+
+// TestSTBLayout pins the layout documented in stb.go: WriteBinary must
+// produce exactly what stbBytes builds from the documentation.
+func TestSTBLayout(t *testing.T) {
+	x := &COO{Dims: []int{4, 5, 6}, Inds: [][]uint32{{0, 3}, {1, 4}, {2, 5}}, Vals: []float32{1.5, -2}}
+	var b bytes.Buffer
+	if err := WriteBinary(&b, x); err != nil {
+		t.Fatal(err)
+	}
+	want := stbBytes(1, []uint64{4, 5, 6}, 2, [][]uint32{{0, 3}, {1, 4}, {2, 5},
+		{math.Float32bits(1.5), math.Float32bits(-2)}})
+	if !bytes.Equal(b.Bytes(), want) {
+		t.Fatalf("wrote\n% x\nwant\n% x", b.Bytes(), want)
+	}
+	if len(want) != 24+8*3+4+4*2*3+4*2+4*4 {
+		t.Fatalf("layout arithmetic: %d bytes", len(want))
+	}
+}
+
+// readSTB reads data as a plain file (size known) or as a stream (size
+// unknown, read in small pieces as from gzip).
+func readSTB(data []byte, sized bool) (*COO, error) {
+	if sized {
+		return ReadBinary(bytes.NewReader(data), "b.stb", int64(len(data)))
+	}
+	return ReadBinary(iotest.HalfReader(bytes.NewReader(data)), "b.stb", -1)
+}
+
+// TestSTBTruncatedEverywhere cuts a valid file at every length: each must
+// be refused with an offset error, never read as a smaller tensor.
+func TestSTBTruncatedEverywhere(t *testing.T) {
+	x := genCOO(rand.New(rand.NewPCG(1, 1)), []int{7, 8, 9, 10}, 20)
+	var b bytes.Buffer
+	if err := WriteBinary(&b, x); err != nil {
+		t.Fatal(err)
+	}
+	data := b.Bytes()
+	for n := range len(data) {
+		for _, sized := range []bool{true, false} {
+			_, err := readSTB(data[:n], sized)
+			if err == nil {
+				t.Fatalf("%d of %d bytes (sized %v) accepted", n, len(data), sized)
+			}
+			if msg := err.Error(); !strings.HasPrefix(msg, "b.stb: offset ") || strings.Contains(msg, "\n") {
+				t.Fatalf("%d bytes: error %q, want one line \"b.stb: offset N: ...\"", n, msg)
+			}
+		}
+	}
+	for _, sized := range []bool{true, false} {
+		y, err := readSTB(data, sized)
+		if err != nil || !y.Equal(x) {
+			t.Fatalf("whole file (sized %v): %v", sized, err)
+		}
+		if _, err := readSTB(append(bytes.Clone(data), 0), sized); err == nil {
+			t.Fatalf("a trailing byte accepted (sized %v)", sized)
+		}
+	}
+}
+
+// TestSTBBitFlipsEverywhere flips each bit of a valid file: CRC-32C
+// detects every single-bit error, so each must be refused.
+func TestSTBBitFlipsEverywhere(t *testing.T) {
+	x := genCOO(rand.New(rand.NewPCG(2, 2)), []int{30, 40}, 12)
+	var b bytes.Buffer
+	if err := WriteBinary(&b, x); err != nil {
+		t.Fatal(err)
+	}
+	data := b.Bytes()
+	for i := range len(data) {
+		for bit := range 8 {
+			c := bytes.Clone(data)
+			c[i] ^= 1 << bit
+			for _, sized := range []bool{true, false} {
+				if _, err := readSTB(c, sized); err == nil {
+					t.Fatalf("flip of bit %d of byte %d accepted (sized %v)", bit, i, sized)
+				} else if !strings.HasPrefix(err.Error(), "b.stb: offset ") {
+					t.Fatalf("flip at %d: %v", i, err)
+				}
+			}
+		}
+	}
+}
+
+// TestSTBConsistentButInvalid gives headers and arrays whose checksums are
+// right but whose content is not a valid tensor.
+func TestSTBConsistentButInvalid(t *testing.T) {
+	one := math.Float32bits(1)
+	nan := math.Float32bits(float32(math.NaN()))
+	inf := math.Float32bits(float32(math.Inf(-1)))
+	big := uint64(1) << 32
+	tests := []struct {
+		name string
+		data []byte
+		want string
+	}{
+		{"version 2", stbBytes(2, []uint64{2, 2}, 0, [][]uint32{{}, {}, {}}), "b.stb: offset 8: unsupported format version 2, this build reads 1"},
+		{"order 1", stbBytes(1, []uint64{2}, 0, [][]uint32{{}, {}}), "b.stb: offset 10: expected an order of 2 to 8, found 1"},
+		{"order 9", stbBytes(1, []uint64{2, 2, 2, 2, 2, 2, 2, 2, 2}, 0, nil), "b.stb: offset 10: expected an order of 2 to 8, found 9"},
+		{"dim 0", stbBytes(1, []uint64{2, 0}, 0, [][]uint32{{}, {}, {}}), "b.stb: offset 32: expected dim of mode 2 to be 1 to 4294967296, found 0"},
+		{"dim beyond 2^32", stbBytes(1, []uint64{big + 1, 2}, 0, [][]uint32{{}, {}, {}}), "b.stb: offset 24: expected dim of mode 1 to be 1 to 4294967296, found 4294967297"},
+		{"dims product overflows", stbBytes(1, []uint64{big, big, big, big, big, big, big, big}, 0, nil), "b.stb: offset 24: product of dims"},
+		{"nnz beyond limit", stbBytes(1, []uint64{2, 2}, 1<<32, [][]uint32{{}, {}, {}}), "b.stb: offset 16: expected at most 4294967295 nonzeros, found 4294967296"},
+		{"index equals dim", stbBytes(1, []uint64{3, 2}, 2, [][]uint32{{0, 1}, {1, 2}, {one, one}}), "b.stb: offset 56: mode 2: expected an index below the dim 2, found 2 (0-based)"},
+		{"nan value", stbBytes(1, []uint64{3, 2}, 2, [][]uint32{{0, 1}, {1, 1}, {one, nan}}), "b.stb: offset 64: expected a finite value, found NaN"},
+		{"inf value", stbBytes(1, []uint64{3, 2}, 2, [][]uint32{{0, 1}, {1, 1}, {inf, one}}), "b.stb: offset 60: expected a finite value, found -Inf"},
+		{"bad magic", append([]byte("SPTNSR\x00\x1b"), make([]byte, 40)...), "b.stb: offset 0: expected the .stb magic"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, sized := range []bool{true, false} {
+				_, err := readSTB(tc.data, sized)
+				if err == nil {
+					t.Fatalf("accepted (sized %v)", sized)
+				}
+				if msg := err.Error(); !strings.HasPrefix(msg, tc.want) || strings.Contains(msg, "\n") {
+					t.Fatalf("sized %v: error %q, want one line starting %q", sized, msg, tc.want)
+				}
+			}
+		})
+	}
+}
+
+// TestSTBLyingHeaderCostsLittle reads a header that promises 2^32-1
+// nonzeros of order 8 (154 GB) followed by a few bytes, from a stream of
+// unknown size: it must fail as truncated having allocated little, not
+// attempt the 154 GB.
+func TestSTBLyingHeaderCostsLittle(t *testing.T) {
+	dims := []uint64{1 << 16, 1 << 16, 1 << 16, 1 << 16, 1 << 16, 1 << 16, 1 << 16, 1 << 16}
+	data := stbBytes(1, dims, MaxNNZ, nil)
+	data = append(data, make([]byte, 1000)...)
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	_, err := readSTB(data, false)
+	runtime.ReadMemStats(&after)
+	if err == nil || !strings.Contains(err.Error(), "truncated") {
+		t.Fatalf("error %v, want truncated", err)
+	}
+	if got := after.TotalAlloc - before.TotalAlloc; got > 64<<20 {
+		t.Fatalf("allocated %d bytes for a 1 KB stream", got)
+	}
+	// With the size known, the header is refused before any array is read.
+	if _, err := readSTB(data, true); err == nil || !strings.Contains(err.Error(), "b.stb: offset 16: header says 4294967295 nonzeros of order 8") {
+		t.Fatalf("sized: %v", err)
+	}
+}
+
+// TestSTBEmptyTensor round-trips a tensor without nonzeros.
+func TestSTBEmptyTensor(t *testing.T) {
+	x, _ := NewCOO([]int{3, 1 << 32}, 0)
+	var b bytes.Buffer
+	if err := WriteBinary(&b, x); err != nil {
+		t.Fatal(err)
+	}
+	for _, sized := range []bool{true, false} {
+		y, err := readSTB(b.Bytes(), sized)
+		if err != nil || !y.Equal(x) {
+			t.Fatalf("sized %v: %v", sized, err)
+		}
+	}
+}
