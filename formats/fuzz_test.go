@@ -2,6 +2,9 @@ package formats
 
 import (
 	"bytes"
+	"math"
+	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -26,8 +29,18 @@ func FuzzReadTNS(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		x, err := ReadTNS(bytes.NewReader(data), "fuzz.tns")
+		ref, refLine, refErr := refReadTNS(data)
+		if (err == nil) != (refErr == "") {
+			t.Fatalf("reader says %v, the sequential reference says %q", err, refErr)
+		}
 		if err != nil {
+			if pe, ok := err.(*ParseError); !ok || pe.Line != refLine {
+				t.Fatalf("reader says %v, the sequential reference says line %d: %s", err, refLine, refErr)
+			}
 			return
+		}
+		if !x.Equal(ref) {
+			t.Fatalf("reader and sequential reference disagree: %v %v %v vs %v %v %v", x.Dims, x.Inds, x.Vals, ref.Dims, ref.Inds, ref.Vals)
 		}
 		if err := x.Validate(); err != nil {
 			t.Fatalf("accepted an invalid tensor: %v", err)
@@ -113,4 +126,109 @@ func FuzzReadBinary(f *testing.F) {
 			t.Fatal("an accepted file does not write back byte for byte")
 		}
 	})
+}
+
+// refReadTNS is a deliberately simple, sequential .tns reader written from
+// the format's rules (see frostt.go), used as the oracle of FuzzReadTNS: the
+// real reader must accept exactly what it accepts, build the same tensor,
+// and report the same line (0 for errors about the whole file). Values go
+// through strconv.ParseFloat with bitSize 32, the correctly rounded parse.
+func refReadTNS(data []byte) (x *COO, errLine int, err string) {
+	order := 0
+	var dims []int // declared by the header variant
+	var inds [MaxOrder][]uint32
+	var vals []float32
+	maxIdx := make([]int, MaxOrder)
+	wantDims := false
+	lines := strings.Split(string(data), "\n")
+	for n, text := range lines {
+		line := n + 1
+		fields := strings.FieldsFunc(text, func(r rune) bool { return strings.ContainsRune(" \t\r\v\f", r) })
+		for i, f := range fields {
+			if f[0] == '#' {
+				fields = fields[:i]
+				break
+			}
+		}
+		switch {
+		case len(fields) == 0:
+			continue
+		case wantDims:
+			if len(fields) != order {
+				return nil, line, "dims count"
+			}
+			for _, f := range fields {
+				d, e := strconv.ParseUint(f, 10, 64)
+				if e != nil || d == 0 || d > MaxDim {
+					return nil, line, "bad dim"
+				}
+				dims = append(dims, int(d))
+			}
+			if CheckDims(dims) != nil {
+				return nil, line, "dims overflow"
+			}
+			wantDims = false
+			continue
+		case order == 0 && len(fields) == 1:
+			o, e := strconv.Atoi(fields[0])
+			if e != nil || o < MinOrder || o > MaxOrder {
+				return nil, line, "bad order line"
+			}
+			order, wantDims = o, true
+			continue
+		case order == 0:
+			order = len(fields) - 1
+			if order < MinOrder || order > MaxOrder {
+				return nil, line, "bad order"
+			}
+		}
+		if len(fields) != order+1 {
+			return nil, line, "field count"
+		}
+		for m := range order {
+			f := fields[m]
+			if strings.TrimLeft(f, "0123456789") != "" {
+				return nil, line, "not an index"
+			}
+			i, e := strconv.ParseUint(f, 10, 64)
+			if e != nil || i == 0 || i > MaxDim || (dims != nil && i > uint64(dims[m])) {
+				return nil, line, "bad index"
+			}
+			inds[m] = append(inds[m], uint32(i-1))
+			maxIdx[m] = max(maxIdx[m], int(i))
+		}
+		v, e := strconv.ParseFloat(fields[order], 32)
+		if e != nil || math.IsInf(v, 0) || math.IsNaN(v) {
+			return nil, line, "bad value"
+		}
+		vals = append(vals, float32(v))
+	}
+	if wantDims {
+		// The line after the last one, as the reader counts.
+		consumed := len(lines)
+		if lines[len(lines)-1] == "" {
+			consumed--
+		}
+		return nil, consumed + 1, "no dims line"
+	}
+	if order == 0 || (len(vals) == 0 && dims == nil) {
+		return nil, 0, "no nonzeros"
+	}
+	if dims == nil {
+		dims = maxIdx[:order]
+		if CheckDims(dims) != nil {
+			return nil, 0, "inferred dims overflow"
+		}
+	}
+	x = &COO{Dims: dims, Inds: make([][]uint32, order), Vals: vals}
+	if vals == nil {
+		x.Vals = []float32{}
+	}
+	for m := range order {
+		x.Inds[m] = inds[m]
+		if x.Inds[m] == nil {
+			x.Inds[m] = []uint32{}
+		}
+	}
+	return x, 0, ""
 }
