@@ -64,18 +64,25 @@ func ReadTNS(r io.Reader, name string) (*COO, error) {
 			default:
 				cut := bytes.LastIndexByte(buf, '\n') + 1
 				if cut == 0 { // one line longer than a block: read on
-					carry = buf
+					// The next read is at least as long as what is held,
+					// so the buffer doubles and a long line costs linear
+					// time.
+					carry, size = buf, max(size, len(buf))
 					continue
 				}
 				carry = append([]byte(nil), buf[cut:]...)
 				buf = buf[:cut]
 			}
 			if hdr.order == 0 {
-				skip, lines, err := readTNSHeader(buf, line, name, &hdr)
+				skip, lines, more, err := readTNSHeader(buf, line, name, &hdr, eof)
 				if err != nil {
 					return nil, err
 				}
 				buf, line = buf[skip:], line+lines
+				if more { // the order line ends the block: read the dims line
+					carry = append(buf[:len(buf):len(buf)], carry...)
+					continue
+				}
 			}
 			blocks = append(blocks, buf)
 			starts = append(starts, line)
@@ -103,7 +110,10 @@ func ReadTNS(r io.Reader, name string) (*COO, error) {
 // line with one field is the order of the header variant, and the dims line
 // must follow. It returns how many bytes and lines the header took (the
 // blank and comment lines before a data line are left to the block parser).
-func readTNSHeader(buf []byte, line int, name string, hdr *tnsHeader) (skip, lines int, err error) {
+// When buf ends after the order line and more of the file follows (eof is
+// false), it reports more, having skipped only the lines before the order
+// line, so the caller can read on and call again.
+func readTNSHeader(buf []byte, line int, name string, hdr *tnsHeader, eof bool) (skip, lines int, more bool, err error) {
 	pos := 0
 	for pos < len(buf) {
 		text, next := lineAt(buf, pos)
@@ -115,19 +125,20 @@ func readTNSHeader(buf []byte, line int, name string, hdr *tnsHeader) (skip, lin
 		case nf > 1:
 			hdr.order = nf - 1
 			if hdr.order > MaxOrder {
-				return 0, 0, lineError(name, line+lines, "expected at most %d indices and a value, found %d fields", MaxOrder, nf)
+				return 0, 0, false, lineError(name, line+lines, "expected at most %d indices and a value, found %d fields", MaxOrder, nf)
 			}
 			if hdr.order < MinOrder {
-				return 0, 0, lineError(name, line+lines, "expected at least %d indices and a value, found %d fields", MinOrder, nf)
+				return 0, 0, false, lineError(name, line+lines, "expected at least %d indices and a value, found %d fields", MinOrder, nf)
 			}
-			return 0, 0, nil
+			return 0, 0, false, nil
 		}
 		f, _ := nextField(text, 0)
 		order, perr := strconv.Atoi(string(f))
 		if perr != nil || order < MinOrder || order > MaxOrder {
-			return 0, 0, lineError(name, line+lines, "expected %d to %d indices and a value, or a header line with the order (%d to %d), found %q",
-				MinOrder, MaxOrder, MinOrder, MaxOrder, f)
+			return 0, 0, false, lineError(name, line+lines, "expected %d to %d indices and a value, or a header line with the order (%d to %d), found %s",
+				MinOrder, MaxOrder, MinOrder, MaxOrder, quoteField(f))
 		}
+		orderPos, orderLines := pos, lines
 		pos, lines = next, lines+1
 		// The dims line follows, after any blank lines and comments.
 		for ; pos < len(buf); pos, lines = next, lines+1 {
@@ -137,14 +148,17 @@ func readTNSHeader(buf []byte, line int, name string, hdr *tnsHeader) (skip, lin
 			}
 			dims, err := parseDimsLine(text, order, name, line+lines)
 			if err != nil {
-				return 0, 0, err
+				return 0, 0, false, err
 			}
 			hdr.order, hdr.dims = order, dims
-			return next, lines + 1, nil
+			return next, lines + 1, false, nil
 		}
-		return 0, 0, lineError(name, line+lines, "expected the dims line of %d dims after the order line, found the end of the file", order)
+		if !eof {
+			return orderPos, orderLines, true, nil
+		}
+		return 0, 0, false, lineError(name, line+lines, "expected the dims line of %d dims after the order line, found the end of the file", order)
 	}
-	return len(buf), lines, nil
+	return len(buf), lines, false, nil
 }
 
 // parseDimsLine parses the dims line of the header variant.
@@ -153,10 +167,10 @@ func parseDimsLine(text []byte, order int, name string, line int) ([]int, error)
 	for f, pos := nextField(text, 0); len(f) > 0; f, pos = nextField(text, pos) {
 		d, err := strconv.ParseUint(string(f), 10, 64)
 		if err != nil || d == 0 {
-			return nil, lineError(name, line, "expected a positive integer dim, found %q", f)
+			return nil, lineError(name, line, "expected a positive integer dim, found %s", quoteField(f))
 		}
 		if d > MaxDim {
-			return nil, lineError(name, line, "expected dims of at most %d, found %s", uint64(MaxDim), f)
+			return nil, lineError(name, line, "expected dims of at most %d, found %s", uint64(MaxDim), quoteField(f))
 		}
 		dims = append(dims, int(d))
 	}

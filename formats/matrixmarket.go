@@ -44,10 +44,10 @@ func ReadMTX(r io.Reader, name string) (*COO, error) {
 	}
 	f := strings.Fields(strings.ToLower(string(banner)))
 	if len(f) != 5 || f[0] != "%%matrixmarket" || f[1] != "matrix" {
-		return nil, lineError(name, 1, "expected the banner %q, found %q", "%%MatrixMarket matrix coordinate real general", banner)
+		return nil, lineError(name, 1, "expected the banner %q, found %s", "%%MatrixMarket matrix coordinate real general", quoteField(banner))
 	}
 	if f[2] != "coordinate" {
-		return nil, lineError(name, 1, "expected a coordinate (sparse) matrix, found %q, which sparsetune does not read", f[2])
+		return nil, lineError(name, 1, "expected a coordinate (sparse) matrix, found %s, which sparsetune does not read", quoteField([]byte(f[2])))
 	}
 	field, sym := f[3], f[4]
 	switch field {
@@ -55,14 +55,14 @@ func ReadMTX(r io.Reader, name string) (*COO, error) {
 	case "complex":
 		return nil, lineError(name, 1, "expected a real, integer or pattern field, found complex, which sparsetune does not read")
 	default:
-		return nil, lineError(name, 1, "expected a real, integer or pattern field, found %q", field)
+		return nil, lineError(name, 1, "expected a real, integer or pattern field, found %s", quoteField([]byte(field)))
 	}
 	switch sym {
 	case "general", "symmetric", "skew-symmetric":
 	case "hermitian":
 		return nil, lineError(name, 1, "expected general, symmetric or skew-symmetric, found hermitian, which sparsetune does not read")
 	default:
-		return nil, lineError(name, 1, "expected general, symmetric or skew-symmetric, found %q", sym)
+		return nil, lineError(name, 1, "expected general, symmetric or skew-symmetric, found %s", quoteField([]byte(sym)))
 	}
 	// Comments, then the size line.
 	var size []byte
@@ -80,13 +80,13 @@ func ReadMTX(r io.Reader, name string) (*COO, error) {
 	}
 	sf := strings.Fields(string(size))
 	if len(sf) != 3 {
-		return nil, lineError(name, line, "expected the size line \"rows cols nnz\", found %q", size)
+		return nil, lineError(name, line, "expected the size line \"rows cols nnz\", found %s", quoteField(size))
 	}
 	var dim [3]uint64
 	for i, s := range sf {
 		v, err := strconv.ParseUint(s, 10, 64)
 		if err != nil {
-			return nil, lineError(name, line, "size line: expected a non-negative integer, found %q", s)
+			return nil, lineError(name, line, "size line: expected a non-negative integer, found %s", quoteField([]byte(s)))
 		}
 		dim[i] = v
 	}

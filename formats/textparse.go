@@ -48,13 +48,13 @@ func parseIndex(f []byte) (uint32, string) {
 	for _, c := range f {
 		if c < '0' || c > '9' {
 			if f[0] == '-' {
-				return 0, "expected a positive 1-based index, found " + strconv.Quote(string(f))
+				return 0, "expected a positive 1-based index, found " + quoteField(f)
 			}
-			return 0, "expected an integer index, found " + strconv.Quote(string(f))
+			return 0, "expected an integer index, found " + quoteField(f)
 		}
 		v = v*10 + uint64(c-'0')
 		if v > MaxDim {
-			return 0, "expected an index of at most 4294967296, found " + strconv.Quote(string(f))
+			return 0, "expected an index of at most 4294967296, found " + quoteField(f)
 		}
 	}
 	if v == 0 {
@@ -135,27 +135,58 @@ func parseValue(f []byte) (float32, string) {
 		if neg {
 			v = -v
 		}
-		return finite32(f, v)
+		if !onFloat32Midpoint(v) {
+			return finite32(f, v)
+		}
 	}
-	v, err := strconv.ParseFloat(string(f), 64)
+	// strconv rounds the decimal straight to float32, once.
+	v, err := strconv.ParseFloat(string(f), 32)
 	if err != nil {
 		if ne, ok := err.(*strconv.NumError); ok && ne.Err == strconv.ErrRange {
-			return 0, "expected a finite float32 value, found " + strconv.Quote(string(f)) + " (out of range)"
+			return 0, "expected a finite float32 value, found " + quoteField(f) + " (out of range)"
 		}
-		return 0, "expected a numeric value, found " + strconv.Quote(string(f))
+		return 0, "expected a numeric value, found " + quoteField(f)
 	}
 	return finite32(f, v)
 }
 
+// onFloat32Midpoint reports whether v lies exactly halfway between two
+// adjacent float32 values. The float64 nearest a decimal is on the same
+// side of every float32 midpoint as the decimal itself unless it is the
+// midpoint: only then can rounding it to float32 differ from rounding the
+// decimal, and the caller must parse the decimal again, directly to float32.
+func onFloat32Midpoint(v float64) bool {
+	v32 := float32(v)
+	if float64(v32) == v || math.IsInf(float64(v32), 0) {
+		return false
+	}
+	// The neighbour of v32 on v's side; their mean is exact in float64.
+	other := math.Nextafter32(v32, float32(math.Copysign(math.Inf(1), v-float64(v32))))
+	return v == (float64(v32)+float64(other))/2
+}
+
+// maxQuoted is how many bytes of a field an error message quotes.
+const maxQuoted = 40
+
+// quoteField quotes f for an error message, cut to its first bytes when it
+// is long (a corrupted file may hold megabytes without a separator), so the
+// message stays one short line.
+func quoteField(f []byte) string {
+	if len(f) <= maxQuoted {
+		return strconv.Quote(string(f))
+	}
+	return strconv.Quote(string(f[:maxQuoted])) + "... (" + strconv.Itoa(len(f)) + " bytes)"
+}
+
 func finite32(f []byte, v float64) (float32, string) {
 	if math.IsNaN(v) || math.IsInf(v, 0) {
-		return 0, "expected a finite value, found " + strconv.Quote(string(f))
+		return 0, "expected a finite value, found " + quoteField(f)
 	}
 	// The conversion rounds to nearest, so only values that round beyond
 	// MaxFloat32 (not every float64 above it) become infinite.
 	v32 := float32(v)
 	if math.IsInf(float64(v32), 0) {
-		return 0, "expected a finite float32 value, found " + strconv.Quote(string(f)) + " (beyond float32 range)"
+		return 0, "expected a finite float32 value, found " + quoteField(f) + " (beyond float32 range)"
 	}
 	return v32, ""
 }
