@@ -1,0 +1,324 @@
+package kernels
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+	"sync"
+
+	"github.com/sparsetune/sparsetune/formats"
+)
+
+// MTTKRP is a plan for the matricized tensor times Khatri-Rao product of
+// one tensor, in one format, for one output mode and one rank R:
+//
+//	M(i_n, r) = Σ X(i_1..i_N) · Π_{m≠n} A_m(i_m, r)
+//
+// where the A_m are dense Dims[m] x R factor matrices and M is
+// Dims[n] x R. A plan is built once per (tensor, format, mode, rank) by
+// NewCOOMTTKRP, NewCSFMTTKRP, NewHiCOOMTTKRP or NewALTOMTTKRP, which pick
+// the format; it owns every workspace the kernel needs (the split of the
+// nonzeros among threads, private output copies, scratch rows), so Run
+// allocates nothing. The tensor must not change while the plan is in use.
+//
+// A plan is not safe for concurrent use: run one Run at a time per plan
+// (build one plan per goroutine to run concurrently).
+//
+// Work is split among parts (goroutines) balanced by nonzeros. How each
+// format avoids write conflicts on M is documented on its constructor.
+type MTTKRP struct {
+	format string
+	mode   int
+	rank   int
+	dims   []int
+	nnz    int
+	parts  int
+	widths []int // rank blocks: the kernels make one pass per block
+	others []int // the modes other than mode, in increasing order
+	kernel mttkrpKernel
+
+	// Output placement (see placeRows). Part t writes rows
+	// [rowLo[t], rowHi[t]) either straight into the output (priv[t] nil)
+	// or into its private copy priv[t], which phase 2 adds into the output.
+	rowLo, rowHi []int
+	priv         [][]float32
+	zero         [][]rowRange // per part: output rows no direct part writes, zeroed in phase 1
+	reduce       bool
+	selfZero     bool // the kernel writes every row of its interval itself (CSF), so it is not cleared first
+
+	ws []*mttkrpScratch // per part
+
+	// Set for the duration of Run.
+	out   *Matrix
+	fac   [formats.MaxOrder][]float32
+	phase int
+	wg    sync.WaitGroup
+}
+
+// mttkrpKernel is one format's kernel: compute runs part t of phase 1,
+// writing rows of dst, whose row 0 is output row rowBase.
+type mttkrpKernel interface {
+	compute(p *MTTKRP, t int, dst []float32, rowBase int)
+}
+
+type rowRange struct{ lo, hi int }
+
+// mttkrpScratch is one part's scratch: decoded indices of a chunk of
+// nonzeros and accumulator rows. Each part has its own, allocated
+// separately, so parts never share a cache line of scratch.
+type mttkrpScratch struct {
+	idx  [formats.MaxOrder][]uint32
+	rows [formats.MaxOrder + 1][maxWidth]float32
+}
+
+const (
+	maxWidth = 64 // widest rank block; rows of this many float32 are 4 cache lines
+	// chunkNNZ is how many nonzeros HiCOO and ALTO decode at a time: the
+	// decoded indices (N x 4 KiB) stay in L1 while every rank block of the
+	// chunk is processed.
+	chunkNNZ = 1024
+)
+
+// minPartNNZ is the fewest nonzeros worth a part of their own; below it the
+// cost of waking a worker exceeds the work. Tests lower it to exercise the
+// parallel paths on small tensors.
+var minPartNNZ = 1 << 13
+
+// errNotRoot is returned by NewCSFMTTKRP for a CSF not rooted at the mode.
+var errNotRoot = errors.New("the CSF must be rooted at the output mode (build one CSF per mode with that mode first in ModeOrder)")
+
+// newPlan fills the format-independent part of a plan.
+func newPlan(format string, dims []int, nnz, mode, rank, threads int) (*MTTKRP, error) {
+	if mode < 0 || mode >= len(dims) {
+		return nil, fmt.Errorf("mttkrp %s: mode %d out of range 0 to %d", format, mode, len(dims)-1)
+	}
+	if rank < 1 {
+		return nil, fmt.Errorf("mttkrp %s: rank must be at least 1, found %d", format, rank)
+	}
+	if threads <= 0 {
+		threads = runtime.GOMAXPROCS(0)
+	}
+	parts := max(1, min(threads, nnz/minPartNNZ))
+	p := &MTTKRP{format: format, mode: mode, rank: rank, dims: dims, nnz: nnz, parts: parts}
+	for r := rank; r > 0; {
+		w := maxWidth
+		for w > r {
+			w /= 2
+		}
+		p.widths = append(p.widths, w)
+		r -= w
+	}
+	for m := range dims {
+		if m != mode {
+			p.others = append(p.others, m)
+		}
+	}
+	p.ws = make([]*mttkrpScratch, parts)
+	for t := range p.ws {
+		p.ws[t] = new(mttkrpScratch)
+	}
+	ensureWorkers(parts - 1)
+	return p, nil
+}
+
+// placeRows decides where each part writes, given the interval of output
+// rows [lo[t], hi[t]) its nonzeros touch (lo[t] >= hi[t] if none). A part
+// writes straight into the output when its interval overlaps no interval
+// of an earlier direct part (part 0 always does); any other part gets a
+// private copy of its interval, summed into the output by phase 2. Rows no
+// direct part writes are zeroed in phase 1, split evenly among the parts.
+// So a COO sorted by the output mode runs owner-computes with no copy at
+// all, and an unsorted one pays one copy of the rows per extra part.
+func (p *MTTKRP) placeRows(lo, hi []int) {
+	rows := p.dims[p.mode]
+	p.rowLo, p.rowHi = lo, hi
+	p.priv = make([][]float32, p.parts)
+	var direct []rowRange
+	for t := range p.parts {
+		if lo[t] >= hi[t] {
+			lo[t], hi[t] = 0, 0
+			continue
+		}
+		overlaps := false
+		for _, d := range direct {
+			if lo[t] < d.hi && d.lo < hi[t] {
+				overlaps = true
+				break
+			}
+		}
+		if overlaps {
+			p.priv[t] = make([]float32, (hi[t]-lo[t])*p.rank)
+			p.reduce = true
+		} else {
+			direct = append(direct, rowRange{lo[t], hi[t]})
+		}
+	}
+	// Gaps: the complement of the direct intervals, cut at part boundaries.
+	p.zero = make([][]rowRange, p.parts)
+	for t := range p.parts {
+		a, b := t*rows/p.parts, (t+1)*rows/p.parts
+		for i := a; i < b; {
+			end := b
+			covered := false
+			for _, d := range direct {
+				if d.lo <= i && i < d.hi {
+					i, covered = d.hi, true
+					break
+				}
+				if d.lo > i && d.lo < end {
+					end = d.lo
+				}
+			}
+			if !covered {
+				p.zero[t] = append(p.zero[t], rowRange{i, end})
+				i = end
+			}
+		}
+	}
+}
+
+// Format returns the name of the plan's tensor format.
+func (p *MTTKRP) Format() string { return p.format }
+
+// Mode returns the output mode (0-based).
+func (p *MTTKRP) Mode() int { return p.mode }
+
+// Rank returns R.
+func (p *MTTKRP) Rank() int { return p.rank }
+
+// Parts returns how many goroutines Run uses.
+func (p *MTTKRP) Parts() int { return p.parts }
+
+// Flops returns the flop count of one Run by the convention N·nnz·R.
+func (p *MTTKRP) Flops() float64 {
+	return float64(len(p.dims)) * float64(p.nnz) * float64(p.rank)
+}
+
+// Run computes the MTTKRP into out, which it overwrites. out must be
+// Dims[mode] x R; factors must hold one Dims[m] x R matrix per mode m
+// (factors[mode] is not read and may be nil).
+func (p *MTTKRP) Run(out *Matrix, factors []*Matrix) error {
+	if err := p.check(out, factors); err != nil {
+		return err
+	}
+	p.out = out
+	for m, f := range factors {
+		if m != p.mode {
+			p.fac[m] = f.Data
+		}
+	}
+	p.phase = 1
+	parallelParts(p.parts, p, &p.wg)
+	if p.reduce {
+		p.phase = 2
+		parallelParts(p.parts, p, &p.wg)
+	}
+	p.out = nil
+	p.fac = [formats.MaxOrder][]float32{}
+	return nil
+}
+
+func (p *MTTKRP) check(out *Matrix, factors []*Matrix) error {
+	if len(factors) != len(p.dims) {
+		return fmt.Errorf("mttkrp %s: %d factor matrices for an order-%d tensor", p.format, len(factors), len(p.dims))
+	}
+	for m, f := range factors {
+		if m == p.mode {
+			continue
+		}
+		if err := f.check(p.dims[m], p.rank); err != nil {
+			return fmt.Errorf("mttkrp %s: factor %d: %w", p.format, m, err)
+		}
+	}
+	if err := out.check(p.dims[p.mode], p.rank); err != nil {
+		return fmt.Errorf("mttkrp %s: output: %w", p.format, err)
+	}
+	return nil
+}
+
+// runPart runs part t of the current phase.
+func (p *MTTKRP) runPart(t int) {
+	R := p.rank
+	out := p.out.Data
+	if p.phase == 2 {
+		rows := p.dims[p.mode]
+		a, b := t*rows/p.parts, (t+1)*rows/p.parts
+		for s, pv := range p.priv {
+			if pv == nil {
+				continue
+			}
+			lo, hi := max(a, p.rowLo[s]), min(b, p.rowHi[s])
+			if lo >= hi {
+				continue
+			}
+			addInto(out[lo*R:hi*R], pv[(lo-p.rowLo[s])*R:(hi-p.rowLo[s])*R])
+		}
+		return
+	}
+	for _, z := range p.zero[t] {
+		clear(out[z.lo*R : z.hi*R])
+	}
+	if p.priv[t] != nil {
+		clear(p.priv[t])
+		p.kernel.compute(p, t, p.priv[t], p.rowLo[t])
+		return
+	}
+	if p.rowLo[t] < p.rowHi[t] {
+		if !p.selfZero {
+			clear(out[p.rowLo[t]*R : p.rowHi[t]*R])
+		}
+		p.kernel.compute(p, t, out, 0)
+	}
+}
+
+// addInto sets dst[i] += src[i].
+func addInto(dst, src []float32) {
+	src = src[:len(dst)]
+	for i := range dst {
+		dst[i] += src[i]
+	}
+}
+
+// MTTKRPReference computes the MTTKRP of x for mode by the definition, one
+// nonzero at a time, accumulating in float64; it is the yardstick the
+// tests hold every format to. It returns M as a row-major Dims[mode] x R
+// slice, R taken from the factors.
+func MTTKRPReference(x *formats.COO, mode int, factors []*Matrix) ([]float64, error) {
+	N := x.Order()
+	if mode < 0 || mode >= N {
+		return nil, fmt.Errorf("mttkrp reference: mode %d out of range 0 to %d", mode, N-1)
+	}
+	if len(factors) != N {
+		return nil, fmt.Errorf("mttkrp reference: %d factor matrices for an order-%d tensor", len(factors), N)
+	}
+	R := factors[(mode+1)%N].Cols
+	for m, f := range factors {
+		if m == mode {
+			continue
+		}
+		if err := f.check(x.Dims[m], R); err != nil {
+			return nil, fmt.Errorf("mttkrp reference: factor %d: %w", m, err)
+		}
+	}
+	out := make([]float64, x.Dims[mode]*R)
+	row := make([]float64, R)
+	for k, v := range x.Vals {
+		for r := range row {
+			row[r] = float64(v)
+		}
+		for m, f := range factors {
+			if m == mode {
+				continue
+			}
+			a := f.Row(int(x.Inds[m][k]))
+			for r := range row {
+				row[r] *= float64(a[r])
+			}
+		}
+		o := out[int(x.Inds[mode][k])*R:]
+		for r := range row {
+			o[r] += row[r]
+		}
+	}
+	return out, nil
+}

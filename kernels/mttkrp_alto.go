@@ -1,0 +1,102 @@
+package kernels
+
+import (
+	"sort"
+
+	"github.com/sparsetune/sparsetune/formats"
+)
+
+// altoMTTKRP is the ALTO kernel: part t owns nonzeros [start[t], start[t+1]).
+type altoMTTKRP struct {
+	x     *formats.ALTO
+	start []int
+}
+
+// NewALTOMTTKRP builds the MTTKRP plan of an ALTO tensor (with or without
+// BLCO blocks) for a 0-based mode and rank, using threads goroutines (0 for
+// GOMAXPROCS).
+//
+// Parallel strategy: the nonzeros, in ALTO order, are split into equal
+// contiguous parts. ALTO order bounds the range of every mode's index in a
+// contiguous run of nonzeros, so each part touches an interval of output
+// rows; conflicts are resolved by privatisation as for COO (a part whose
+// interval overlaps an earlier direct part's gets a private copy of only
+// that interval, added in by a parallel reduction over rows).
+//
+// Each part decodes a chunk of linear indices at a time into per-mode
+// uint32 scratch (ALTOMode.Decode, with the block's high word folded in
+// once per BLCO block) and runs the COO inner loop on it, which sums runs
+// of equal output index in a register row and writes the row once per run.
+func NewALTOMTTKRP(x *formats.ALTO, mode, rank, threads int) (*MTTKRP, error) {
+	if err := formats.CheckDims(x.Dims); err != nil {
+		return nil, err
+	}
+	p, err := newPlan("alto", x.Dims, x.NNZ(), mode, rank, threads)
+	if err != nil {
+		return nil, err
+	}
+	n := x.NNZ()
+	k := &altoMTTKRP{x: x, start: make([]int, p.parts+1)}
+	for t := range p.parts + 1 {
+		k.start[t] = t * n / p.parts
+	}
+	for _, ws := range p.ws {
+		for m := range x.Dims {
+			ws.idx[m] = make([]uint32, chunkNNZ)
+		}
+	}
+	lo, hi := make([]int, p.parts), make([]int, p.parts)
+	for t := range p.parts {
+		lo[t], hi[t] = x.Dims[mode], 0
+		buf := p.ws[t].idx[mode]
+		k.segments(t, func(b, a, c int) {
+			e := &x.Modes[mode]
+			e.Decode(buf[:c-a], x.Lin[a:c], k.high(e, b))
+			l, h := rowSpan(buf[:c-a])
+			lo[t], hi[t] = min(lo[t], l), max(hi[t], h)
+		})
+	}
+	p.kernel = k
+	p.placeRows(lo, hi)
+	return p, nil
+}
+
+// segments calls fn(b, a, c) for each chunk [a, c) of part t's nonzeros,
+// chunks at most chunkNNZ long and inside one BLCO block b.
+func (k *altoMTTKRP) segments(t int, fn func(b, a, c int)) {
+	x := k.x
+	s, e := k.start[t], k.start[t+1]
+	if s >= e {
+		return
+	}
+	b := sort.Search(x.NumBlocks(), func(b int) bool { return int(x.BlockPtr[b+1]) > s })
+	for a := s; a < e; b++ {
+		end := min(e, int(x.BlockPtr[b+1]))
+		for a < end {
+			c := min(a+chunkNNZ, end)
+			fn(b, a, c)
+			a = c
+		}
+	}
+}
+
+// high returns the index bits mode e takes from block b's high word.
+func (k *altoMTTKRP) high(e *formats.ALTOMode, b int) uint32 {
+	if k.x.BlockHigh == nil || e.Hi == 0 {
+		return 0
+	}
+	return e.FromHigh(k.x.BlockHigh[b])
+}
+
+func (k *altoMTTKRP) compute(p *MTTKRP, t int, dst []float32, rowBase int) {
+	x, ws := k.x, p.ws[t]
+	var inds [formats.MaxOrder][]uint32
+	k.segments(t, func(b, a, c int) {
+		for m := range x.Modes {
+			e := &x.Modes[m]
+			inds[m] = ws.idx[m][:c-a]
+			e.Decode(inds[m], x.Lin[a:c], k.high(e, b))
+		}
+		p.cooChunk(ws, &inds, x.Vals[a:c], dst, rowBase)
+	})
+}
