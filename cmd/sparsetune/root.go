@@ -12,6 +12,15 @@ import (
 	"github.com/spf13/viper"
 )
 
+// commands holds the constructors of the subcommands. Each command's file
+// adds its own in an init function, so commands can be added side by side
+// without touching this file.
+var commands []func(*viper.Viper) *cobra.Command
+
+func register(newCmd func(*viper.Viper) *cobra.Command) { commands = append(commands, newCmd) }
+
+func init() { register(newInfoCmd); register(newConvertCmd) }
+
 // newRootCmd builds the command tree with its own viper instance, so tests
 // can run commands side by side without sharing settings.
 func newRootCmd() *cobra.Command {
@@ -40,7 +49,9 @@ func newRootCmd() *cobra.Command {
 	for _, name := range []string{"threads", "json"} {
 		_ = v.BindPFlag(name, pf.Lookup(name))
 	}
-	root.AddCommand(newInfoCmd(v), newConvertCmd(v))
+	for _, newCmd := range commands {
+		root.AddCommand(newCmd(v))
+	}
 	return root
 }
 
