@@ -1,0 +1,51 @@
+package formats
+
+import "fmt"
+
+// TensorFormat is a storage format of a whole tensor for MTTKRP: COO, CSF,
+// HiCOO or ALTO. Each gives back the tensor it was built from.
+type TensorFormat interface {
+	NNZ() int
+	// Bytes returns the bytes of the format's index and value arrays.
+	Bytes() int64
+	// ToCOO rebuilds the tensor.
+	ToCOO() *COO
+}
+
+// TensorFormatNames lists the MTTKRP formats by the names
+// NewTensorFormat takes.
+var TensorFormatNames = []string{"coo", "csf", "hicoo", "alto"}
+
+// NewTensorFormat returns t in the named format (one of TensorFormatNames),
+// laid out for an MTTKRP of the 0-based mode: COO is a copy sorted by the
+// mode first (the other modes after it in increasing order), so that a
+// kernel's parts own disjoint output rows; CSF is rooted at the mode; HiCOO
+// (default block bits) and ALTO (no block cap) do not depend on the mode.
+// t is not modified.
+func NewTensorFormat(t *COO, name string, mode int) (TensorFormat, error) {
+	if mode < 0 || mode >= t.Order() {
+		return nil, fmt.Errorf("mode %d out of range 1 to %d", mode+1, t.Order())
+	}
+	switch name {
+	case "coo":
+		if err := checkFormatInput(t); err != nil {
+			return nil, err
+		}
+		c := t.Clone()
+		if err := c.SortBy(rootedOrder(t.Order(), mode)...); err != nil {
+			return nil, err
+		}
+		return c, nil
+	case "csf":
+		return NewCSF(t, rootedOrder(t.Order(), mode))
+	case "hicoo":
+		return NewHiCOO(t, DefaultHiCOOBlockBits)
+	case "alto":
+		return NewALTO(t, 0)
+	}
+	return nil, fmt.Errorf("unknown tensor format %q, expected one of %v", name, TensorFormatNames)
+}
+
+// ToCOO returns a copy of t, so that COO is a TensorFormat like the others
+// (and, like theirs, the result can be changed without changing t).
+func (t *COO) ToCOO() *COO { return t.Clone() }
