@@ -322,3 +322,20 @@ func MTTKRPReference(x *formats.COO, mode int, factors []*Matrix) ([]float64, er
 	}
 	return out, nil
 }
+
+// NewMTTKRP builds the MTTKRP plan of x in whichever of the formats COO,
+// CSF, HiCOO and ALTO it is held (see formats.NewTensorFormat), for a 0-based
+// mode and rank, using threads goroutines (0 for GOMAXPROCS).
+func NewMTTKRP(x formats.TensorFormat, mode, rank, threads int) (*MTTKRP, error) {
+	switch x := x.(type) {
+	case *formats.COO:
+		return NewCOOMTTKRP(x, mode, rank, threads)
+	case *formats.CSF:
+		return NewCSFMTTKRP(x, mode, rank, threads)
+	case *formats.HiCOO:
+		return NewHiCOOMTTKRP(x, mode, rank, threads)
+	case *formats.ALTO:
+		return NewALTOMTTKRP(x, mode, rank, threads)
+	}
+	return nil, fmt.Errorf("mttkrp: no kernel for a %T", x)
+}

@@ -83,13 +83,17 @@ func plans(t testing.TB, x *formats.COO, mode, rank, threads int) []*MTTKRP {
 	}
 	p, err := NewCOOMTTKRP(x, mode, rank, threads)
 	add("coo", p, err)
-	sorted := x.Clone()
 	order := append([]int{mode}, otherModes(x.Order(), mode)...)
-	if err := sorted.SortBy(order...); err != nil {
-		t.Fatal(err)
+	// The formats by name, as sparsetune bench builds them: COO sorted by
+	// the mode, CSF rooted at it, HiCOO and ALTO with their defaults.
+	for _, name := range formats.TensorFormatNames {
+		f, err := formats.NewTensorFormat(x, name, mode)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err = NewMTTKRP(f, mode, rank, threads)
+		add(name+"-named", p, err)
 	}
-	p, err = NewCOOMTTKRP(sorted, mode, rank, threads)
-	add("coo-sorted", p, err)
 	csf, err := formats.NewCSF(x, order)
 	if err != nil {
 		t.Fatal(err)
