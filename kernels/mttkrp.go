@@ -36,6 +36,7 @@ type MTTKRP struct {
 	widths []int // rank blocks: the kernels make one pass per block
 	others []int // the modes other than mode, in increasing order
 	kernel mttkrpKernel
+	xbytes int64 // bytes of the tensor's format arrays
 
 	// Output placement (see placeRows). Part t writes rows
 	// [rowLo[t], rowHi[t]) either straight into the output (priv[t] nil)
@@ -192,6 +193,20 @@ func (p *MTTKRP) Parts() int { return p.parts }
 // Flops returns the flop count of one Run by the convention N·nnz·R.
 func (p *MTTKRP) Flops() float64 {
 	return float64(len(p.dims)) * float64(p.nnz) * float64(p.rank)
+}
+
+// Bytes returns the bytes one Run moves between memory and the cores by the
+// compulsory-traffic model: the format's arrays read once, each factor
+// matrix other than the output mode's read once (Dims[m]·R·4 bytes), and
+// the output written once (Dims[mode]·R·4 bytes). Factor rows read again
+// after leaving the cache are not counted, so bytes/second computed from it
+// is a lower bound on the bandwidth a run used.
+func (p *MTTKRP) Bytes() float64 {
+	b := float64(p.xbytes)
+	for _, d := range p.dims {
+		b += 4 * float64(d) * float64(p.rank)
+	}
+	return b
 }
 
 // Run computes the MTTKRP into out, which it overwrites. out must be

@@ -35,6 +35,7 @@ func NewALTOMTTKRP(x *formats.ALTO, mode, rank, threads int) (*MTTKRP, error) {
 	if err != nil {
 		return nil, err
 	}
+	p.xbytes = x.Bytes()
 	n := x.NNZ()
 	k := &altoMTTKRP{x: x, start: make([]int, p.parts+1)}
 	for t := range p.parts + 1 {

@@ -27,6 +27,7 @@ func NewCOOMTTKRP(x *formats.COO, mode, rank, threads int) (*MTTKRP, error) {
 	if err != nil {
 		return nil, err
 	}
+	p.xbytes = x.Bytes()
 	n := x.NNZ()
 	out := x.Inds[mode]
 	k := &cooMTTKRP{x: x, start: make([]int, p.parts+1)}

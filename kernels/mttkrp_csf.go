@@ -45,6 +45,7 @@ func NewCSFMTTKRP(x *formats.CSF, mode, rank, threads int) (*MTTKRP, error) {
 	if err != nil {
 		return nil, err
 	}
+	p.xbytes = x.Bytes()
 	if x.Root() != mode {
 		return nil, fmt.Errorf("mttkrp csf: CSF rooted at mode %d, output mode %d: %w", x.Root(), mode, errNotRoot)
 	}

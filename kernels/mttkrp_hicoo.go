@@ -34,6 +34,7 @@ func NewHiCOOMTTKRP(x *formats.HiCOO, mode, rank, threads int) (*MTTKRP, error) 
 	if err != nil {
 		return nil, err
 	}
+	p.xbytes = x.Bytes()
 	nb, n := x.NumBlocks(), x.NNZ()
 	k := &hicooMTTKRP{x: x, first: make([]int, p.parts+1)}
 	for t := 1; t < p.parts; t++ {
