@@ -105,7 +105,7 @@ func Describe(t *COO) (*Description, error) {
 		for r := range rows {
 			width = max(width, fm.RowLen(r))
 		}
-		if slots := int64(rows) * int64(width); slots > 16*int64(fm.NNZ()) {
+		if slots := int64(rows) * int64(width); slots > MaxELLSlotsPerNNZ*int64(fm.NNZ()) {
 			d.Footprints = append(d.Footprints, Footprint{Format: "ell", Mode: n, Bytes: 8*slots + fb,
 				PaddingRatio: 1 - float64(fm.NNZ())/float64(slots), Seconds: -1})
 		}
@@ -118,7 +118,7 @@ func Describe(t *COO) (*Description, error) {
 			{"ell", func() sizer { return NewELL(fm) }},
 			{"hyb", func() sizer { return NewHYB(fm, -1) }},
 		} {
-			if b.format == "ell" && int64(rows)*int64(width) > 16*int64(fm.NNZ()) {
+			if b.format == "ell" && int64(rows)*int64(width) > MaxELLSlotsPerNNZ*int64(fm.NNZ()) {
 				continue
 			}
 			start := time.Now()
@@ -129,6 +129,12 @@ func Describe(t *COO) (*Description, error) {
 	}
 	return d, nil
 }
+
+// MaxELLSlotsPerNNZ is the padding beyond which sparsetune does not build
+// ELL (Describe computes its size instead, bench skips it): at more than 16
+// slots per nonzero, ELL is at least 10x larger and slower than CSR, and one
+// long fiber can make it gigabytes.
+const MaxELLSlotsPerNNZ = 16
 
 // Bytes returns the bytes of t's index and value arrays.
 func (t *COO) Bytes() int64 {
