@@ -1,0 +1,212 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/viper"
+
+	"github.com/sparsetune/sparsetune/formats"
+	"github.com/sparsetune/sparsetune/hetero"
+)
+
+func init() { register(newBenchCmd) }
+
+func newBenchCmd(v *viper.Viper) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "bench [FILE]",
+		Short: "Time SpTTM and MTTKRP in every format on a device",
+		Long: `Time SpTTM and MTTKRP on a tensor in every storage format, per mode
+(1-based), on one device: the median kernel time over --iters runs after a
+warm-up run, GFLOP/s, effective GB/s, and the time to convert the tensor
+from COO into the format. The fastest format per op and mode is marked.
+
+Flops: SpTTM 2·nnz·R, MTTKRP N·nnz·R. GB/s: the compulsory-traffic model
+(format arrays and each dense matrix moved once; docs/kernels.md), set
+against the memory bandwidth a STREAM-triad probe measures first.
+
+Without FILE, bench runs on the embedded sample tensor.`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cfg, err := benchConfigFrom(v)
+			if err != nil {
+				return err
+			}
+			name, t, _, err := loadTensor(cmd.ErrOrStderr(), args)
+			if err != nil {
+				return err
+			}
+			return runBench(cmd.OutOrStdout(), cmd.ErrOrStderr(), name, t, cfg, v.GetBool("json"))
+		},
+	}
+	f := cmd.Flags()
+	f.String("op", "all", "operation: ttm, mttkrp or all")
+	f.String("mode", "all", "mode (1-based) or all")
+	f.Int("rank", 16, "rank R: columns of the dense matrices")
+	f.String("formats", "all", "comma-separated formats, or all (ttm: coo,csr,ell,hyb; mttkrp: coo,csf,hicoo,alto)")
+	f.Int("iters", 10, "timed runs per format, after one warm-up run")
+	f.String("device", "cpu", "device: cpu, or BACKEND:INDEX (sparsetune devices lists them)")
+	f.Bool("probe", true, "measure the memory bandwidth first")
+	for _, name := range []string{"op", "mode", "rank", "formats", "iters", "device", "probe"} {
+		_ = v.BindPFlag("bench."+name, f.Lookup(name))
+	}
+	return cmd
+}
+
+type benchConfig struct {
+	ops     []hetero.Op
+	mode    int // 1-based; 0 for all
+	rank    int
+	formats []string // nil for all
+	iters   int
+	device  string
+	threads int
+	probe   bool
+}
+
+func benchConfigFrom(v *viper.Viper) (benchConfig, error) {
+	c := benchConfig{rank: v.GetInt("bench.rank"), iters: v.GetInt("bench.iters"),
+		device: v.GetString("bench.device"), threads: v.GetInt("threads"), probe: v.GetBool("bench.probe")}
+	if op := v.GetString("bench.op"); op == "all" {
+		c.ops = hetero.Ops
+	} else {
+		o, err := hetero.ParseOp(op)
+		if err != nil {
+			return c, fmt.Errorf("--op: %w", err)
+		}
+		c.ops = []hetero.Op{o}
+	}
+	if m := v.GetString("bench.mode"); m != "all" {
+		n, err := strconv.Atoi(m)
+		if err != nil || n < 1 {
+			return c, fmt.Errorf("--mode: expected a 1-based mode or all, found %q", m)
+		}
+		c.mode = n
+	}
+	if c.rank < 1 {
+		return c, fmt.Errorf("--rank: expected at least 1, found %d", c.rank)
+	}
+	if c.iters < 1 {
+		return c, fmt.Errorf("--iters: expected at least 1, found %d", c.iters)
+	}
+	if fs := v.GetString("bench.formats"); fs != "all" {
+		known := append(hetero.SpTTM.Formats(), hetero.MTTKRP.Formats()...)
+		for _, f := range strings.Split(fs, ",") {
+			f = strings.TrimSpace(f)
+			if !slices.Contains(known, f) {
+				return c, fmt.Errorf("--formats: unknown format %q, expected some of %s", f, strings.Join(slices.Compact(slices.Sorted(slices.Values(known))), ","))
+			}
+			c.formats = append(c.formats, f)
+		}
+	}
+	return c, nil
+}
+
+// benchRow is one line of bench's output; modes are 1-based.
+type benchRow struct {
+	Op             string  `json:"op"`
+	Mode           int     `json:"mode"`
+	Format         string  `json:"format"`
+	Device         string  `json:"device"`
+	Rank           int     `json:"rank"`
+	Iters          int     `json:"iters"`
+	Seconds        float64 `json:"seconds"`
+	MinSeconds     float64 `json:"min_seconds"`
+	GFlops         float64 `json:"gflops"`
+	GBs            float64 `json:"gb_per_s"`
+	MemoryGBs      float64 `json:"memory_gb_per_s,omitempty"` // the bandwidth probe's rate
+	ConvertSeconds float64 `json:"convert_seconds"`
+	HostToDevice   float64 `json:"h2d_seconds"`
+	DeviceToHost   float64 `json:"d2h_seconds"`
+	Flops          float64 `json:"flops"`
+	Bytes          float64 `json:"bytes"`
+	Fastest        bool    `json:"fastest"`
+	Skipped        string  `json:"skipped,omitempty"`
+}
+
+func runBench(stdout, stderr io.Writer, name string, t *formats.COO, c benchConfig, asJSON bool) error {
+	if c.mode > t.Order() {
+		return fmt.Errorf("--mode: %s has modes 1 to %d, found %d", name, t.Order(), c.mode)
+	}
+	dev, err := hetero.Lookup(c.device, c.threads)
+	if err != nil {
+		return err
+	}
+	info := dev.Info()
+	var mem float64
+	if c.probe {
+		bw, err := hetero.MemoryBandwidth(c.threads, 0, 0)
+		if err != nil {
+			return err
+		}
+		mem = bw.GBs
+	}
+	if !asJSON {
+		fmt.Fprintf(stdout, "%s: %s, %d nonzeros; device %s (%s, %d threads); rank %d; median of %d runs\n",
+			name, formats.FormatDims(t.Dims), t.NNZ(), info.Name, info.Model, info.ComputeUnits, c.rank, c.iters)
+		if c.probe {
+			fmt.Fprintf(stdout, "memory bandwidth (STREAM triad): %.1f GB/s\n", mem)
+		}
+		fmt.Fprintln(stdout, "flops: ttm 2·nnz·R, mttkrp N·nnz·R; GB/s by the compulsory-traffic model")
+		fmt.Fprintln(stdout)
+		// Fixed widths rather than a tabwriter: each row is printed as soon
+		// as it is measured.
+		fmt.Fprintf(stdout, "%-6s %4s  %-6s %11s %9s %8s %11s\n", "op", "mode", "format", "seconds", "GFLOP/s", "GB/s", "convert s")
+	}
+	var rows []benchRow
+	for _, op := range c.ops {
+		for mode := range t.Order() {
+			if c.mode != 0 && mode != c.mode-1 {
+				continue
+			}
+			first := len(rows)
+			for _, format := range op.Formats() {
+				if c.formats != nil && !slices.Contains(c.formats, format) {
+					continue
+				}
+				m, err := hetero.Measure(dev, t, op, mode, format, c.rank, c.iters)
+				if err != nil {
+					return fmt.Errorf("%s mode %d %s: %w", op, mode+1, format, err)
+				}
+				rows = append(rows, benchRow{Op: op.String(), Mode: mode + 1, Format: format, Device: m.Device,
+					Rank: m.Rank, Iters: m.Iters, Seconds: m.Seconds, MinSeconds: m.MinSeconds, GFlops: m.GFlops,
+					GBs: m.GBs, MemoryGBs: mem, ConvertSeconds: m.ConvertSeconds, HostToDevice: m.HostToDevice,
+					DeviceToHost: m.DeviceToHost, Flops: m.Flops, Bytes: m.Bytes, Skipped: m.Skipped})
+				if !asJSON {
+					r := rows[len(rows)-1]
+					if r.Skipped != "" {
+						fmt.Fprintf(stdout, "%-6s %4d  %-6s skipped: %s\n", r.Op, r.Mode, r.Format, r.Skipped)
+					} else {
+						fmt.Fprintf(stdout, "%-6s %4d  %-6s %11.3e %9.2f %8.2f %11.3e\n", r.Op, r.Mode, r.Format, r.Seconds, r.GFlops, r.GBs, r.ConvertSeconds)
+					}
+				}
+			}
+			best := -1
+			for i := first; i < len(rows); i++ {
+				if rows[i].Skipped == "" && (best < 0 || rows[i].Seconds < rows[best].Seconds) {
+					best = i
+				}
+			}
+			if best >= 0 {
+				rows[best].Fastest = true
+			}
+		}
+	}
+	if asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rows)
+	}
+	fmt.Fprintln(stdout)
+	for _, r := range rows {
+		if r.Fastest {
+			fmt.Fprintf(stdout, "fastest %s mode %d: %s (%.3g s, %.2f GFLOP/s)\n", r.Op, r.Mode, r.Format, r.Seconds, r.GFlops)
+		}
+	}
+	return nil
+}

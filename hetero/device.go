@@ -1,0 +1,77 @@
+package hetero
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/sparsetune/sparsetune/formats"
+	"github.com/sparsetune/sparsetune/kernels"
+)
+
+// Kind is the kind of a device: the predictor has one head per kind.
+type Kind int
+
+const (
+	CPU Kind = iota // the host's cores, running package kernels
+	GPU             // an accelerator reached through OpenCL or CUDA
+)
+
+func (k Kind) String() string {
+	switch k {
+	case CPU:
+		return "cpu"
+	case GPU:
+		return "gpu"
+	}
+	return fmt.Sprintf("Kind(%d)", int(k))
+}
+
+// Info describes a device.
+type Info struct {
+	Name         string `json:"name"` // how the CLI names it: "cpu", "opencl:0", "cuda:0"
+	Kind         Kind   `json:"-"`
+	Vendor       string `json:"vendor"`
+	Model        string `json:"model"`
+	ComputeUnits int    `json:"compute_units"` // cores (CPU: the threads the kernels use) or compute units / SMs
+	ClockMHz     int    `json:"clock_mhz"`
+	GlobalMemory int64  `json:"global_memory_bytes"`
+	Driver       string `json:"driver"` // driver / runtime version; the Go version for the CPU
+}
+
+// Timing is how long one run took, by phase. The CPU/accelerator split
+// needs the phases apart: transfers cost what the link allows, the kernel
+// what the device does. On the CPU only Kernel is non-zero.
+type Timing struct {
+	HostToDevice time.Duration
+	Kernel       time.Duration
+	DeviceToHost time.Duration
+}
+
+// Total returns the sum of the phases.
+func (t Timing) Total() time.Duration { return t.HostToDevice + t.Kernel + t.DeviceToHost }
+
+// Job is an operation bound to its data on a device: the tensor in one
+// format, the dense operands and the output. Building a job does the
+// one-off work (planning, uploads); Run executes the kernel and leaves the
+// result in the output matrix, and can be called again.
+type Job interface {
+	Run() (Timing, error)
+	// Flops returns the flops of one run (SpTTM 2·nnz·R, MTTKRP N·nnz·R).
+	Flops() float64
+	// Bytes returns the bytes one run moves by the kernel's documented
+	// compulsory-traffic model.
+	Bytes() float64
+	// Close releases what the job holds on the device.
+	Close() error
+}
+
+// Device runs SpTTM and MTTKRP on data in a format it is told.
+type Device interface {
+	Info() Info
+	// SpTTM binds Y = F·Uᵀ: ut is Uᵀ (Dims[Mode] x R), out is Rows() x R.
+	SpTTM(f formats.FiberFormat, ut, out *kernels.Matrix) (Job, error)
+	// MTTKRP binds the MTTKRP of x for a 0-based mode: factors hold one
+	// Dims[m] x R matrix per mode (the mode's own is not read), out is
+	// Dims[mode] x R.
+	MTTKRP(x formats.TensorFormat, mode int, factors []*kernels.Matrix, out *kernels.Matrix) (Job, error)
+}
