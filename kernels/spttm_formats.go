@@ -72,15 +72,22 @@ func (k *csrSpTTM) compute(p *SpTTM, t int) {
 	}
 }
 
-// csrRows computes rank columns [r0, r0+len(*B)) of rows [a, b).
+// csrRows computes rank columns [r0, r0+len(*B)) of rows [a, b). Blocks of
+// eight or more columns go eight at a time through rowDot8, re-reading the
+// row's entries from L1 for each group of eight.
 func csrRows[B block](p *SpTTM, x *formats.CSR, a, b, r0 int) {
 	R, U, out := p.rank, p.ut, p.out
 	ptr := x.RowPtr[a : b+1]
 	col, vals := x.ColInd, x.Vals[:len(x.ColInd)]
 	var acc [maxWidth]float32
 	s := B(acc[:])
+	if len(s) >= 8 {
+		csrRows8(out, ptr, col, vals, U, R, a, r0, len(s)/8)
+		return
+	}
 	for i := range b - a {
 		lo, hi := int(ptr[i]), int(ptr[i+1])
+		d := B(out[(a+i)*R+r0:])
 		for r := 0; r < len(s); r++ {
 			s[r] = 0
 		}
@@ -90,7 +97,6 @@ func csrRows[B block](p *SpTTM, x *formats.CSR, a, b, r0 int) {
 				s[r] += v * u[r]
 			}
 		}
-		d := B(out[(a+i)*R+r0:])
 		for r := 0; r < len(d); r++ {
 			d[r] = s[r]
 		}
@@ -152,16 +158,42 @@ func cooEntries(p *SpTTM, x *formats.FiberCOO, a, b int, add bool) {
 }
 
 // cooRuns computes rank columns [r0, r0+len(*B)) of the rows of entries
-// [a, b).
+// [a, b). Each run of entries of one row is summed and stored (or added)
+// once; blocks of eight or more columns go through rowDot8 as in CSR.
 func cooRuns[B block](p *SpTTM, x *formats.FiberCOO, a, b, r0 int, add bool) {
 	R, U, out := p.rank, p.ut, p.out
 	rows, col, vals := x.RowInd[a:b], x.ColInd[a:b], x.Vals[a:b]
 	col, vals = col[:len(rows)], vals[:len(rows)]
 	var acc [maxWidth]float32
 	s := B(acc[:])
-	cur := rows[0]
-	flush := func() {
-		d := B(out[int(cur)*R+r0:])
+	for lo := 0; lo < len(rows); {
+		row := rows[lo]
+		hi := lo + 1
+		for hi < len(rows) && rows[hi] == row {
+			hi++
+		}
+		d := B(out[int(row)*R+r0:])
+		if len(d) >= 8 {
+			for c := 0; c+8 <= len(d); c += 8 {
+				o := (*[8]float32)(out[int(row)*R+r0+c:])
+				if add {
+					rowDot8Add(o, vals[lo:hi], col[lo:hi], U, R, r0+c)
+				} else {
+					rowDot8(o, vals[lo:hi], col[lo:hi], U, R, r0+c)
+				}
+			}
+			lo = hi
+			continue
+		}
+		for r := 0; r < len(s); r++ {
+			s[r] = 0
+		}
+		for e := lo; e < hi; e++ {
+			v, u := vals[e], B(U[int(col[e])*R+r0:])
+			for r := 0; r < len(s); r++ {
+				s[r] += v * u[r]
+			}
+		}
 		if add {
 			for r := 0; r < len(d); r++ {
 				d[r] += s[r]
@@ -171,21 +203,8 @@ func cooRuns[B block](p *SpTTM, x *formats.FiberCOO, a, b, r0 int, add bool) {
 				d[r] = s[r]
 			}
 		}
-		for r := 0; r < len(s); r++ {
-			s[r] = 0
-		}
+		lo = hi
 	}
-	for e, row := range rows {
-		if row != cur {
-			flush()
-			cur = row
-		}
-		v, u := vals[e], B(U[int(col[e])*R+r0:])
-		for r := 0; r < len(s); r++ {
-			s[r] += v * u[r]
-		}
-	}
-	flush()
 }
 
 // ellTile is how many rows the ELL kernel processes together: their output

@@ -13,6 +13,7 @@ import (
 
 	"github.com/sparsetune/sparsetune/formats"
 	"github.com/sparsetune/sparsetune/hetero"
+	"github.com/sparsetune/sparsetune/kernels"
 )
 
 func init() { register(newBenchCmd) }
@@ -152,6 +153,7 @@ func runBench(stdout, stderr io.Writer, name string, t *formats.COO, c benchConf
 		if c.probe {
 			fmt.Fprintf(stdout, "memory bandwidth (STREAM triad): %.1f GB/s\n", mem)
 		}
+		fmt.Fprintf(stdout, "inner loops: %s\n", kernels.InnerLoops())
 		fmt.Fprintln(stdout, "flops: ttm 2·nnz·R, mttkrp N·nnz·R; GB/s by the compulsory-traffic model")
 		fmt.Fprintln(stdout)
 		// Fixed widths rather than a tabwriter: each row is printed as soon

@@ -1,0 +1,11 @@
+//go:build !(goexperiment.simd && amd64)
+
+package kernels
+
+// InnerLoops says which inner loops the build uses (sparsetune bench
+// prints it): this build has the scalar ones.
+func InnerLoops() string { return "scalar (build with GOEXPERIMENT=simd for AVX2)" }
+
+func csrRows8(out []float32, ptr []uint32, col []uint32, vals []float32, U []float32, R, a, r0, groups int) {
+	csrRows8Scalar(out, ptr, col, vals, U, R, a, r0, groups)
+}
