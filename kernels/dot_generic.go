@@ -9,3 +9,11 @@ func InnerLoops() string { return "scalar (build with GOEXPERIMENT=simd for AVX2
 func csrRows8(out []float32, ptr []uint32, col []uint32, vals []float32, U []float32, R, a, r0, groups int) {
 	csrRows8Scalar(out, ptr, col, vals, U, R, a, r0, groups)
 }
+
+func cooRows8(out []float32, rows, col []uint32, vals []float32, U []float32, R, r0, groups int, add bool) {
+	cooRows8Scalar(out, rows, col, vals, U, R, r0, groups, add)
+}
+
+func ellSlots8(out []float32, col []uint32, vals []float32, U []float32, R, lo, r0, groups int) {
+	ellSlots8Scalar(out, col, vals, U, R, lo, r0, groups)
+}

@@ -59,3 +59,50 @@ func csrRows8(out []float32, ptr []uint32, col []uint32, vals []float32, U []flo
 		}
 	}
 }
+
+func cooRows8(out []float32, rows, col []uint32, vals []float32, U []float32, R, r0, groups int, add bool) {
+	if !useAVX {
+		cooRows8Scalar(out, rows, col, vals, U, R, r0, groups, add)
+		return
+	}
+	col, vals = col[:len(rows)], vals[:len(rows)]
+	for lo := 0; lo < len(rows); {
+		row := rows[lo]
+		hi := lo + 1
+		for hi < len(rows) && rows[hi] == row {
+			hi++
+		}
+		rc, rv := col[lo:hi], vals[lo:hi]
+		for g := range groups {
+			off := r0 + 8*g
+			var acc archsimd.Float32x8
+			for e, c := range rc {
+				u := archsimd.LoadFloat32x8((*[8]float32)(U[int(c)*R+off:]))
+				acc = u.MulAdd(archsimd.BroadcastFloat32x8(rv[e]), acc)
+			}
+			d := (*[8]float32)(out[int(row)*R+off:])
+			if add {
+				acc = acc.Add(archsimd.LoadFloat32x8(d))
+			}
+			acc.Store(d)
+		}
+		lo = hi
+	}
+}
+
+func ellSlots8(out []float32, col []uint32, vals []float32, U []float32, R, lo, r0, groups int) {
+	if !useAVX {
+		ellSlots8Scalar(out, col, vals, U, R, lo, r0, groups)
+		return
+	}
+	vals = vals[:len(col)]
+	for j, c := range col {
+		v := archsimd.BroadcastFloat32x8(vals[j])
+		for g := range groups {
+			off := r0 + 8*g
+			d := (*[8]float32)(out[(lo+j)*R+off:])
+			u := archsimd.LoadFloat32x8((*[8]float32)(U[int(c)*R+off:]))
+			u.MulAdd(v, archsimd.LoadFloat32x8(d)).Store(d)
+		}
+	}
+}

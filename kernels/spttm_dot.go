@@ -1,36 +1,5 @@
 package kernels
 
-// rowDot8 sets d to Σ_e vals[e]·U(col[e], off:off+8), U row-major with R
-// columns. The eight sums live in local variables, which the compiler
-// keeps in registers: summing into an array instead makes every entry wait
-// for the previous entry's store to the same element, which measured
-// twice as slow on kg_wn18.
-func rowDot8(d *[8]float32, vals []float32, col []uint32, U []float32, R, off int) {
-	var a0, a1, a2, a3, a4, a5, a6, a7 float32
-	vals = vals[:len(col)]
-	for e, c := range col {
-		v, u := vals[e], (*[8]float32)(U[int(c)*R+off:])
-		a0 += v * u[0]
-		a1 += v * u[1]
-		a2 += v * u[2]
-		a3 += v * u[3]
-		a4 += v * u[4]
-		a5 += v * u[5]
-		a6 += v * u[6]
-		a7 += v * u[7]
-	}
-	d[0], d[1], d[2], d[3], d[4], d[5], d[6], d[7] = a0, a1, a2, a3, a4, a5, a6, a7
-}
-
-// rowDot8Add is rowDot8 adding into d.
-func rowDot8Add(d *[8]float32, vals []float32, col []uint32, U []float32, R, off int) {
-	var s [8]float32
-	rowDot8(&s, vals, col, U, R, off)
-	for r := range d {
-		d[r] += s[r]
-	}
-}
-
 // csrRows8Scalar computes columns [r0, r0+8·groups) of rows [a, b) of Y for CSR
 // arrays (row pointers rebased to ptr[0] = RowPtr[a]), eight columns at a
 // time in registers. It is one function over the whole row range, because
@@ -62,6 +31,65 @@ func csrRows8Scalar(out []float32, ptr []uint32, col []uint32, vals []float32, U
 			}
 			d := (*[8]float32)(out[base+8*g:])
 			d[0], d[1], d[2], d[3], d[4], d[5], d[6], d[7] = a0, a1, a2, a3, a4, a5, a6, a7
+		}
+	}
+}
+
+// cooRows8Scalar computes columns [r0, r0+8·groups) of the rows of FiberCOO
+// entries (rows, col, vals), which are in row order: each run of one row's
+// entries is summed in registers and stored, or added when add is set.
+func cooRows8Scalar(out []float32, rows, col []uint32, vals []float32, U []float32, R, r0, groups int, add bool) {
+	col, vals = col[:len(rows)], vals[:len(rows)]
+	for lo := 0; lo < len(rows); {
+		row := rows[lo]
+		hi := lo + 1
+		for hi < len(rows) && rows[hi] == row {
+			hi++
+		}
+		rc, rv := col[lo:hi], vals[lo:hi]
+		for g := range groups {
+			off := r0 + 8*g
+			var a0, a1, a2, a3, a4, a5, a6, a7 float32
+			for e, c := range rc {
+				v, u := rv[e], (*[8]float32)(U[int(c)*R+off:])
+				a0 += v * u[0]
+				a1 += v * u[1]
+				a2 += v * u[2]
+				a3 += v * u[3]
+				a4 += v * u[4]
+				a5 += v * u[5]
+				a6 += v * u[6]
+				a7 += v * u[7]
+			}
+			d := (*[8]float32)(out[int(row)*R+off:])
+			if add {
+				d[0], d[1], d[2], d[3] = d[0]+a0, d[1]+a1, d[2]+a2, d[3]+a3
+				d[4], d[5], d[6], d[7] = d[4]+a4, d[5]+a5, d[6]+a6, d[7]+a7
+			} else {
+				d[0], d[1], d[2], d[3], d[4], d[5], d[6], d[7] = a0, a1, a2, a3, a4, a5, a6, a7
+			}
+		}
+		lo = hi
+	}
+}
+
+// ellSlots8Scalar adds slot arrays (col, vals) of consecutive rows from lo
+// into columns [r0, r0+8·groups) of their output rows.
+func ellSlots8Scalar(out []float32, col []uint32, vals []float32, U []float32, R, lo, r0, groups int) {
+	vals = vals[:len(col)]
+	for j, c := range col {
+		v := vals[j]
+		for g := range groups {
+			off := r0 + 8*g
+			u, d := (*[8]float32)(U[int(c)*R+off:]), (*[8]float32)(out[(lo+j)*R+off:])
+			d[0] += v * u[0]
+			d[1] += v * u[1]
+			d[2] += v * u[2]
+			d[3] += v * u[3]
+			d[4] += v * u[4]
+			d[5] += v * u[5]
+			d[6] += v * u[6]
+			d[7] += v * u[7]
 		}
 	}
 }

@@ -73,8 +73,8 @@ func (k *csrSpTTM) compute(p *SpTTM, t int) {
 }
 
 // csrRows computes rank columns [r0, r0+len(*B)) of rows [a, b). Blocks of
-// eight or more columns go eight at a time through rowDot8, re-reading the
-// row's entries from L1 for each group of eight.
+// eight or more columns go through csrRows8, which keeps eight (AVX: sixteen)
+// columns of a row in registers.
 func csrRows[B block](p *SpTTM, x *formats.CSR, a, b, r0 int) {
 	R, U, out := p.rank, p.ut, p.out
 	ptr := x.RowPtr[a : b+1]
@@ -159,13 +159,17 @@ func cooEntries(p *SpTTM, x *formats.FiberCOO, a, b int, add bool) {
 
 // cooRuns computes rank columns [r0, r0+len(*B)) of the rows of entries
 // [a, b). Each run of entries of one row is summed and stored (or added)
-// once; blocks of eight or more columns go through rowDot8 as in CSR.
+// once; blocks of eight or more columns go through cooRows8 as in CSR.
 func cooRuns[B block](p *SpTTM, x *formats.FiberCOO, a, b, r0 int, add bool) {
 	R, U, out := p.rank, p.ut, p.out
 	rows, col, vals := x.RowInd[a:b], x.ColInd[a:b], x.Vals[a:b]
 	col, vals = col[:len(rows)], vals[:len(rows)]
 	var acc [maxWidth]float32
 	s := B(acc[:])
+	if len(s) >= 8 {
+		cooRows8(out, rows, col, vals, U, R, r0, len(s)/8, add)
+		return
+	}
 	for lo := 0; lo < len(rows); {
 		row := rows[lo]
 		hi := lo + 1
@@ -173,18 +177,6 @@ func cooRuns[B block](p *SpTTM, x *formats.FiberCOO, a, b, r0 int, add bool) {
 			hi++
 		}
 		d := B(out[int(row)*R+r0:])
-		if len(d) >= 8 {
-			for c := 0; c+8 <= len(d); c += 8 {
-				o := (*[8]float32)(out[int(row)*R+r0+c:])
-				if add {
-					rowDot8Add(o, vals[lo:hi], col[lo:hi], U, R, r0+c)
-				} else {
-					rowDot8(o, vals[lo:hi], col[lo:hi], U, R, r0+c)
-				}
-			}
-			lo = hi
-			continue
-		}
 		for r := 0; r < len(s); r++ {
 			s[r] = 0
 		}
@@ -311,6 +303,10 @@ func ellTilesB[B block](p *SpTTM, x *formats.ELL, tileWidth []int32, a, b, r0 in
 		for k := range int(tileWidth[i]) {
 			col := x.ColInd[k*rows+lo : k*rows+hi]
 			vals := x.Vals[k*rows+lo : k*rows+hi]
+			if w := len(B(nil)); w >= 8 {
+				ellSlots8(out, col, vals, U, R, lo, r0, w/8)
+				continue
+			}
 			vals = vals[:len(col)]
 			for j, c := range col {
 				v, u := vals[j], B(U[int(c)*R+r0:])
