@@ -60,7 +60,7 @@ func newRootCmd() *cobra.Command {
 // optional.
 func loadConfig(v *viper.Viper, cmd *cobra.Command) error {
 	v.SetEnvPrefix("SPARSETUNE")
-	v.SetEnvKeyReplacer(strings.NewReplacer("-", "_"))
+	v.SetEnvKeyReplacer(strings.NewReplacer("-", "_", ".", "_"))
 	v.AutomaticEnv()
 	path, _ := cmd.Flags().GetString("config")
 	if path == "" {
