@@ -106,3 +106,60 @@ func ellSlots8(out []float32, col []uint32, vals []float32, U []float32, R, lo, 
 		}
 	}
 }
+
+func mttkrpRuns8(dst []float32, rowBase, R, r0, groups int, o *mttkrpOperands) {
+	if !useAVX {
+		mttkrpRuns8Scalar(dst, rowBase, R, r0, groups, o)
+		return
+	}
+	n := len(o.vals)
+	out := o.out[:n]
+	ia, A := o.inds[0][:n], o.facs[0]
+	for lo := 0; lo < n; {
+		row := out[lo]
+		hi := lo + 1
+		for hi < n && out[hi] == row {
+			hi++
+		}
+		for g := range groups {
+			off := r0 + 8*g
+			var acc archsimd.Float32x8
+			for k := lo; k < hi; k++ {
+				t := archsimd.LoadFloat32x8((*[8]float32)(A[int(ia[k])*R+off:])).Mul(archsimd.BroadcastFloat32x8(o.vals[k]))
+				for j := 1; j < o.others; j++ {
+					t = t.Mul(archsimd.LoadFloat32x8((*[8]float32)(o.facs[j][int(o.inds[j][k])*R+off:])))
+				}
+				acc = acc.Add(t)
+			}
+			d := (*[8]float32)(dst[(int(row)-rowBase)*R+off:])
+			acc.Add(archsimd.LoadFloat32x8(d)).Store(d)
+		}
+		lo = hi
+	}
+}
+
+// csf3Vector computes columns [r0, r0+8·groups) of the root rows of an
+// order-3 CSF with AVX2, hoisting as csfBlock does: the leaves of a fiber
+// are summed, then multiplied once by the fiber's factor row. It reports
+// false, doing nothing, where the CPU lacks AVX2 and FMA.
+func csf3Vector(out []float32, roots, ptr0, idx1, ptr1, idx2 []uint32, vals, A1, A2 []float32, R, r0, groups int) bool {
+	if !useAVX {
+		return false
+	}
+	for f, i := range roots {
+		lo, hi := int(ptr0[f]), int(ptr0[f+1])
+		for g := range groups {
+			off := r0 + 8*g
+			var acc archsimd.Float32x8
+			for j := lo; j < hi; j++ {
+				var t archsimd.Float32x8
+				for k := int(ptr1[j]); k < int(ptr1[j+1]); k++ {
+					t = archsimd.LoadFloat32x8((*[8]float32)(A2[int(idx2[k])*R+off:])).MulAdd(archsimd.BroadcastFloat32x8(vals[k]), t)
+				}
+				acc = t.MulAdd(archsimd.LoadFloat32x8((*[8]float32)(A1[int(idx1[j])*R+off:])), acc)
+			}
+			acc.Store((*[8]float32)(out[int(i)*R+off:]))
+		}
+	}
+	return true
+}

@@ -70,6 +70,7 @@ type rowRange struct{ lo, hi int }
 type mttkrpScratch struct {
 	idx  [formats.MaxOrder][]uint32
 	rows [formats.MaxOrder + 1][maxWidth]float32
+	ops  mttkrpOperands
 }
 
 const (

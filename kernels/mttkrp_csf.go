@@ -95,6 +95,12 @@ func (k *csfMTTKRP) compute(p *MTTKRP, t int, out []float32, _ int) {
 	}
 	r0 := 0
 	for _, w := range p.widths {
+		x := k.x
+		if w >= 8 && x.Order() == 3 && csf3Vector(out, x.FiberIdx[0][f0:f1], x.FiberPtr[0][f0:f1+1], x.FiberIdx[1], x.FiberPtr[1],
+			x.FiberIdx[2], x.Vals, p.fac[x.ModeOrder[1]], p.fac[x.ModeOrder[2]], R, r0, w/8) {
+			r0 += w
+			continue
+		}
 		switch w {
 		case 64:
 			csfBlock[*[64]float32](p, k, t, f0, f1, out, r0)
