@@ -1,0 +1,134 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/sparsetune/sparsetune/formats"
+)
+
+// writeRandomTensor writes a random order-len(dims) tensor: a tensor bench
+// has never seen.
+func writeRandomTensor(t *testing.T, dims []int, nnz int, seed uint64) string {
+	t.Helper()
+	rng := rand.New(rand.NewPCG(seed, seed))
+	x, err := formats.NewCOO(dims, nnz)
+	if err != nil {
+		t.Fatal(err)
+	}
+	idx := make([]uint32, len(dims))
+	for range nnz {
+		for m, d := range dims {
+			idx[m] = uint32(rng.IntN(d))
+		}
+		x.Append(idx, rng.Float32())
+	}
+	path := filepath.Join(t.TempDir(), fmt.Sprintf("random%d.tns", len(dims)))
+	if err := formats.WriteFile(path, x); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// TestBenchJSON runs bench on unseen tensors of orders 3 and 4 and checks
+// a full table: every op, mode and format, times and rates finite and
+// positive, one fastest format per op and mode.
+func TestBenchJSON(t *testing.T) {
+	for _, dims := range [][]int{{50, 40, 30}, {20, 15, 10, 12}} {
+		path := writeRandomTensor(t, dims, 4000, uint64(len(dims)))
+		out, _, err := run(t, "bench", path, "--json", "--iters", "2", "--probe=false", "--rank", "8")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var rows []map[string]any
+		if err := json.Unmarshal([]byte(out), &rows); err != nil {
+			t.Fatalf("%v\n%s", err, out)
+		}
+		if want := 2 * len(dims) * 4; len(rows) != want {
+			t.Fatalf("%d rows, want %d", len(rows), want)
+		}
+		fastest := map[string]int{}
+		seen := map[string]bool{}
+		for _, r := range rows {
+			key := fmt.Sprintf("%v/%v", r["op"], r["mode"])
+			seen[key+"/"+r["format"].(string)] = true
+			if r["fastest"] == true {
+				fastest[key]++
+			}
+			if r["device"] != "cpu" || r["rank"] != 8.0 {
+				t.Errorf("%s: device %v rank %v", key, r["device"], r["rank"])
+			}
+			if s, _ := r["skipped"].(string); s != "" {
+				continue
+			}
+			for _, f := range []string{"seconds", "gflops", "gb_per_s", "convert_seconds"} {
+				v, ok := r[f].(float64)
+				if !ok || !(v > 0) || math.IsInf(v, 0) {
+					t.Errorf("%s %s: %s = %v", key, r["format"], f, r[f])
+				}
+			}
+		}
+		for _, op := range []string{"ttm", "mttkrp"} {
+			formats := []string{"coo", "csr", "ell", "hyb"}
+			if op == "mttkrp" {
+				formats = []string{"coo", "csf", "hicoo", "alto"}
+			}
+			for m := 1; m <= len(dims); m++ {
+				key := fmt.Sprintf("%s/%d", op, m)
+				if fastest[key] != 1 {
+					t.Errorf("%s: %d fastest formats", key, fastest[key])
+				}
+				for _, f := range formats {
+					if !seen[key+"/"+f] {
+						t.Errorf("%s: no row for %s", key, f)
+					}
+				}
+			}
+		}
+	}
+}
+
+func TestBenchTable(t *testing.T) {
+	out, _, err := run(t, "bench", "--iters", "1", "--op", "mttkrp", "--mode", "2", "--formats", "csf,alto")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"memory bandwidth (STREAM triad)", "inner loops:", "mttkrp    2  csf", "mttkrp    2  alto", "fastest mttkrp mode 2:"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("table lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "\nttm ") {
+		t.Errorf("--op mttkrp printed ttm rows:\n%s", out)
+	}
+}
+
+func TestBenchErrors(t *testing.T) {
+	path := writeRandomTensor(t, []int{5, 6, 7}, 30, 1)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--op", "spmv"}, `--op: unknown op "spmv"`},
+		{[]string{"--mode", "0"}, "--mode: expected a 1-based mode or all"},
+		{[]string{"--mode", "4"}, "--mode: " + path + " has modes 1 to 3, found 4"},
+		{[]string{"--rank", "0"}, "--rank: expected at least 1"},
+		{[]string{"--iters", "0"}, "--iters: expected at least 1"},
+		{[]string{"--formats", "csr,bsr"}, `--formats: unknown format "bsr"`},
+		{[]string{"--device", "cuda:0"}, "device cuda:0: no cuda backend"},
+	} {
+		_, _, err := run(t, append([]string{"bench", path, "--probe=false"}, tc.args...)...)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: error %v, want %q", tc.args, err, tc.want)
+		}
+	}
+	if _, err := os.Stat(path); err != nil {
+		t.Fatal(err)
+	}
+}
