@@ -1,0 +1,293 @@
+package graphenc
+
+import (
+	"fmt"
+	"math"
+	"math/bits"
+	"runtime"
+	"sync"
+
+	"github.com/sparsetune/sparsetune/formats"
+)
+
+// Shape is the slice shape a tensor is lowered onto: the mode whose index
+// is the mapping matrix's row and the mode whose index is its column. Every
+// other mode is projected out: the mapping-matrix entry (a, b) counts the
+// nonzeros with index a in mode Rows and b in mode Cols, over all slices.
+type Shape struct{ Rows, Cols int }
+
+// SpTTMShape returns the slice shape of SpTTM along mode (0-based). Columns
+// are the contracted mode, whose index selects the factor row an entry
+// reads; rows are the first mode other than mode and its slicing mode
+// (formats.DefaultSliceMode), so the mapping matrix is what the fiber
+// matrix's slices look like stacked on each other. For an order-2 tensor it
+// is the matrix with the contracted mode as columns.
+func SpTTMShape(order, mode int) Shape {
+	if order == 2 {
+		return Shape{Rows: 1 - mode, Cols: mode}
+	}
+	slice := formats.DefaultSliceMode(mode)
+	for m := range order {
+		if m != mode && m != slice {
+			return Shape{Rows: m, Cols: mode}
+		}
+	}
+	panic("unreachable: order >= 3 has a third mode")
+}
+
+// MTTKRPShape returns the slice shape of MTTKRP along mode (0-based): rows
+// are the output mode, whose rows a kernel writes and balances, and columns
+// the other mode with the largest dimension (the lowest-numbered on ties),
+// whose factor rows are the most numerous reads. For an order-2 tensor it
+// is the matrix with the output mode as rows.
+func MTTKRPShape(dims []int, mode int) Shape {
+	col := -1
+	for m, d := range dims {
+		if m != mode && (col < 0 || d > dims[col]) {
+			col = m
+		}
+	}
+	return Shape{Rows: mode, Cols: col}
+}
+
+// Budget is the most row and column nodes a graph keeps: the fixed input
+// shape of the model.
+type Budget struct{ Rows, Cols int }
+
+// DefaultBudget keeps 128 row and 128 column nodes: the biadjacency is
+// then 64 KiB of float32, and the paper's SPT-GCN used graphs of this size.
+var DefaultBudget = Budget{Rows: 128, Cols: 128}
+
+// NodeFeatures is the number of features per node.
+const NodeFeatures = 5
+
+// Graph is the model's input for one tensor, op and mode: the weighted
+// bipartite graph of the mapping matrix's non-empty rows and columns,
+// bucketed to the budget, as dense budget-shaped arrays padded with zeros.
+//
+// Node i of a side stands for the non-empty rows (columns) First[i] to
+// First[i+1]-1 of that side in index order: one each when the side fits
+// the budget (Exact), else contiguous buckets of nearly equal counts.
+//
+// Normalisations, all into [0, 1]:
+//   - Adj(a, b) = log(1+w)/log(1+wmax), w the summed mapping-matrix entries
+//     of the two nodes (nonzeros), wmax the largest w of the graph;
+//   - feature 0, nonzeros: log(1+n)/log(1+nnz), n the tensor nonzeros in the
+//     node's rows (columns);
+//   - features 1-3, max, min and mean of the column (row) indices of those
+//     nonzeros, divided by the other mode's dim minus 1 (0 when it is 1);
+//   - feature 4, their variance on that scale, times 4 (a variable in
+//     [0, 1] has variance at most 1/4).
+//
+// Nonzeros are counted with multiplicity: a mapping-matrix entry of 3 adds
+// three to the node's count and its index three times to the statistics.
+// This keeps the encoding one streaming pass with memory O(dims +
+// budget²), which distinct positions would not.
+type Graph struct {
+	Shape              Shape
+	Budget             Budget
+	Dims               [2]int // dims of the row and column modes
+	NNZ                int
+	RowNodes, ColNodes int  // nodes in use, at most the budget
+	NonEmptyRows       int  // non-empty rows of the mapping matrix
+	NonEmptyCols       int  // non-empty columns
+	Exact              bool // both sides fit the budget: one node per row and column
+	RowFirst, ColFirst []int
+	Adj                []float32 // Budget.Rows x Budget.Cols, row-major
+	RowFeat            []float32 // Budget.Rows x NodeFeatures
+	ColFeat            []float32 // Budget.Cols x NodeFeatures
+	RowMask, ColMask   []float32 // 1 for a node in use, 0 for padding
+	// Weights holds the raw summed entries behind Adj (RowNodes x ColNodes
+	// in a Budget.Cols-wide row-major array), for inspection and tests.
+	Weights []uint64
+}
+
+// nodeStats accumulates one node's statistics exactly in integers, so the
+// result does not depend on how the nonzeros were split among goroutines.
+type nodeStats struct {
+	n        uint64
+	sum      uint64
+	sqHi     uint64 // sum of squares, 128 bits
+	sqLo     uint64
+	min, max uint32
+}
+
+func (s *nodeStats) add(idx uint32) {
+	s.n++
+	s.sum += uint64(idx)
+	var c uint64
+	s.sqLo, c = bits.Add64(s.sqLo, uint64(idx)*uint64(idx), 0)
+	s.sqHi += c
+	if s.n == 1 || idx < s.min {
+		s.min = idx
+	}
+	if idx > s.max {
+		s.max = idx
+	}
+}
+
+func (s *nodeStats) merge(o *nodeStats) {
+	if o.n == 0 {
+		return
+	}
+	if s.n == 0 || o.min < s.min {
+		s.min = o.min
+	}
+	s.max = max(s.max, o.max)
+	s.n += o.n
+	s.sum += o.sum
+	var c uint64
+	s.sqLo, c = bits.Add64(s.sqLo, o.sqLo, 0)
+	s.sqHi += o.sqHi + c
+}
+
+// features writes the node's five normalised features; dim is the dim of
+// the mode whose indices it summarises.
+func (s *nodeStats) features(dst []float32, nnz, dim int) {
+	if s.n == 0 {
+		return
+	}
+	scale := 0.0
+	if dim > 1 {
+		scale = 1 / float64(dim-1)
+	}
+	n := float64(s.n)
+	mean := float64(s.sum) / n
+	sq := (float64(s.sqHi)*math.Exp2(64) + float64(s.sqLo)) / n
+	variance := max(sq-mean*mean, 0)
+	dst[0] = float32(math.Log1p(n) / math.Log1p(float64(max(nnz, 1))))
+	dst[1] = float32(float64(s.max) * scale)
+	dst[2] = float32(float64(s.min) * scale)
+	dst[3] = float32(mean * scale)
+	dst[4] = float32(min(4*variance*scale*scale, 1))
+}
+
+// Encode lowers x onto the slice shape and returns its graph within the
+// budget. It makes two passes over the nonzeros (counts, then edges and
+// statistics), in parallel over chunks, and allocates O(dims + budget²).
+func Encode(x *formats.COO, shape Shape, b Budget) (*Graph, error) {
+	if shape.Rows == shape.Cols || shape.Rows < 0 || shape.Cols < 0 || shape.Rows >= x.Order() || shape.Cols >= x.Order() {
+		return nil, fmt.Errorf("graph encoding: slice shape modes %d x %d invalid for an order-%d tensor", shape.Rows+1, shape.Cols+1, x.Order())
+	}
+	if b.Rows < 1 || b.Cols < 1 {
+		return nil, fmt.Errorf("graph encoding: budget %d x %d, expected at least 1 x 1", b.Rows, b.Cols)
+	}
+	ri, ci := x.Inds[shape.Rows], x.Inds[shape.Cols]
+	nnz := x.NNZ()
+	if len(ri) != nnz || len(ci) != nnz {
+		return nil, fmt.Errorf("graph encoding: index arrays of %d and %d for %d values", len(ri), len(ci), nnz)
+	}
+	dr, dc := x.Dims[shape.Rows], x.Dims[shape.Cols]
+	g := &Graph{Shape: shape, Budget: b, Dims: [2]int{dr, dc}, NNZ: nnz,
+		Adj: make([]float32, b.Rows*b.Cols), RowFeat: make([]float32, b.Rows*NodeFeatures),
+		ColFeat: make([]float32, b.Cols*NodeFeatures), RowMask: make([]float32, b.Rows), ColMask: make([]float32, b.Cols),
+		Weights: make([]uint64, b.Rows*b.Cols)}
+
+	// Pass 1: which rows and columns are non-empty.
+	rowSeen, colSeen := make([]bool, dr), make([]bool, dc)
+	for k := range nnz {
+		if int(ri[k]) >= dr || int(ci[k]) >= dc {
+			return nil, fmt.Errorf("graph encoding: nonzero %d has index beyond the dims", k)
+		}
+		rowSeen[ri[k]] = true
+		colSeen[ci[k]] = true
+	}
+	var rowNode, colNode []uint32
+	rowNode, g.RowFirst, g.NonEmptyRows = assignNodes(rowSeen, b.Rows)
+	colNode, g.ColFirst, g.NonEmptyCols = assignNodes(colSeen, b.Cols)
+	g.RowNodes, g.ColNodes = len(g.RowFirst)-1, len(g.ColFirst)-1
+	g.Exact = g.NonEmptyRows <= b.Rows && g.NonEmptyCols <= b.Cols
+
+	// Pass 2: edge weights and node statistics, per worker, merged in
+	// worker order (integer sums: the order does not change the result).
+	type part struct {
+		w          []uint64
+		rows, cols []nodeStats
+	}
+	workers := max(1, min(runtime.GOMAXPROCS(0), nnz/(1<<16)))
+	parts := make([]part, workers)
+	var wg sync.WaitGroup
+	for p := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			pt := part{w: make([]uint64, g.RowNodes*g.ColNodes), rows: make([]nodeStats, g.RowNodes), cols: make([]nodeStats, g.ColNodes)}
+			lo, hi := p*nnz/workers, (p+1)*nnz/workers
+			for k := lo; k < hi; k++ {
+				r, c := rowNode[ri[k]], colNode[ci[k]]
+				pt.w[int(r)*g.ColNodes+int(c)]++
+				pt.rows[r].add(ci[k])
+				pt.cols[c].add(ri[k])
+			}
+			parts[p] = pt
+		}()
+	}
+	wg.Wait()
+	rows, cols := parts[0].rows, parts[0].cols
+	w := parts[0].w
+	for _, pt := range parts[1:] {
+		for i := range w {
+			w[i] += pt.w[i]
+		}
+		for i := range rows {
+			rows[i].merge(&pt.rows[i])
+		}
+		for i := range cols {
+			cols[i].merge(&pt.cols[i])
+		}
+	}
+
+	var wmax uint64
+	for _, v := range w {
+		wmax = max(wmax, v)
+	}
+	for r := range g.RowNodes {
+		for c := range g.ColNodes {
+			v := w[r*g.ColNodes+c]
+			g.Weights[r*b.Cols+c] = v
+			if v > 0 {
+				g.Adj[r*b.Cols+c] = float32(math.Log1p(float64(v)) / math.Log1p(float64(wmax)))
+			}
+		}
+	}
+	for r := range g.RowNodes {
+		g.RowMask[r] = 1
+		rows[r].features(g.RowFeat[r*NodeFeatures:(r+1)*NodeFeatures], nnz, dc)
+	}
+	for c := range g.ColNodes {
+		g.ColMask[c] = 1
+		cols[c].features(g.ColFeat[c*NodeFeatures:(c+1)*NodeFeatures], nnz, dr)
+	}
+	return g, nil
+}
+
+// assignNodes numbers the non-empty indices in order and groups them into
+// at most budget contiguous buckets of nearly equal counts. It returns the
+// node of each index (meaningful for non-empty ones), the first non-empty
+// rank of each node (len nodes+1) and the count of non-empty indices.
+func assignNodes(seen []bool, budget int) ([]uint32, []int, int) {
+	n := 0
+	for _, s := range seen {
+		if s {
+			n++
+		}
+	}
+	nodes := min(n, budget)
+	first := make([]int, nodes+1)
+	for i := range first {
+		first[i] = i * n / max(nodes, 1)
+	}
+	node := make([]uint32, len(seen))
+	rank, cur := 0, 0
+	for i, s := range seen {
+		if !s {
+			continue
+		}
+		for cur+1 < nodes && rank >= first[cur+1] {
+			cur++
+		}
+		node[i] = uint32(cur)
+		rank++
+	}
+	return node, first, n
+}

@@ -1,0 +1,266 @@
+package graphenc
+
+import (
+	"math"
+	"math/rand/v2"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/sparsetune/sparsetune/formats"
+)
+
+func coo(t *testing.T, dims []int, nz [][]uint32) *formats.COO {
+	t.Helper()
+	x, err := formats.NewCOO(dims, len(nz))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range nz {
+		x.Append(c, 1)
+	}
+	return x
+}
+
+func near(a float32, b float64) bool { return math.Abs(float64(a)-b) < 1e-6 }
+
+// TestEncodeByHand checks a 3x4x2 tensor lowered for SpTTM along mode 2
+// (1-based), worked out on paper: the slicing mode is mode 1, so the
+// mapping matrix is mode 3 (rows) by mode 2 (columns).
+func TestEncodeByHand(t *testing.T) {
+	x := coo(t, []int{3, 4, 2}, [][]uint32{{0, 0, 0}, {1, 0, 0}, {2, 3, 1}, {0, 3, 1}, {1, 1, 0}})
+	shape := SpTTMShape(3, 1)
+	if shape != (Shape{Rows: 2, Cols: 1}) {
+		t.Fatalf("shape %+v", shape)
+	}
+	g, err := Encode(x, shape, DefaultBudget)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !g.Exact || g.RowNodes != 2 || g.ColNodes != 3 || g.NonEmptyRows != 2 || g.NonEmptyCols != 3 {
+		t.Fatalf("nodes %d x %d exact %v", g.RowNodes, g.ColNodes, g.Exact)
+	}
+	B := DefaultBudget.Cols
+	// Mapping matrix (k, j): (0,0)=2, (0,1)=1, (1,3)=2; column j=3 is node 2.
+	wantW := map[[2]int]uint64{{0, 0}: 2, {0, 1}: 1, {1, 2}: 2}
+	for r := range 2 {
+		for c := range 3 {
+			if g.Weights[r*B+c] != wantW[[2]int{r, c}] {
+				t.Errorf("weight (%d,%d) = %d, want %d", r, c, g.Weights[r*B+c], wantW[[2]int{r, c}])
+			}
+		}
+	}
+	if !near(g.Adj[0*B+0], 1) || !near(g.Adj[0*B+1], math.Log(2)/math.Log(3)) || !near(g.Adj[1*B+2], 1) || g.Adj[1*B+0] != 0 {
+		t.Errorf("adj %v %v %v %v", g.Adj[0], g.Adj[1], g.Adj[B+2], g.Adj[B])
+	}
+	l6 := math.Log(6)
+	wantRows := [][]float64{
+		{math.Log(4) / l6, 1.0 / 3, 0, 1.0 / 9, 8.0 / 81}, // k=0: j in {0,0,1} of dim 4
+		{math.Log(3) / l6, 1, 1, 1, 0},                    // k=1: j in {3,3}
+	}
+	wantCols := [][]float64{
+		{math.Log(3) / l6, 0, 0, 0, 0}, // j=0: k in {0,0} of dim 2
+		{math.Log(2) / l6, 0, 0, 0, 0}, // j=1: k=0
+		{math.Log(3) / l6, 1, 1, 1, 0}, // j=3: k in {1,1}
+	}
+	check := func(side string, got []float32, want [][]float64) {
+		for i, w := range want {
+			for f, v := range w {
+				if !near(got[i*NodeFeatures+f], v) {
+					t.Errorf("%s node %d feature %d = %v, want %v", side, i, f, got[i*NodeFeatures+f], v)
+				}
+			}
+		}
+	}
+	check("row", g.RowFeat, wantRows)
+	check("col", g.ColFeat, wantCols)
+	if !slices.Equal(g.RowMask[:3], []float32{1, 1, 0}) || !slices.Equal(g.ColMask[:4], []float32{1, 1, 1, 0}) {
+		t.Errorf("masks %v %v", g.RowMask[:3], g.ColMask[:4])
+	}
+
+	// The same tensor in a 1 x 2 budget: all rows in one bucket; columns
+	// {j=0} and {j=1, j=3}.
+	h, err := Encode(x, shape, Budget{Rows: 1, Cols: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.Exact || h.RowNodes != 1 || h.ColNodes != 2 || h.Weights[0] != 2 || h.Weights[1] != 3 {
+		t.Fatalf("bucketed: exact %v nodes %dx%d weights %v", h.Exact, h.RowNodes, h.ColNodes, h.Weights)
+	}
+	// Column bucket 1 holds k in {0, 1, 1}: mean 2/3, variance 2/9.
+	if f := h.ColFeat[NodeFeatures:]; !near(f[0], math.Log(4)/l6) || !near(f[1], 1) || !near(f[2], 0) || !near(f[3], 2.0/3) || !near(f[4], 8.0/9) {
+		t.Errorf("bucket features %v", f)
+	}
+}
+
+// randomTensor returns a tensor with nnz random nonzeros.
+func randomTensor(rng *rand.Rand, dims []int, nnz int) *formats.COO {
+	x, _ := formats.NewCOO(dims, nnz)
+	idx := make([]uint32, len(dims))
+	for range nnz {
+		for m, d := range dims {
+			idx[m] = uint32(rng.IntN(d))
+		}
+		x.Append(idx, rng.Float32())
+	}
+	return x
+}
+
+// naiveMapping counts the mapping matrix by definition.
+func naiveMapping(x *formats.COO, s Shape) map[[2]uint32]uint64 {
+	m := map[[2]uint32]uint64{}
+	for k := range x.NNZ() {
+		m[[2]uint32{x.Inds[s.Rows][k], x.Inds[s.Cols][k]}]++
+	}
+	return m
+}
+
+// TestEncodeInvariants: exact under budget (weights are the mapping
+// matrix), totals conserved under bucketing, unchanged by permuting the
+// slices or scaling the values, and deterministic across thread counts.
+func TestEncodeInvariants(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for _, dims := range [][]int{{40, 30}, {50, 60, 20}, {30, 20, 10, 15}, {300, 400, 500}} {
+		x := randomTensor(rng, dims, 200000)
+		for mode := range len(dims) {
+			for _, shape := range []Shape{SpTTMShape(len(dims), mode), MTTKRPShape(dims, mode)} {
+				for _, b := range []Budget{{Rows: 1000, Cols: 1000}, {Rows: 16, Cols: 7}, DefaultBudget} {
+					g, err := Encode(x, shape, b)
+					if err != nil {
+						t.Fatal(err)
+					}
+					var total uint64
+					for _, w := range g.Weights {
+						total += w
+					}
+					if total != uint64(x.NNZ()) {
+						t.Fatalf("dims %v shape %+v budget %+v: weights sum to %d, want %d", dims, shape, b, total, x.NNZ())
+					}
+					if g.RowNodes > b.Rows || g.ColNodes > b.Cols {
+						t.Fatalf("nodes %dx%d beyond budget %+v", g.RowNodes, g.ColNodes, b)
+					}
+					if g.Exact {
+						checkExact(t, x, g)
+					}
+				}
+			}
+		}
+	}
+}
+
+func checkExact(t *testing.T, x *formats.COO, g *Graph) {
+	t.Helper()
+	want := naiveMapping(x, g.Shape)
+	// Node i is the i-th non-empty index.
+	rowIdx, colIdx := nonEmpty(x.Inds[g.Shape.Rows], g.Dims[0]), nonEmpty(x.Inds[g.Shape.Cols], g.Dims[1])
+	for r, a := range rowIdx {
+		for c, b := range colIdx {
+			if got := g.Weights[r*g.Budget.Cols+c]; got != want[[2]uint32{a, b}] {
+				t.Fatalf("weight of (%d,%d) = %d, want %d", a, b, got, want[[2]uint32{a, b}])
+			}
+		}
+	}
+}
+
+func nonEmpty(ind []uint32, dim int) []uint32 {
+	seen := make([]bool, dim)
+	for _, i := range ind {
+		seen[i] = true
+	}
+	var out []uint32
+	for i, s := range seen {
+		if s {
+			out = append(out, uint32(i))
+		}
+	}
+	return out
+}
+
+func TestEncodeSlicePermutationAndValues(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	x := randomTensor(rng, []int{50, 40, 30}, 100000)
+	for mode := range 3 {
+		shape := SpTTMShape(3, mode)
+		g, err := Encode(x, shape, Budget{Rows: 20, Cols: 25})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Permute the slicing mode's indices and scale the values.
+		y := x.Clone()
+		slice := formats.DefaultSliceMode(mode)
+		perm := rng.Perm(x.Dims[slice])
+		for k := range y.Inds[slice] {
+			y.Inds[slice][k] = uint32(perm[y.Inds[slice][k]])
+		}
+		for k := range y.Vals {
+			y.Vals[k] *= -3.5
+		}
+		h, err := Encode(y, shape, Budget{Rows: 20, Cols: 25})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(g.Adj, h.Adj) || !slices.Equal(g.RowFeat, h.RowFeat) || !slices.Equal(g.ColFeat, h.ColFeat) {
+			t.Fatalf("mode %d: slice permutation or value scaling changed the graph", mode)
+		}
+	}
+}
+
+func TestEncodeErrors(t *testing.T) {
+	x := coo(t, []int{3, 4, 2}, [][]uint32{{0, 0, 0}})
+	for _, tc := range []struct {
+		s Shape
+		b Budget
+	}{
+		{Shape{0, 0}, DefaultBudget},
+		{Shape{0, 3}, DefaultBudget},
+		{Shape{-1, 1}, DefaultBudget},
+		{Shape{0, 1}, Budget{0, 5}},
+	} {
+		if _, err := Encode(x, tc.s, tc.b); err == nil {
+			t.Errorf("shape %+v budget %+v accepted", tc.s, tc.b)
+		}
+	}
+}
+
+func TestFeaturesInRange(t *testing.T) {
+	paths, _ := filepath.Glob(filepath.Join("..", "..", "shared", "data", "tensors", "*.tns"))
+	if len(paths) == 0 {
+		t.Skip("no shared tensors: skipping")
+	}
+	for _, p := range paths {
+		x, err := formats.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for mode := range x.Order() {
+			for _, shape := range []Shape{SpTTMShape(x.Order(), mode), MTTKRPShape(x.Dims, mode)} {
+				g, err := Encode(x, shape, DefaultBudget)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, arr := range [][]float32{g.Adj, g.RowFeat, g.ColFeat} {
+					for _, v := range arr {
+						if !(v >= 0 && v <= 1) {
+							t.Fatalf("%s mode %d: value %v outside [0, 1]", filepath.Base(p), mode+1, v)
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// BenchmarkEncode reports nonzeros per second on a generated 10M-nonzero
+// tensor.
+func BenchmarkEncode(b *testing.B) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	x := randomTensor(rng, []int{100000, 50000, 2000}, 10_000_000)
+	shape := SpTTMShape(3, 1)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := Encode(x, shape, DefaultBudget); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(x.NNZ())*float64(b.N)/b.Elapsed().Seconds()/1e6, "Mnnz/s")
+}
