@@ -193,14 +193,24 @@ func HYBWidth(f *FiberMatrix) int {
 	for r := range rows {
 		hist[f.RowLen(r)]++
 	}
+	return HYBWidthOfHistogram(hist)
+}
+
+// HYBWidthOfHistogram is HYBWidth for rows given by their length
+// histogram: hist[k] rows have k entries.
+func HYBWidthOfHistogram(hist []int) int {
+	rows := 0
+	for _, h := range hist {
+		rows += h
+	}
 	longer := rows // rows with more than k entries
-	for k := 0; k <= longest; k++ {
-		longer -= hist[k]
+	for k, h := range hist {
+		longer -= h
 		if 3*longer <= 2*rows {
 			return k
 		}
 	}
-	return longest
+	return max(len(hist)-1, 0)
 }
 
 // NewHYB returns F in HYB format with an ELL part of the given width, or

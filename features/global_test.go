@@ -1,0 +1,301 @@
+package features
+
+import (
+	"math"
+	"math/rand/v2"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/sparsetune/sparsetune/formats"
+	"github.com/sparsetune/sparsetune/hetero"
+)
+
+func coo(t testing.TB, dims []int, nz [][]uint32) *formats.COO {
+	t.Helper()
+	x, err := formats.NewCOO(dims, len(nz))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range nz {
+		x.Append(c, 1)
+	}
+	return x
+}
+
+// handTensor is a 3x4x2 tensor whose features are worked out below.
+func handTensor(t testing.TB) *formats.COO {
+	return coo(t, []int{3, 4, 2}, [][]uint32{{0, 0, 0}, {0, 1, 0}, {0, 1, 1}, {2, 3, 1}, {2, 0, 0}})
+}
+
+// TestGlobalByHand checks mode 1 (0 here) of handTensor, by hand.
+// Slices of mode 1: i=0 holds 3 nonzeros, i=2 holds 2, i=1 none.
+// Fibers of mode 1, keyed (j,k): (0,0) 2, (1,0) 1, (1,1) 1, (3,1) 1.
+// SpTTM's rows are those fibers; MTTKRP's rows the slices.
+func TestGlobalByHand(t *testing.T) {
+	x := handTensor(t)
+	l := math.Log10
+	fiberStd := math.Sqrt(1.75 - 1.25*1.25)
+	common := map[Feature]float64{
+		Order: 3, LogNNZ: l(5), LogDensity: l(5.0 / 24), LogMaxDim: l(4), LogMinDim: l(2), LogMeanDim: l(3), LogModeDim: l(3),
+		LogSlices: l(2), LogFibers: l(4),
+		LogSliceNNZMean: l(2.5), LogSliceNNZStd: l(1.5), LogSliceNNZMax: l(3), LogSliceNNZCV: l(1.2),
+		LogFiberNNZMean: l(1.25), LogFiberNNZStd: l(1 + fiberStd), LogFiberNNZMax: l(2), LogFiberNNZCV: l(1 + fiberStd/1.25),
+		EmptySlices: 1.0 / 3,
+	}
+	tests := []struct {
+		op   hetero.Op
+		want map[Feature]float64
+	}{
+		// SpTTM: mapping-matrix rows are mode 3 (both k present). Fiber
+		// lengths 2,1,1,1: ELL width 2 holds 5 of 8 slots; HYB width 1
+		// (3 of 4 rows have at most 1) leaves 1 nonzero over.
+		{hetero.SpTTM, map[Feature]float64{EmptyRows: 0, ELLPadMean: 3.0 / 8, ELLPadMax: 3.0 / 8, LogELLSlots: l(8.0 / 5), HYBCOOFraction: 1.0 / 5}},
+		// MTTKRP: mapping-matrix rows are mode 1 (i=1 empty). Slice
+		// lengths 3,2: width 3 holds 5 of 6 slots; HYB width 2 leaves 1.
+		{hetero.MTTKRP, map[Feature]float64{EmptyRows: 1.0 / 3, ELLPadMean: 1.0 / 6, ELLPadMax: 1.0 / 6, LogELLSlots: l(6.0 / 5), HYBCOOFraction: 1.0 / 5}},
+	}
+	for _, tc := range tests {
+		v, err := Global(x, tc.op, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for f := range Feature(Count) {
+			want, ok := tc.want[f]
+			if !ok {
+				want = common[f]
+			}
+			if math.Abs(v[f]-want) > 1e-12 {
+				t.Errorf("%v %v = %v, want %v", tc.op, f, v[f], want)
+			}
+		}
+	}
+}
+
+func randomTensor(rng *rand.Rand, dims []int, nnz int, skew bool) *formats.COO {
+	x, _ := formats.NewCOO(dims, nnz)
+	c := make([]uint32, len(dims))
+	for range nnz {
+		for m, d := range dims {
+			if skew {
+				// Power-law-ish: squaring a uniform variable crowds the low indices.
+				u := rng.Float64()
+				c[m] = uint32(u * u * float64(d))
+			} else {
+				c[m] = uint32(rng.IntN(d))
+			}
+		}
+		x.Append(c, rng.Float32())
+	}
+	return x
+}
+
+// TestGlobalInvariants checks that what does not change the structure
+// does not change the features: values, the order of the nonzeros, a
+// permutation of the mode's slices, and the number of threads.
+func TestGlobalInvariants(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for _, tc := range []struct {
+		dims []int
+		nnz  int
+	}{{[]int{50, 40, 30}, 3000}, {[]int{300, 200}, 5000}, {[]int{20, 30, 10, 8}, 4000}, {[]int{2000, 3000, 500}, 400_000}} {
+		x := randomTensor(rng, tc.dims, tc.nnz, true)
+		for _, op := range hetero.Ops {
+			for mode := range x.Order() {
+				want, err := Global(x, op, mode)
+				if err != nil {
+					t.Fatal(err)
+				}
+				check := func(what string, y *formats.COO) {
+					t.Helper()
+					got, err := Global(y, op, mode)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if got != want {
+						t.Errorf("%v %v mode %d: %s changed the features\n got %v\nwant %v", tc.dims, op, mode+1, what, got, want)
+					}
+				}
+				y := x.Clone()
+				for k := range y.Vals {
+					y.Vals[k] *= -3.5
+				}
+				check("scaling values", y)
+
+				y = x.Clone()
+				perm := rng.Perm(y.NNZ())
+				for m := range y.Inds {
+					ind := make([]uint32, len(perm))
+					for k, p := range perm {
+						ind[k] = y.Inds[m][p]
+					}
+					y.Inds[m] = ind
+				}
+				check("shuffling nonzeros", y)
+
+				y = x.Clone()
+				sp := rng.Perm(y.Dims[mode])
+				for k, i := range y.Inds[mode] {
+					y.Inds[mode][k] = uint32(sp[i])
+				}
+				check("permuting slices", y)
+
+				prev := runtime.GOMAXPROCS(1)
+				check("one thread", x)
+				runtime.GOMAXPROCS(prev)
+			}
+		}
+	}
+}
+
+// exactFiberStats counts the mode's fibers with a map: the reference for
+// the sampled statistics.
+func exactFiberStats(x *formats.COO, mode int) (fibers int, mean, max float64) {
+	counts := map[[formats.MaxOrder]uint32]int{}
+	for k := range x.NNZ() {
+		var key [formats.MaxOrder]uint32
+		for m := range x.Order() {
+			if m != mode {
+				key[m] = x.Inds[m][k]
+			}
+		}
+		counts[key]++
+	}
+	for _, c := range counts {
+		max = math.Max(max, float64(c))
+	}
+	return len(counts), float64(x.NNZ()) / float64(len(counts)), max
+}
+
+// TestGlobalSampledFibers checks the sampled fiber statistics of tensors
+// past the exact limit against an exact count.
+func TestGlobalSampledFibers(t *testing.T) {
+	if testing.Short() {
+		t.Skip("short: skipping 2M-nonzero tensors")
+	}
+	rng := rand.New(rand.NewPCG(3, 4))
+	for _, tc := range []struct {
+		dims []int
+		skew bool
+	}{{[]int{5000, 4000, 300}, false}, {[]int{3000, 3000, 3000}, true}} {
+		x := randomTensor(rng, tc.dims, 2_000_000, tc.skew)
+		for mode := range x.Order() {
+			v, err := Global(x, hetero.SpTTM, mode)
+			if err != nil {
+				t.Fatal(err)
+			}
+			fibers, mean, _ := exactFiberStats(x, mode)
+			if d := math.Abs(v[LogFibers] - math.Log10(float64(fibers))); d > 0.02 {
+				t.Errorf("%v mode %d: log fibers %.4f, exact %.4f", tc.dims, mode+1, v[LogFibers], math.Log10(float64(fibers)))
+			}
+			if d := math.Abs(v[LogFiberNNZMean] - math.Log10(mean)); d > 0.02 {
+				t.Errorf("%v mode %d: log mean fiber nnz %.4f, exact %.4f", tc.dims, mode+1, v[LogFiberNNZMean], math.Log10(mean))
+			}
+		}
+	}
+}
+
+func TestGlobalErrors(t *testing.T) {
+	x := handTensor(t)
+	bad := x.Clone()
+	bad.Inds[1][2] = 9
+	short := x.Clone()
+	short.Inds[2] = short.Inds[2][:3]
+	for _, tc := range []struct {
+		x    *formats.COO
+		op   hetero.Op
+		mode int
+		want string
+	}{
+		{x, hetero.SpTTM, 3, "mode 4 out of range"},
+		{x, hetero.Op(9), 0, "unknown op"},
+		{bad, hetero.SpTTM, 0, "nonzero 3 has an index beyond the dims"},
+		{short, hetero.MTTKRP, 0, "mode 3 has 3 indices for 5 values"},
+	} {
+		_, err := Global(tc.x, tc.op, tc.mode)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("got %v, want an error containing %q", err, tc.want)
+		}
+	}
+}
+
+// checkRanges reports the features outside Ranges or not finite.
+func checkRanges(t *testing.T, what string, v Vector) {
+	t.Helper()
+	for f := range Feature(Count) {
+		if r := Ranges[f]; math.IsNaN(v[f]) || v[f] < r[0] || v[f] > r[1] {
+			t.Errorf("%s: %v = %v outside [%v, %v]", what, f, v[f], r[0], r[1])
+		}
+	}
+}
+
+// TestGlobalRealData checks every shared tensor, op and mode: all features
+// finite and in range.
+func TestGlobalRealData(t *testing.T) {
+	paths, _ := filepath.Glob(filepath.Join("..", "..", "shared", "data", "tensors", "*.tns"))
+	if len(paths) == 0 {
+		t.Skip("no shared tensors in ../shared/data/tensors: skipping")
+	}
+	for _, p := range paths {
+		x, err := formats.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, op := range hetero.Ops {
+			for mode := range x.Order() {
+				v, err := Global(x, op, mode)
+				if err != nil {
+					t.Fatal(err)
+				}
+				checkRanges(t, filepath.Base(p), v)
+			}
+		}
+	}
+}
+
+func TestGlobalEdgeCases(t *testing.T) {
+	for _, x := range []*formats.COO{
+		coo(t, []int{1, 1}, nil),
+		coo(t, []int{1, 1}, [][]uint32{{0, 0}}),
+		coo(t, []int{4000000000, 3, 4000000000}, [][]uint32{{3999999999, 2, 0}, {0, 0, 3999999999}}),
+		coo(t, []int{1 << 31, 1 << 31, 1 << 31, 1 << 31}, [][]uint32{{1, 2, 3, 4}, {1, 2, 3, 5}}),
+	} {
+		for _, op := range hetero.Ops {
+			for mode := range x.Order() {
+				v, err := Global(x, op, mode)
+				if err != nil {
+					t.Fatal(err)
+				}
+				checkRanges(t, "edge case", v)
+			}
+		}
+	}
+}
+
+// BenchmarkGlobal reports nonzeros per second on a generated 10M-nonzero
+// tensor and on the largest shared tensor.
+func BenchmarkGlobal(b *testing.B) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	inputs := []struct {
+		name string
+		x    *formats.COO
+	}{{"generated10M", randomTensor(rng, []int{100000, 50000, 2000}, 10_000_000, true)}}
+	if x, err := formats.ReadFile(filepath.Join("..", "..", "shared", "data", "tensors", "splatt_med4.tns")); err == nil {
+		inputs = append(inputs, struct {
+			name string
+			x    *formats.COO
+		}{"splatt_med4", x})
+	}
+	for _, in := range inputs {
+		b.Run(in.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := Global(in.x, hetero.SpTTM, 1); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(in.x.NNZ())*float64(b.N)/b.Elapsed().Seconds()/1e6, "Mnnz/s")
+		})
+	}
+}
