@@ -47,7 +47,7 @@ const (
 	LogFiberNNZCV
 	EmptySlices    // fraction of the mode's indices with no nonzero
 	EmptyRows      // fraction of the mapping matrix's rows with no nonzero
-	ELLPadMean     // padding fraction of an ELL of the rows at width ceil(mean row length); longer rows cut
+	ELLPadMean     // padding fraction of an ELL of the rows at the mean row length, rounded (at least 1); longer rows cut
 	ELLPadMax      // padding fraction of an ELL of the rows at the longest row's length
 	LogELLSlots    // log10 ELL slots per nonzero at the longest row's length
 	HYBCOOFraction // fraction of nonzeros outside the ELL part of a HYB at formats.HYBWidthOfHistogram's width
@@ -165,7 +165,7 @@ func Global(x *formats.COO, op hetero.Op, mode int) (Vector, error) {
 		rows = slices
 	}
 	if rows.count > 0 {
-		mean := int(math.Ceil(float64(rows.total) / float64(rows.count)))
+		mean := max(1, int(math.Round(float64(rows.total)/float64(rows.count))))
 		v[ELLPadMean] = rows.padding(mean)
 		v[ELLPadMax] = rows.padding(rows.max)
 		v[LogELLSlots] = log10(float64(rows.count) * float64(rows.max) / float64(rows.total))

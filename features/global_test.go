@@ -49,11 +49,13 @@ func TestGlobalByHand(t *testing.T) {
 		want map[Feature]float64
 	}{
 		// SpTTM: mapping-matrix rows are mode 3 (both k present). Fiber
-		// lengths 2,1,1,1: ELL width 2 holds 5 of 8 slots; HYB width 1
-		// (3 of 4 rows have at most 1) leaves 1 nonzero over.
-		{hetero.SpTTM, map[Feature]float64{EmptyRows: 0, ELLPadMean: 3.0 / 8, ELLPadMax: 3.0 / 8, LogELLSlots: l(8.0 / 5), HYBCOOFraction: 1.0 / 5}},
+		// lengths 2,1,1,1: ELL width 1 (mean 1.25) has no padding, width
+		// 2 holds 5 of 8 slots; HYB width 1 (3 of 4 rows have at most 1)
+		// leaves 1 nonzero over.
+		{hetero.SpTTM, map[Feature]float64{EmptyRows: 0, ELLPadMean: 0, ELLPadMax: 3.0 / 8, LogELLSlots: l(8.0 / 5), HYBCOOFraction: 1.0 / 5}},
 		// MTTKRP: mapping-matrix rows are mode 1 (i=1 empty). Slice
-		// lengths 3,2: width 3 holds 5 of 6 slots; HYB width 2 leaves 1.
+		// lengths 3,2: width 3 (mean 2.5 rounded) holds 5 of 6 slots; HYB
+		// width 2 leaves 1.
 		{hetero.MTTKRP, map[Feature]float64{EmptyRows: 1.0 / 3, ELLPadMean: 1.0 / 6, ELLPadMax: 1.0 / 6, LogELLSlots: l(6.0 / 5), HYBCOOFraction: 1.0 / 5}},
 	}
 	for _, tc := range tests {

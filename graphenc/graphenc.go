@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/bits"
 	"runtime"
+	"slices"
 	"sync"
 
 	"github.com/sparsetune/sparsetune/formats"
@@ -184,17 +185,15 @@ func Encode(x *formats.COO, shape Shape, b Budget) (*Graph, error) {
 		Weights: make([]uint64, b.Rows*b.Cols)}
 
 	// Pass 1: which rows and columns are non-empty.
-	rowSeen, colSeen := make([]bool, dr), make([]bool, dc)
 	for k := range nnz {
 		if int(ri[k]) >= dr || int(ci[k]) >= dc {
-			return nil, fmt.Errorf("graph encoding: nonzero %d has index beyond the dims", k)
+			return nil, fmt.Errorf("graph encoding: nonzero %d has index beyond the dims", k+1)
 		}
-		rowSeen[ri[k]] = true
-		colSeen[ci[k]] = true
 	}
 	var rowNode, colNode []uint32
-	rowNode, g.RowFirst, g.NonEmptyRows = assignNodes(rowSeen, b.Rows)
-	colNode, g.ColFirst, g.NonEmptyCols = assignNodes(colSeen, b.Cols)
+	var rowKey, colKey []uint32 // what indexes rowNode and colNode per nonzero
+	rowKey, rowNode, g.RowFirst, g.NonEmptyRows = assignNodes(ri, dr, b.Rows)
+	colKey, colNode, g.ColFirst, g.NonEmptyCols = assignNodes(ci, dc, b.Cols)
 	g.RowNodes, g.ColNodes = len(g.RowFirst)-1, len(g.ColFirst)-1
 	g.Exact = g.NonEmptyRows <= b.Rows && g.NonEmptyCols <= b.Cols
 
@@ -214,7 +213,7 @@ func Encode(x *formats.COO, shape Shape, b Budget) (*Graph, error) {
 			pt := part{w: make([]uint64, g.RowNodes*g.ColNodes), rows: make([]nodeStats, g.RowNodes), cols: make([]nodeStats, g.ColNodes)}
 			lo, hi := p*nnz/workers, (p+1)*nnz/workers
 			for k := lo; k < hi; k++ {
-				r, c := rowNode[ri[k]], colNode[ci[k]]
+				r, c := rowNode[rowKey[k]], colNode[colKey[k]]
 				pt.w[int(r)*g.ColNodes+int(c)]++
 				pt.rows[r].add(ci[k])
 				pt.cols[c].add(ri[k])
@@ -261,33 +260,61 @@ func Encode(x *formats.COO, shape Shape, b Budget) (*Graph, error) {
 	return g, nil
 }
 
-// assignNodes numbers the non-empty indices in order and groups them into
-// at most budget contiguous buckets of nearly equal counts. It returns the
-// node of each index (meaningful for non-empty ones), the first non-empty
-// rank of each node (len nodes+1) and the count of non-empty indices.
-func assignNodes(seen []bool, budget int) ([]uint32, []int, int) {
-	n := 0
-	for _, s := range seen {
-		if s {
-			n++
+// assignNodes numbers the non-empty indices of a mode in order and groups
+// them into at most budget contiguous buckets of nearly equal counts. It
+// returns per nonzero the key into node, node the node of each key, the
+// first non-empty rank of each node (len nodes+1) and the count of
+// non-empty indices.
+//
+// The key is the index itself when the dim is within a small multiple of
+// the nonzeros, and node has one entry per index. A far larger dim (a mode
+// of hashed ids, say) would make that O(dim) memory, so its non-empty
+// indices are found by sorting a copy and the key is the index's rank among
+// them: O(nnz) memory instead.
+func assignNodes(ind []uint32, dim, budget int) (key, node []uint32, first []int, n int) {
+	var ranks []uint32 // distinct indices, increasing, when keyed by rank
+	if dim > 8*len(ind)+1<<20 {
+		ranks = slices.Clone(ind)
+		slices.Sort(ranks)
+		ranks = slices.Compact(ranks)
+		n = len(ranks)
+	} else {
+		seen := make([]bool, dim)
+		for _, i := range ind {
+			seen[i] = true
+		}
+		node = make([]uint32, dim)
+		for i, s := range seen {
+			if s {
+				node[i] = uint32(n) // rank for now
+				n++
+			}
 		}
 	}
 	nodes := min(n, budget)
-	first := make([]int, nodes+1)
+	first = make([]int, nodes+1)
 	for i := range first {
 		first[i] = i * n / max(nodes, 1)
 	}
-	node := make([]uint32, len(seen))
-	rank, cur := 0, 0
-	for i, s := range seen {
-		if !s {
-			continue
-		}
-		for cur+1 < nodes && rank >= first[cur+1] {
-			cur++
-		}
-		node[i] = uint32(cur)
-		rank++
+	bucket := func(rank int) uint32 {
+		// The node whose range [first[b], first[b+1]) holds rank.
+		b, _ := slices.BinarySearch(first[1:], rank+1)
+		return uint32(b)
 	}
-	return node, first, n
+	if ranks == nil {
+		for i, r := range node {
+			node[i] = bucket(int(r))
+		}
+		return ind, node, first, n
+	}
+	node = make([]uint32, n)
+	for r := range node {
+		node[r] = bucket(r)
+	}
+	key = make([]uint32, len(ind))
+	for k, i := range ind {
+		r, _ := slices.BinarySearch(ranks, i)
+		key[k] = uint32(r)
+	}
+	return key, node, first, n
 }

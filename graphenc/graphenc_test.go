@@ -264,3 +264,37 @@ func BenchmarkEncode(b *testing.B) {
 	}
 	b.ReportMetric(float64(x.NNZ())*float64(b.N)/b.Elapsed().Seconds()/1e6, "Mnnz/s")
 }
+
+// TestEncodeHugeDim checks the sorted path for a dim far beyond the
+// nonzeros: the graph of a mode with indices spread over 4e9 is that of
+// the same tensor with the indices replaced by their ranks, up to the
+// index normalisation of the other side's features.
+func TestEncodeHugeDim(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 10))
+	const distinct = 1000
+	spread := make([]uint32, distinct)
+	for i := range spread {
+		spread[i] = uint32(i)*4_000_000 + uint32(rng.IntN(4_000_000))
+	}
+	x, _ := formats.NewCOO([]int{4_000_000_000, 50}, 20000)
+	y, _ := formats.NewCOO([]int{distinct, 50}, 20000)
+	for range 20000 {
+		r, c := rng.IntN(distinct), uint32(rng.IntN(50))
+		x.Append([]uint32{spread[r], c}, 1)
+		y.Append([]uint32{uint32(r), c}, 1)
+	}
+	for _, b := range []Budget{DefaultBudget, {Rows: 2000, Cols: 64}} {
+		gx, err := Encode(x, Shape{Rows: 0, Cols: 1}, b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		gy, err := Encode(y, Shape{Rows: 0, Cols: 1}, b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if gx.NonEmptyRows != distinct || !slices.Equal(gx.RowFirst, gy.RowFirst) || !slices.Equal(gx.Weights, gy.Weights) ||
+			!slices.Equal(gx.RowFeat, gy.RowFeat) || !slices.Equal(gx.Adj, gy.Adj) {
+			t.Errorf("budget %v: huge-dim graph differs from its ranked twin", b)
+		}
+	}
+}
