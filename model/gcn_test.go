@@ -1,0 +1,124 @@
+package model
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/sparsetune/sparsetune/graphenc"
+)
+
+// randomInput returns an input of the config's budget with some padded
+// nodes, as graphenc would give for a graph smaller than the budget.
+func randomInput(c Config, rng *rand.Rand) *Input {
+	br, bc, f := c.Budget.Rows, c.Budget.Cols, graphenc.NodeFeatures
+	in := &Input{Adj: make([]float32, br*bc), RowFeat: make([]float32, br*f), ColFeat: make([]float32, bc*f),
+		RowMask: make([]float32, br), ColMask: make([]float32, bc)}
+	rows, cols := 1+rng.IntN(br), 1+rng.IntN(bc)
+	for r := range rows {
+		in.RowMask[r] = 1
+		for j := range f {
+			in.RowFeat[r*f+j] = rng.Float32()
+		}
+		for c := range cols {
+			if rng.IntN(2) == 0 {
+				in.Adj[r*bc+c] = rng.Float32()
+			}
+		}
+	}
+	for c := range cols {
+		in.ColMask[c] = 1
+		for j := range f {
+			in.ColFeat[c*f+j] = rng.Float32()
+		}
+	}
+	for i := range in.Global {
+		in.Global[i] = 3 * rng.NormFloat64()
+	}
+	return in
+}
+
+func smallConfig() Config {
+	return Config{Op: "ttm", Budget: graphenc.Budget{Rows: 5, Cols: 4}, Hidden: 7, MLP: [2]int{6, 5},
+		Heads: []Head{{"cpu", []string{"a", "b", "c"}}, {"gpu", []string{"x", "y"}}}}
+}
+
+// TestGradientCheck compares the backward pass with central finite
+// differences on every weight of a small GCN with two heads.
+func TestGradientCheck(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	c := smallConfig()
+	g, err := NewGCN(c, rng)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range g.Params {
+		g.Params[i] += 0.1 * rng.NormFloat64() // biases away from zero too
+	}
+	for i := range g.Mean {
+		g.Mean[i], g.Std[i] = rng.NormFloat64(), 0.5+rng.Float64()
+	}
+	p := g.newPass()
+	for trial := range 4 {
+		in := randomInput(c, rng)
+		labels := []int{rng.IntN(3), rng.IntN(2)}
+		if trial == 3 {
+			labels[0] = -1 // a head without a label contributes nothing
+		}
+		grad := make([]float64, len(g.Params))
+		g.forward(p, in)
+		g.backward(p, labels, grad)
+		const eps = 1e-6
+		worst := 0.0
+		for i := range g.Params {
+			orig := g.Params[i]
+			g.Params[i] = orig + eps
+			g.forward(p, in)
+			lp := p.loss(labels)
+			g.Params[i] = orig - eps
+			g.forward(p, in)
+			lm := p.loss(labels)
+			g.Params[i] = orig
+			num := (lp - lm) / (2 * eps)
+			den := max(math.Abs(num)+math.Abs(grad[i]), 1e-4)
+			if rel := math.Abs(num-grad[i]) / den; rel > worst {
+				worst = rel
+				if rel > 1e-3 {
+					t.Errorf("trial %d: weight %d: backward %.8g, finite difference %.8g (relative error %.2g)", trial, i, grad[i], num, rel)
+				}
+			}
+		}
+		t.Logf("trial %d: %d weights, worst relative error %.2g", trial, len(g.Params), worst)
+	}
+}
+
+// TestForwardProbabilities checks that each head's probabilities sum to
+// one and that the forward pass is a function of its input alone.
+func TestForwardProbabilities(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	c := smallConfig()
+	g, _ := NewGCN(c, rng)
+	p := g.newPass()
+	in, other := randomInput(c, rng), randomInput(c, rng)
+	g.forward(p, in)
+	var first [][]float64
+	for _, hp := range p.hs {
+		sum := 0.0
+		for _, v := range hp.probs {
+			sum += v
+		}
+		if math.Abs(sum-1) > 1e-12 {
+			t.Fatalf("probabilities sum to %v", sum)
+		}
+		first = append(first, append([]float64(nil), hp.probs...))
+	}
+	g.forward(p, other)
+	g.forward(p, in)
+	for k, hp := range p.hs {
+		for i, v := range hp.probs {
+			if v != first[k][i] {
+				t.Fatalf("head %d: a pass in between changed the result", k)
+			}
+		}
+	}
+}
