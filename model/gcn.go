@@ -168,7 +168,7 @@ type pass struct {
 	ls        [2]layerPass
 	hs        []headPass
 	// backward scratch
-	dz                   []float64
+	dz             []float64
 	dr, dc, tr, tc matrix
 }
 

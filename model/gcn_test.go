@@ -3,6 +3,7 @@ package model
 import (
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/sparsetune/sparsetune/graphenc"
@@ -119,6 +120,56 @@ func TestForwardProbabilities(t *testing.T) {
 			if v != first[k][i] {
 				t.Fatalf("head %d: a pass in between changed the result", k)
 			}
+		}
+	}
+}
+
+// TestFitDeterministic: the same seed gives the same weights, bit for bit,
+// whatever the scheduling of the gradient goroutines.
+func TestFitDeterministic(t *testing.T) {
+	c := smallConfig()
+	rng := rand.New(rand.NewPCG(5, 6))
+	var ex []Example
+	for range 40 {
+		ex = append(ex, Example{In: randomInput(c, rng), Labels: []int{rng.IntN(3), rng.IntN(3) - 1}})
+	}
+	fit := func() []float64 {
+		g, _ := NewGCN(c, rand.New(rand.NewPCG(9, 9)))
+		g.Standardize(ex[:30])
+		o := DefaultFitOptions
+		o.Epochs, o.BatchSize = 4, 7
+		if _, err := g.Fit(ex[:30], ex[30:], o); err != nil {
+			t.Fatal(err)
+		}
+		return g.Params
+	}
+	a, b := fit(), fit()
+	for i := range a {
+		if a[i] != b[i] {
+			t.Fatalf("weight %d: %v then %v", i, a[i], b[i])
+		}
+	}
+}
+
+func TestFitErrors(t *testing.T) {
+	c := smallConfig()
+	g, _ := NewGCN(c, rand.New(rand.NewPCG(1, 1)))
+	in := randomInput(c, rand.New(rand.NewPCG(2, 2)))
+	short := *in
+	short.Adj = short.Adj[:3]
+	for _, tc := range []struct {
+		ex   []Example
+		o    FitOptions
+		want string
+	}{
+		{nil, DefaultFitOptions, "no training examples"},
+		{[]Example{{in, []int{0}}}, DefaultFitOptions, "1 labels for 2 heads"},
+		{[]Example{{in, []int{3, 0}}}, DefaultFitOptions, `label 3 of head "cpu" beyond its 3 classes`},
+		{[]Example{{&short, []int{0, 0}}}, DefaultFitOptions, "arrays of 3"},
+		{[]Example{{in, []int{0, 0}}}, FitOptions{Epochs: 1}, "must be positive"},
+	} {
+		if _, err := g.Fit(tc.ex, nil, tc.o); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("got %v, want an error containing %q", err, tc.want)
 		}
 	}
 }
