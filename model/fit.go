@@ -46,7 +46,8 @@ type FitResult struct {
 const gradChunks = 4
 
 // Standardize sets Mean and Std to those of the examples' global features
-// (a constant feature gets Std 1).
+// (a constant feature gets Std 1), and TrainMin and TrainMax to their
+// range.
 func (g *GCN) Standardize(ex []Example) {
 	if len(ex) == 0 {
 		return
@@ -65,6 +66,10 @@ func (g *GCN) Standardize(ex []Example) {
 			sd = 1
 		}
 		g.Mean[i], g.Std[i] = m, sd
+		g.TrainMin[i], g.TrainMax[i] = math.Inf(1), math.Inf(-1)
+		for _, e := range ex {
+			g.TrainMin[i], g.TrainMax[i] = min(g.TrainMin[i], e.In.Global[i]), max(g.TrainMax[i], e.In.Global[i])
+		}
 	}
 }
 

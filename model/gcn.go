@@ -72,6 +72,9 @@ type GCN struct {
 	Params []float64
 	// Mean and Std standardise the global features: (v − Mean)/Std.
 	Mean, Std features.Vector
+	// TrainMin and TrainMax bound the global features seen in training: a
+	// tensor outside them gets a prediction and a warning.
+	TrainMin, TrainMax features.Vector
 }
 
 // gcnLayer and gcnHead are views of one layer's and one head's weights.
@@ -116,6 +119,7 @@ func NewGCN(c Config, rng *rand.Rand) (*GCN, error) {
 	g := &GCN{Config: c, Params: make([]float64, n)}
 	for i := range g.Std {
 		g.Std[i] = 1
+		g.TrainMin[i], g.TrainMax[i] = features.Ranges[i][0], features.Ranges[i][1]
 	}
 	layers, heads, _ := c.views(g.Params)
 	glorot := func(m matrix) {

@@ -1,0 +1,337 @@
+package model
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+
+	onnx "github.com/owulveryck/onnx-go"
+	"github.com/owulveryck/onnx-go/backend/x/gorgonnx"
+	"google.golang.org/protobuf/proto"
+	"gorgonia.org/tensor"
+
+	"github.com/sparsetune/sparsetune/features"
+	"github.com/sparsetune/sparsetune/graphenc"
+	"github.com/sparsetune/sparsetune/model/onnxpb"
+)
+
+// Info is what a model file says about itself: its metadata, checked
+// against its graph.
+type Info struct {
+	Path          string          `json:"path"`
+	FormatVersion int             `json:"format_version"`
+	IRVersion     int64           `json:"ir_version"`
+	Opset         int64           `json:"opset"`
+	Op            string          `json:"op"`
+	Budget        graphenc.Budget `json:"budget"`
+	Hidden        int             `json:"hidden"`
+	MLP           [2]int          `json:"mlp"`
+	Heads         []Head          `json:"heads"`
+	Features      []string        `json:"features"`
+	NodeFeatures  []string        `json:"node_features"`
+	Mean          features.Vector `json:"feature_mean"`
+	Std           features.Vector `json:"feature_std"`
+	TrainMin      features.Vector `json:"train_min"`
+	TrainMax      features.Vector `json:"train_max"`
+	Weights       int             `json:"weights"` // float32 values in the initializers
+	Bytes         int             `json:"bytes"`
+}
+
+// HeadIndex returns the index of the head named name, or -1.
+func (in *Info) HeadIndex(name string) int {
+	return slices.IndexFunc(in.Heads, func(h Head) bool { return h.Name == name })
+}
+
+// ONNXModel is a model file loaded for inference through onnx-go. Run is
+// safe for concurrent use: gorgonia's tape machine is not, so each
+// goroutine gets its own instance of the graph from a free list.
+type ONNXModel struct {
+	Info Info
+	data []byte
+
+	mu   sync.Mutex
+	free []*onnxInstance
+}
+
+// instanceMu serialises building instances and their first run: onnx-go's
+// graph construction touches package-level counters.
+var instanceMu sync.Mutex
+
+type onnxInstance struct {
+	backend *gorgonnx.Graph
+	model   *onnx.Model
+	inputs  []*tensor.Dense
+	ran     bool
+}
+
+// LoadONNX reads and validates a model file.
+func LoadONNX(path string) (*ONNXModel, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("model %s: %w", path, err)
+	}
+	return ParseONNX(path, data)
+}
+
+// ParseONNX validates a model file's bytes; name is used in errors. It
+// checks the protobuf, the metadata and that the graph's inputs and
+// outputs have the shapes the metadata implies, and builds one onnx-go
+// instance, so a file onnx-go cannot run fails here rather than at the
+// first prediction.
+func ParseONNX(name string, data []byte) (*ONNXModel, error) {
+	info, err := parseInfo(data)
+	if err != nil {
+		return nil, fmt.Errorf("model %s: %w", name, err)
+	}
+	info.Path = name
+	m := &ONNXModel{Info: *info, data: data}
+	inst, err := m.newInstance()
+	if err != nil {
+		return nil, fmt.Errorf("model %s: %w", name, err)
+	}
+	m.free = append(m.free, inst)
+	return m, nil
+}
+
+func parseInfo(data []byte) (*Info, error) {
+	var mp onnxpb.ModelProto
+	if err := proto.Unmarshal(data, &mp); err != nil {
+		return nil, fmt.Errorf("not an ONNX protobuf: %v", err)
+	}
+	if mp.Graph == nil {
+		return nil, errors.New("not an ONNX model: no graph")
+	}
+	meta := map[string]string{}
+	for _, p := range mp.MetadataProps {
+		meta[p.GetKey()] = p.GetValue()
+	}
+	get := func(key string) (string, error) {
+		v, ok := meta[key]
+		if !ok {
+			return "", fmt.Errorf("missing metadata %s (not a sparsetune model?)", key)
+		}
+		return v, nil
+	}
+	info := &Info{IRVersion: mp.GetIrVersion(), Bytes: len(data)}
+	for _, o := range mp.OpsetImport {
+		if o.GetDomain() == "" {
+			info.Opset = o.GetVersion()
+		}
+	}
+	v, err := get(metaVersion)
+	if err != nil {
+		return nil, err
+	}
+	if info.FormatVersion, err = strconv.Atoi(v); err != nil || info.FormatVersion != FormatVersion {
+		return nil, fmt.Errorf("model format version %q, this build reads version %d", v, FormatVersion)
+	}
+	if info.Op, err = get(metaOp); err != nil {
+		return nil, err
+	}
+	if info.Op != "ttm" && info.Op != "mttkrp" {
+		return nil, fmt.Errorf("metadata %s = %q, expected ttm or mttkrp", metaOp, info.Op)
+	}
+	if v, err = get(metaBudget); err != nil {
+		return nil, err
+	}
+	if _, err := fmt.Sscanf(v, "%dx%d", &info.Budget.Rows, &info.Budget.Cols); err != nil || info.Budget.Rows < 1 || info.Budget.Cols < 1 {
+		return nil, fmt.Errorf("metadata %s = %q, expected ROWSxCOLS", metaBudget, v)
+	}
+	if v, err = get(metaHidden); err != nil {
+		return nil, err
+	}
+	if info.Hidden, err = strconv.Atoi(v); err != nil || info.Hidden < 1 {
+		return nil, fmt.Errorf("metadata %s = %q, expected a positive integer", metaHidden, v)
+	}
+	if v, err = get(metaMLP); err != nil {
+		return nil, err
+	}
+	if _, err := fmt.Sscanf(v, "%d,%d", &info.MLP[0], &info.MLP[1]); err != nil {
+		return nil, fmt.Errorf("metadata %s = %q, expected two widths", metaMLP, v)
+	}
+	if v, err = get(metaFeatures); err != nil {
+		return nil, err
+	}
+	info.Features = strings.Split(v, ",")
+	if !slices.Equal(info.Features, features.Names[:]) {
+		return nil, fmt.Errorf("metadata %s lists %d global features that differ from this build's %d (%s)", metaFeatures, len(info.Features), features.Count, strings.Join(features.Names[:], ","))
+	}
+	if v, err = get(metaNodeFeatures); err != nil {
+		return nil, err
+	}
+	info.NodeFeatures = strings.Split(v, ",")
+	if !slices.Equal(info.NodeFeatures, NodeFeatureNames[:]) {
+		return nil, fmt.Errorf("metadata %s = %q, this build computes %s", metaNodeFeatures, v, strings.Join(NodeFeatureNames[:], ","))
+	}
+	for _, vec := range []struct {
+		key string
+		dst *features.Vector
+	}{{metaMean, &info.Mean}, {metaStd, &info.Std}, {metaTrainMin, &info.TrainMin}, {metaTrainMax, &info.TrainMax}} {
+		if v, err = get(vec.key); err != nil {
+			return nil, err
+		}
+		parts := strings.Split(v, ",")
+		if len(parts) != features.Count {
+			return nil, fmt.Errorf("metadata %s has %d values, expected %d", vec.key, len(parts), features.Count)
+		}
+		for i, p := range parts {
+			if vec.dst[i], err = strconv.ParseFloat(p, 64); err != nil {
+				return nil, fmt.Errorf("metadata %s value %d: %q is not a number", vec.key, i+1, p)
+			}
+		}
+	}
+	if v, err = get(metaHeads); err != nil {
+		return nil, err
+	}
+	for _, h := range strings.Split(v, ",") {
+		cl, err := get(metaClasses + h)
+		if err != nil {
+			return nil, err
+		}
+		info.Heads = append(info.Heads, Head{Name: h, Classes: strings.Split(cl, ",")})
+	}
+
+	// The graph must have the inputs and outputs the metadata implies.
+	br, bc, nf := info.Budget.Rows, info.Budget.Cols, features.Count
+	wantIn := [][2]int{{br, bc}, {br, graphenc.NodeFeatures}, {bc, graphenc.NodeFeatures}, {1, br}, {1, bc}, {1, nf}}
+	if len(mp.Graph.Input) < len(inputNames) {
+		return nil, fmt.Errorf("graph has %d inputs, expected %d (%s)", len(mp.Graph.Input), len(inputNames), strings.Join(inputNames, ", "))
+	}
+	for i, name := range inputNames {
+		vi := mp.Graph.Input[i]
+		if vi.GetName() != name {
+			return nil, fmt.Errorf("graph input %d is %q, expected %q", i+1, vi.GetName(), name)
+		}
+		if got := shapeOf(vi); !slices.Equal(got, wantIn[i][:]) {
+			return nil, fmt.Errorf("input %s has shape %v, expected %v for a %dx%d budget", name, got, wantIn[i], br, bc)
+		}
+	}
+	if len(mp.Graph.Output) != len(info.Heads) {
+		return nil, fmt.Errorf("graph has %d outputs for %d heads", len(mp.Graph.Output), len(info.Heads))
+	}
+	for k, h := range info.Heads {
+		vi := mp.Graph.Output[k]
+		if want := []int{1, len(h.Classes)}; vi.GetName() != outputName(h.Name) || !slices.Equal(shapeOf(vi), want) {
+			return nil, fmt.Errorf("output %d is %q of shape %v, expected %q of shape %v", k+1, vi.GetName(), shapeOf(vi), outputName(h.Name), want)
+		}
+	}
+	for _, t := range mp.Graph.Initializer {
+		info.Weights += len(t.FloatData)
+	}
+	return info, nil
+}
+
+func shapeOf(vi *onnxpb.ValueInfoProto) []int {
+	var dims []int
+	for _, d := range vi.GetType().GetTensorType().GetShape().GetDim() {
+		dims = append(dims, int(d.GetDimValue()))
+	}
+	return dims
+}
+
+// newInstance builds an onnx-go graph of the model and runs it once on
+// zeros, under instanceMu.
+func (m *ONNXModel) newInstance() (inst *onnxInstance, err error) {
+	instanceMu.Lock()
+	defer instanceMu.Unlock()
+	defer func() {
+		// onnx-go panics on some graphs it cannot handle; a model file
+		// must give an error, not crash the caller.
+		if r := recover(); r != nil {
+			inst, err = nil, fmt.Errorf("onnx-go cannot run this graph: %v", r)
+		}
+	}()
+	backend := gorgonnx.NewGraph()
+	model := onnx.NewModel(backend)
+	if err := model.UnmarshalBinary(m.data); err != nil {
+		return nil, fmt.Errorf("onnx-go cannot load this graph: %v", err)
+	}
+	br, bc, f := m.Info.Budget.Rows, m.Info.Budget.Cols, graphenc.NodeFeatures
+	shapes := [][2]int{{br, bc}, {br, f}, {bc, f}, {1, br}, {1, bc}, {1, features.Count}}
+	inst = &onnxInstance{backend: backend, model: model}
+	for i, s := range shapes {
+		t := tensor.New(tensor.WithShape(s[0], s[1]), tensor.WithBacking(make([]float32, s[0]*s[1])))
+		inst.inputs = append(inst.inputs, t)
+		if err := model.SetInput(i, t); err != nil {
+			return nil, fmt.Errorf("onnx-go: input %s: %v", inputNames[i], err)
+		}
+	}
+	if err := backend.Run(); err != nil {
+		return nil, fmt.Errorf("onnx-go: first run: %v", err)
+	}
+	inst.ran = true
+	return inst, nil
+}
+
+func (m *ONNXModel) get() (*onnxInstance, error) {
+	m.mu.Lock()
+	if n := len(m.free); n > 0 {
+		inst := m.free[n-1]
+		m.free = m.free[:n-1]
+		m.mu.Unlock()
+		return inst, nil
+	}
+	m.mu.Unlock()
+	return m.newInstance()
+}
+
+func (m *ONNXModel) put(inst *onnxInstance) {
+	m.mu.Lock()
+	m.free = append(m.free, inst)
+	m.mu.Unlock()
+}
+
+// Run returns each head's class probabilities for in.
+func (m *ONNXModel) Run(in *Input) (probs [][]float64, err error) {
+	c := Config{Budget: m.Info.Budget}
+	if err := c.checkInput(in); err != nil {
+		return nil, err
+	}
+	inst, err := m.get()
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			// The instance may be in any state: drop it.
+			probs, err = nil, fmt.Errorf("model %s: onnx-go: %v", m.Info.Path, r)
+			return
+		}
+		m.put(inst)
+	}()
+	for i, src := range [][]float32{in.Adj, in.RowFeat, in.ColFeat, in.RowMask, in.ColMask} {
+		copy(inst.inputs[i].Data().([]float32), src)
+	}
+	g := inst.inputs[5].Data().([]float32)
+	for i, v := range in.Global {
+		g[i] = float32(v)
+	}
+	for i, t := range inst.inputs {
+		if err := inst.model.SetInput(i, t); err != nil {
+			return nil, fmt.Errorf("model %s: onnx-go: input %s: %v", m.Info.Path, inputNames[i], err)
+		}
+	}
+	if err := inst.backend.Run(); err != nil {
+		return nil, fmt.Errorf("model %s: onnx-go: %v", m.Info.Path, err)
+	}
+	outs, err := inst.model.GetOutputTensors()
+	if err != nil {
+		return nil, fmt.Errorf("model %s: onnx-go: %v", m.Info.Path, err)
+	}
+	for _, t := range outs {
+		d, ok := t.Data().([]float32)
+		if !ok {
+			return nil, fmt.Errorf("model %s: onnx-go returned %T, expected float32s", m.Info.Path, t.Data())
+		}
+		p := make([]float64, len(d))
+		for i, v := range d {
+			p[i] = float64(v)
+		}
+		probs = append(probs, p)
+	}
+	return probs, nil
+}
