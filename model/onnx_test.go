@@ -3,9 +3,19 @@ package model
 import (
 	"math"
 	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
 	"testing"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/sparsetune/sparsetune/features"
+	"github.com/sparsetune/sparsetune/graphenc"
+	"github.com/sparsetune/sparsetune/model/onnxpb"
 )
 
 // randomGCN returns a default-architecture GCN with two heads, weights
@@ -61,4 +71,162 @@ func TestONNXParity(t *testing.T) {
 	if worst > 1e-4 {
 		t.Errorf("onnx-go differs from the Go forward by %.3g, want <= 1e-4", worst)
 	}
+}
+
+// editModel returns data edited as a ModelProto: files that are valid
+// protobuf but not valid models.
+func editModel(t *testing.T, data []byte, edit func(*onnxpb.ModelProto)) []byte {
+	t.Helper()
+	var mp onnxpb.ModelProto
+	if err := proto.Unmarshal(data, &mp); err != nil {
+		t.Fatal(err)
+	}
+	edit(&mp)
+	out, err := proto.Marshal(&mp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func setMeta(key, value string) func(*onnxpb.ModelProto) {
+	return func(mp *onnxpb.ModelProto) {
+		var props []*onnxpb.StringStringEntryProto
+		for _, p := range mp.MetadataProps {
+			if p.GetKey() == key {
+				if value == "" {
+					continue
+				}
+				p.Value = proto.String(value)
+			}
+			props = append(props, p)
+		}
+		mp.MetadataProps = props
+	}
+}
+
+// TestONNXErrors: every broken file gives one error naming the file and
+// the problem, never a panic.
+func TestONNXErrors(t *testing.T) {
+	g := randomGCN(t, 13)
+	g.Config.Budget = graphenc.Budget{Rows: 8, Cols: 6}
+	_, _, n := g.Config.views(nil)
+	g.Params = make([]float64, n)
+	data, err := g.ExportONNX()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		data []byte
+		want string
+	}{
+		{"empty", nil, "not an ONNX model: no graph"},
+		{"garbage", []byte("\xff\xff\xff\xff not a protobuf"), "not an ONNX protobuf"},
+		{"truncated", data[:len(data)/2], "not an ONNX protobuf"},
+		{"no-op", editModel(t, data, setMeta(metaOp, "")), "missing metadata sparsetune.op"},
+		{"version", editModel(t, data, setMeta(metaVersion, "2")), `model format version "2", this build reads version 1`},
+		{"budget", editModel(t, data, setMeta(metaBudget, "9x6")), "input adj has shape [8 6], expected [9 6]"},
+		{"features", editModel(t, data, setMeta(metaFeatures, "order,log_nnz")), "differ from this build's"},
+		{"classes", editModel(t, data, setMeta(metaClasses+"gpu", "coo,csr")), "expected \"probs_gpu\" of shape [1 2]"},
+		{"mean", editModel(t, data, setMeta(metaMean, "x")), "sparsetune.feature_mean has 1 values"},
+		{"no-graph", editModel(t, data, func(mp *onnxpb.ModelProto) { mp.Graph = nil }), "no graph"},
+		{"inputs", editModel(t, data, func(mp *onnxpb.ModelProto) { mp.Graph.Input = mp.Graph.Input[1:] }), "graph has 5 inputs"},
+		{"operator", editModel(t, data, func(mp *onnxpb.ModelProto) { mp.Graph.Node[3].OpType = proto.String("NoSuchOp") }), "onnx-go cannot run this graph: onnx: operator NoSuchOp not implemented"},
+	} {
+		path := filepath.Join(t.TempDir(), tc.name+".onnx")
+		if err := os.WriteFile(path, tc.data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		_, err := LoadONNX(path)
+		if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.HasPrefix(err.Error(), "model "+path+": ") || strings.Contains(err.Error(), "\n") {
+			t.Errorf("%s: got %v, want one line starting with the path and containing %q", tc.name, err, tc.want)
+		}
+	}
+	if _, err := LoadONNX(filepath.Join(t.TempDir(), "missing.onnx")); err == nil || !strings.Contains(err.Error(), "missing.onnx") {
+		t.Errorf("missing file: %v", err)
+	}
+}
+
+// TestONNXConcurrent: callers sharing one loaded model get the results a
+// single caller gets.
+func TestONNXConcurrent(t *testing.T) {
+	g := randomGCN(t, 14)
+	g.Config.Budget = graphenc.Budget{Rows: 16, Cols: 16}
+	_, _, n := g.Config.views(nil)
+	g.Params = g.Params[:0]
+	rng := rand.New(rand.NewPCG(15, 15))
+	for range n {
+		g.Params = append(g.Params, 0.1*rng.NormFloat64())
+	}
+	data, err := g.ExportONNX()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := ParseONNX("concurrent.onnx", data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inputs := make([]*Input, 24)
+	want := make([][][]float64, len(inputs))
+	for i := range inputs {
+		inputs[i] = randomInput(g.Config, rng)
+		if want[i], err = m.Run(inputs[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for r := range 3 {
+				for i := range inputs {
+					j := (i + w + r) % len(inputs)
+					got, err := m.Run(inputs[j])
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					for k := range got {
+						if !slices.Equal(got[k], want[j][k]) {
+							t.Errorf("worker %d: input %d head %d: %v, alone %v", w, j, k, got[k], want[j][k])
+							return
+						}
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// TestONNXChecker runs the ONNX project's own checker on an exported file
+// when Debian's python3-onnx is installed (CI installs it and sets
+// SPARSETUNE_ONNX_CHECKER=1 so that a missing checker fails).
+func TestONNXChecker(t *testing.T) {
+	const python = "/usr/bin/python3"
+	probe := exec.Command(python, "-c", "import onnx")
+	if err := probe.Run(); err != nil {
+		if os.Getenv("SPARSETUNE_ONNX_CHECKER") == "1" {
+			t.Fatalf("SPARSETUNE_ONNX_CHECKER=1 but %s cannot import onnx: %v (apt-get install python3-onnx)", python, err)
+		}
+		t.Skipf("%s cannot import onnx (%v): skipping the ONNX checker; apt-get install python3-onnx", python, err)
+	}
+	data, err := randomGCN(t, 16).ExportONNX()
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "model.onnx")
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(python, "-c", `import onnx, sys
+m = onnx.load(sys.argv[1])
+onnx.checker.check_model(m, full_check=True)
+print("ok", m.ir_version, m.opset_import[0].version)`, path).CombinedOutput()
+	if err != nil {
+		t.Fatalf("onnx.checker rejects the export: %v\n%s", err, out)
+	}
+	t.Logf("onnx.checker: %s", strings.TrimSpace(string(out)))
 }

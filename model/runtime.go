@@ -261,7 +261,7 @@ func (m *ONNXModel) newInstance() (inst *onnxInstance, err error) {
 		}
 	}
 	if err := backend.Run(); err != nil {
-		return nil, fmt.Errorf("onnx-go: first run: %v", err)
+		return nil, fmt.Errorf("onnx-go cannot run this graph: %v", err)
 	}
 	inst.ran = true
 	return inst, nil

@@ -1,7 +1,11 @@
 package model
 
 import (
+	"bytes"
+	"math"
 	"math/rand/v2"
+	"os"
+	"sync"
 	"testing"
 	"time"
 
@@ -101,11 +105,33 @@ func trainSanity(t testing.TB, seed uint64) (*GCN, []Example, FitResult) {
 	return g, test, res
 }
 
+// sanity trains the sanity model once for the tests that need it.
+var sanity struct {
+	once sync.Once
+	g    *GCN
+	test []Example
+	res  FitResult
+	took time.Duration
+}
+
+func sanityModel(t *testing.T) (*GCN, []Example, FitResult, time.Duration) {
+	sanity.once.Do(func() {
+		start := time.Now()
+		sanity.g, sanity.test, sanity.res = trainSanity(t, 7)
+		sanity.took = time.Since(start)
+	})
+	if sanity.g == nil {
+		t.Fatal("training the sanity model failed")
+	}
+	return sanity.g, sanity.test, sanity.res, sanity.took
+}
+
+const sanityFile = "testdata/sanity.onnx"
+
 // TestSanityLearning: the GCN learns to tell the four families apart on
 // held-out tensors.
 func TestSanityLearning(t *testing.T) {
-	start := time.Now()
-	g, test, res := trainSanity(t, 7)
+	g, test, res, took := sanityModel(t)
 	correct := 0
 	for _, e := range test {
 		probs, err := g.Predict(e.In)
@@ -123,8 +149,50 @@ func TestSanityLearning(t *testing.T) {
 		}
 	}
 	acc := float64(correct) / float64(len(test))
-	t.Logf("%d epochs (best %d), train loss %.4f, val loss %.4f, held-out accuracy %.3f, %v", res.Epochs, res.BestEpoch, res.TrainLoss, res.ValLoss, acc, time.Since(start))
+	t.Logf("%d epochs (best %d), train loss %.4f, val loss %.4f, held-out accuracy %.3f, %v", res.Epochs, res.BestEpoch, res.TrainLoss, res.ValLoss, acc, took)
 	if acc < 0.95 {
 		t.Errorf("held-out accuracy %.3f, want at least 0.95", acc)
+	}
+}
+
+// TestSanityFixture regenerates testdata/sanity.onnx (training is
+// deterministic) and compares it byte for byte with the committed file;
+// SPARSETUNE_UPDATE_FIXTURES=1 rewrites it instead. The bytes depend on
+// float64 rounding, so a different architecture (or GOAMD64 level, which
+// lets the compiler fuse multiply-adds) may differ: then the test says so.
+func TestSanityFixture(t *testing.T) {
+	g, test, _, _ := sanityModel(t)
+	data, err := g.ExportONNX()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if os.Getenv("SPARSETUNE_UPDATE_FIXTURES") == "1" {
+		if err := os.WriteFile(sanityFile, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(sanityFile)
+	if err != nil {
+		t.Fatalf("%v (run with SPARSETUNE_UPDATE_FIXTURES=1 to create it)", err)
+	}
+	if !bytes.Equal(data, want) {
+		t.Fatalf("regenerated sanity model (%d bytes) differs from %s (%d bytes)", len(data), sanityFile, len(want))
+	}
+	// The committed file predicts the held-out families as the Go model does.
+	m, err := LoadONNX(sanityFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range test[:20] {
+		got, err := m.Run(e.In)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantP, _ := g.Predict(e.In)
+		for i := range got[0] {
+			if math.Abs(got[0][i]-wantP[0][i]) > 1e-4 {
+				t.Fatalf("%s: probability %v, Go forward %v", sanityFile, got[0], wantP[0])
+			}
+		}
 	}
 }
