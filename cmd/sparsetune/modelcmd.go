@@ -1,0 +1,60 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/viper"
+
+	"github.com/sparsetune/sparsetune/model"
+)
+
+func init() { register(newModelCmd) }
+
+func newModelCmd(v *viper.Viper) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "model",
+		Short: "Work with predictor model files (ONNX)",
+	}
+	cmd.AddCommand(&cobra.Command{
+		Use:   "inspect FILE",
+		Short: "Validate a model file and print its heads, classes, budget, features and version",
+		Long: `Validate a model file: the ONNX protobuf, sparsetune's metadata, the shapes
+of the graph's inputs and outputs, and that onnx-go builds and runs it.
+Print its op, heads and their classes, graph budget, layer widths, the global
+and node features it expects with their standardisation and training
+ranges, and its format version.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			m, err := model.LoadONNX(args[0])
+			if err != nil {
+				return err
+			}
+			info := m.Info
+			if v.GetBool("json") {
+				enc := json.NewEncoder(cmd.OutOrStdout())
+				enc.SetIndent("", "  ")
+				return enc.Encode(info)
+			}
+			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 0, 2, ' ', 0)
+			fmt.Fprintf(tw, "file\t%s (%d bytes, %d weights)\n", info.Path, info.Bytes, info.Weights)
+			fmt.Fprintf(tw, "version\tsparsetune model format %d, ONNX IR %d, opset %d\n", info.FormatVersion, info.IRVersion, info.Opset)
+			fmt.Fprintf(tw, "op\t%s\n", info.Op)
+			fmt.Fprintf(tw, "budget\t%d row x %d column nodes\n", info.Budget.Rows, info.Budget.Cols)
+			fmt.Fprintf(tw, "layers\t2 graph convolutions of width %d, heads %d -> %d -> classes\n", info.Hidden, info.MLP[0], info.MLP[1])
+			for _, h := range info.Heads {
+				fmt.Fprintf(tw, "head %s\t%s\n", h.Name, strings.Join(h.Classes, ", "))
+			}
+			fmt.Fprintf(tw, "node features\t%s\n", strings.Join(info.NodeFeatures, ", "))
+			fmt.Fprintf(tw, "\nglobal feature\tmean\tstd\ttraining min\tmax\n")
+			for i, name := range info.Features {
+				fmt.Fprintf(tw, "%s\t%.4g\t%.4g\t%.4g\t%.4g\n", name, info.Mean[i], info.Std[i], info.TrainMin[i], info.TrainMax[i])
+			}
+			return tw.Flush()
+		},
+	})
+	return cmd
+}

@@ -1,0 +1,232 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/viper"
+
+	"github.com/sparsetune/sparsetune/formats"
+	"github.com/sparsetune/sparsetune/hetero"
+	"github.com/sparsetune/sparsetune/model"
+)
+
+func init() { register(newPredictCmd) }
+
+func newPredictCmd(v *viper.Viper) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "predict [FILE]",
+		Short: "Choose the best storage format per op, mode and device",
+		Long: `Rank the candidate storage formats of a tensor for an op and mode (1-based)
+on a device, with one of the predictors:
+
+  gcn      the SPT-GCN of a model file (--model; run through onnx-go)
+  rule     a hand-written rule on the global features (docs/model.md)
+  measure  time every format with the real kernels and rank by speed; the
+           decision is cached per tensor, op, mode and device in the user
+           cache directory and reused (--retune measures again); --greedy
+           times each format once and fully only those within 1.5x of the
+           fastest
+
+It prints the chosen format, the scores and the time spent computing
+features, encoding the graph and running the predictor.
+
+Without FILE, predict uses the embedded sample tensor.`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cfg, err := predictConfigFrom(v)
+			if err != nil {
+				return err
+			}
+			name, t, _, err := loadTensor(cmd.ErrOrStderr(), args)
+			if err != nil {
+				return err
+			}
+			return runPredict(cmd.OutOrStdout(), cmd.ErrOrStderr(), name, t, cfg, v.GetBool("json"))
+		},
+	}
+	f := cmd.Flags()
+	f.String("op", "ttm", "operation: ttm or mttkrp")
+	f.String("mode", "all", "mode (1-based) or all")
+	f.String("device", "cpu", "device: cpu, BACKEND:INDEX, or all")
+	f.String("predictor", "rule", "gcn, rule or measure")
+	f.String("model", "", "model file for --predictor gcn (sparsetune model inspect validates one)")
+	f.Bool("retune", false, "measure: ignore the cached decision and measure again")
+	f.Bool("greedy", false, "measure: early cut (one run each, then full timing of the formats within 1.5x of the fastest)")
+	f.Int("rank", 16, "measure: rank R of the dense operands")
+	f.Int("iters", 5, "measure: timed runs per format")
+	for _, name := range []string{"op", "mode", "device", "predictor", "model", "retune", "greedy", "rank", "iters"} {
+		_ = v.BindPFlag("predict."+name, f.Lookup(name))
+	}
+	return cmd
+}
+
+type predictConfig struct {
+	op        hetero.Op
+	mode      int // 1-based; 0 for all
+	devices   []string
+	predictor string
+	model     string
+	retune    bool
+	greedy    bool
+	rank      int
+	iters     int
+	threads   int
+}
+
+func predictConfigFrom(v *viper.Viper) (predictConfig, error) {
+	c := predictConfig{predictor: v.GetString("predict.predictor"), model: v.GetString("predict.model"),
+		retune: v.GetBool("predict.retune"), greedy: v.GetBool("predict.greedy"), rank: v.GetInt("predict.rank"),
+		iters: v.GetInt("predict.iters"), threads: v.GetInt("threads")}
+	var err error
+	if c.op, err = hetero.ParseOp(v.GetString("predict.op")); err != nil {
+		return c, fmt.Errorf("--op: %w", err)
+	}
+	if m := v.GetString("predict.mode"); m != "all" {
+		n, err := strconv.Atoi(m)
+		if err != nil || n < 1 {
+			return c, fmt.Errorf("--mode: expected a 1-based mode or all, found %q", m)
+		}
+		c.mode = n
+	}
+	switch d := v.GetString("predict.device"); d {
+	case "all":
+		c.devices = hetero.Available()
+	default:
+		c.devices = []string{d}
+	}
+	switch c.predictor {
+	case "gcn":
+		if c.model == "" {
+			return c, fmt.Errorf("--predictor gcn needs --model FILE: no trained default model ships yet")
+		}
+	case "rule", "measure":
+	default:
+		return c, fmt.Errorf("--predictor: unknown predictor %q, expected gcn, rule or measure", c.predictor)
+	}
+	if c.rank < 1 || c.iters < 1 {
+		return c, fmt.Errorf("--rank and --iters must be at least 1, found %d and %d", c.rank, c.iters)
+	}
+	return c, nil
+}
+
+// predictRow is one line of predict's output; modes are 1-based, times
+// in seconds.
+type predictRow struct {
+	Op               string         `json:"op"`
+	Mode             int            `json:"mode"`
+	Device           string         `json:"device"`
+	Predictor        string         `json:"predictor"`
+	Format           string         `json:"format"`
+	Formats          []model.Ranked `json:"formats"`
+	FeaturesSeconds  float64        `json:"features_seconds"`
+	EncodingSeconds  float64        `json:"encoding_seconds"`
+	InferenceSeconds float64        `json:"inference_seconds"` // measuring, for measure
+	Cached           bool           `json:"cached"`
+	Warnings         []string       `json:"warnings,omitempty"`
+}
+
+func runPredict(stdout, stderr io.Writer, name string, t *formats.COO, c predictConfig, asJSON bool) error {
+	if c.mode > t.Order() {
+		return fmt.Errorf("--mode: %s has modes 1 to %d, found %d", name, t.Order(), c.mode)
+	}
+	var gcn *model.ONNXModel
+	if c.predictor == "gcn" {
+		var err error
+		if gcn, err = model.LoadONNX(c.model); err != nil {
+			return err
+		}
+	}
+	var decisions *model.Decisions
+	var fingerprint string
+	if c.predictor == "measure" {
+		var err error
+		if decisions, err = model.DefaultDecisions(); err != nil {
+			return err
+		}
+		fingerprint = model.Fingerprint(t)
+	}
+	var rows []predictRow
+	for _, devName := range c.devices {
+		dev, err := hetero.Lookup(devName, c.threads)
+		if err != nil {
+			return err
+		}
+		kind := dev.Info().Kind
+		var p model.Predictor
+		switch c.predictor {
+		case "gcn":
+			p = model.GCNPredictor{Model: gcn}
+		case "rule":
+			p = model.RulePredictor{}
+		case "measure":
+			p = model.MeasureAll{Device: dev, Rank: c.rank, Iters: c.iters, Greedy: c.greedy}
+		}
+		for mode := range t.Order() {
+			if c.mode != 0 && mode != c.mode-1 {
+				continue
+			}
+			row := predictRow{Op: c.op.String(), Mode: mode + 1, Device: dev.Info().Name, Predictor: c.predictor}
+			var pr *model.Prediction
+			key := c.predictor
+			if c.greedy {
+				key += "-greedy"
+			}
+			if decisions != nil && !c.retune {
+				if d, ok := decisions.Get(fingerprint, c.op, mode, row.Device, key); ok {
+					pr, row.Cached = d.Prediction, true
+				}
+			}
+			if pr == nil {
+				if c.predictor == "measure" {
+					fmt.Fprintf(stderr, "measuring %s mode %d on %s...\n", c.op, mode+1, row.Device)
+				}
+				if pr, err = p.Predict(t, c.op, mode, kind); err != nil {
+					return fmt.Errorf("%s: %w", name, err)
+				}
+				if decisions != nil {
+					d := &model.Decision{Fingerprint: fingerprint, Op: c.op.String(), Mode: mode + 1, Device: row.Device, Predictor: key, Prediction: pr}
+					if err := decisions.Put(d, c.op, mode); err != nil {
+						fmt.Fprintf(stderr, "warning: %v\n", err)
+					}
+				}
+			}
+			row.Format, row.Formats, row.Warnings = pr.Best(), pr.Formats, pr.Warnings
+			row.FeaturesSeconds, row.EncodingSeconds, row.InferenceSeconds = pr.Features.Seconds(), pr.Encoding.Seconds(), pr.Infer.Seconds()
+			rows = append(rows, row)
+		}
+	}
+	if asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rows)
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "op\tmode\tdevice\tpredictor\tformat\tscores\tfeatures ms\tencoding ms\tpredictor ms\n")
+	for _, r := range rows {
+		var scores []string
+		for _, f := range r.Formats {
+			scores = append(scores, fmt.Sprintf("%s %.3f", f.Format, f.Score))
+		}
+		pred := r.Predictor
+		if r.Cached {
+			pred += " (cached)"
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%.2f\t%.2f\t%.2f\n", r.Op, r.Mode, r.Device, pred, r.Format, strings.Join(scores, ", "),
+			r.FeaturesSeconds*1e3, r.EncodingSeconds*1e3, r.InferenceSeconds*1e3)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, r := range rows {
+		for _, w := range r.Warnings {
+			fmt.Fprintf(stderr, "warning: %s mode %d: %s\n", r.Op, r.Mode, w)
+		}
+	}
+	return nil
+}

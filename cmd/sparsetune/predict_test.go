@@ -1,0 +1,175 @@
+package main
+
+import (
+	"encoding/json"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/sparsetune/sparsetune/features"
+	"github.com/sparsetune/sparsetune/graphenc"
+	"github.com/sparsetune/sparsetune/hetero"
+	"github.com/sparsetune/sparsetune/model"
+)
+
+func predictRows(t *testing.T, args ...string) []predictRow {
+	t.Helper()
+	out, _, err := run(t, append([]string{"predict", "--json"}, args...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rows []predictRow
+	if err := json.Unmarshal([]byte(out), &rows); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	return rows
+}
+
+// checkRanking checks one row per mode from the first row's mode on, each
+// ranking exactly the op's formats with scores in [0, 1].
+func checkRanking(t *testing.T, rows []predictRow, op hetero.Op, modes int) {
+	t.Helper()
+	if len(rows) != modes || modes == 0 {
+		t.Fatalf("%d rows, want %d", len(rows), modes)
+	}
+	for i, r := range rows {
+		var names []string
+		for _, f := range r.Formats {
+			names = append(names, f.Format)
+			if math.IsNaN(f.Score) || f.Score < 0 || f.Score > 1 {
+				t.Errorf("mode %d: score %v", r.Mode, f.Score)
+			}
+		}
+		slices.Sort(names)
+		want := slices.Sorted(slices.Values(op.Formats()))
+		if r.Mode != rows[0].Mode+i || r.Format != r.Formats[0].Format || !slices.Equal(names, want) {
+			t.Errorf("row %+v: want mode %d ranking %v", r, rows[0].Mode+i, want)
+		}
+	}
+}
+
+// TestPredictRuleAndMeasure runs the rule and measure-all on an unseen
+// tensor; measure's decisions are cached and reused, --retune measures
+// again.
+func TestPredictRuleAndMeasure(t *testing.T) {
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	path := writeRandomTensor(t, []int{60, 50, 40}, 5000, 21)
+	for _, op := range hetero.Ops {
+		checkRanking(t, predictRows(t, path, "--op", op.String(), "--predictor", "rule"), op, 3)
+	}
+	first := predictRows(t, path, "--op", "mttkrp", "--predictor", "measure", "--iters", "2", "--rank", "8")
+	checkRanking(t, first, hetero.MTTKRP, 3)
+	again := predictRows(t, path, "--op", "mttkrp", "--predictor", "measure", "--iters", "2", "--rank", "8")
+	retuned := predictRows(t, path, "--op", "mttkrp", "--predictor", "measure", "--iters", "2", "--rank", "8", "--retune")
+	for i := range first {
+		if first[i].Cached || !again[i].Cached || retuned[i].Cached {
+			t.Errorf("mode %d: cached %v, %v, %v; want false, true, false", i+1, first[i].Cached, again[i].Cached, retuned[i].Cached)
+		}
+		if again[i].Format != first[i].Format || again[i].InferenceSeconds != first[i].InferenceSeconds {
+			t.Errorf("mode %d: cached decision %+v differs from the measured %+v", i+1, again[i], first[i])
+		}
+	}
+	greedy := predictRows(t, path, "--op", "ttm", "--mode", "2", "--predictor", "measure", "--iters", "2", "--greedy")
+	checkRanking(t, greedy, hetero.SpTTM, 1)
+	if greedy[0].Mode != 2 {
+		t.Errorf("--mode 2 gave mode %d", greedy[0].Mode)
+	}
+}
+
+// writeModel exports a GCN with random weights and the ttm formats as
+// classes: it tests the plumbing from file to ranking, not the quality.
+func writeModel(t *testing.T, trainMaxNNZ float64) string {
+	t.Helper()
+	c := model.DefaultConfig("ttm", model.Head{Name: "cpu", Classes: hetero.SpTTM.Formats()})
+	c.Budget = graphenc.Budget{Rows: 16, Cols: 16}
+	g, err := model.NewGCN(c, rand.New(rand.NewPCG(1, 2)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.TrainMax[features.LogNNZ] = trainMaxNNZ
+	data, err := g.ExportONNX()
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "ttm.onnx")
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// TestPredictGCN runs a model file on unseen tensors of orders 3 to 5;
+// one beyond the model's training range gets a warning, not a refusal.
+func TestPredictGCN(t *testing.T) {
+	modelPath := writeModel(t, 3.5)
+	for _, dims := range [][]int{{60, 50, 40}, {20, 15, 10, 12}, {8, 9, 7, 6, 5}} {
+		path := writeRandomTensor(t, dims, 2000, uint64(30+len(dims)))
+		rows := predictRows(t, path, "--predictor", "gcn", "--model", modelPath)
+		checkRanking(t, rows, hetero.SpTTM, len(dims))
+		for _, r := range rows {
+			sum := 0.0
+			for _, f := range r.Formats {
+				sum += f.Score
+			}
+			if math.Abs(sum-1) > 1e-5 || r.InferenceSeconds <= 0 || r.EncodingSeconds <= 0 {
+				t.Errorf("%v mode %d: scores sum to %v, times %v %v", dims, r.Mode, sum, r.EncodingSeconds, r.InferenceSeconds)
+			}
+		}
+	}
+	big := writeRandomTensor(t, []int{300, 200, 100}, 5000, 40) // log10 5000 = 3.7 > 3.5
+	out, errOut, err := run(t, "predict", big, "--predictor", "gcn", "--model", modelPath, "--mode", "1")
+	if err != nil || !strings.Contains(errOut, "warning: ttm mode 1: feature log_nnz = 3.699 is outside the training range") || !strings.Contains(out, "gcn") {
+		t.Errorf("err %v\nstdout %s\nstderr %s", err, out, errOut)
+	}
+}
+
+func TestPredictErrors(t *testing.T) {
+	path := writeRandomTensor(t, []int{50, 40, 30}, 500, 22)
+	modelPath := writeModel(t, 10)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"predict", path, "--predictor", "gcn"}, "--predictor gcn needs --model FILE"},
+		{[]string{"predict", path, "--predictor", "oracle"}, `unknown predictor "oracle"`},
+		{[]string{"predict", path, "--mode", "4"}, "has modes 1 to 3, found 4"},
+		{[]string{"predict", path, "--device", "opencl:0"}, "no opencl backend"},
+		{[]string{"predict", path, "--op", "mttkrp", "--predictor", "gcn", "--model", modelPath}, "predicts for ttm, not mttkrp"},
+		{[]string{"predict", path, "--predictor", "gcn", "--model", path}, "model " + path + ": "},
+	} {
+		_, _, err := run(t, tc.args...)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: got %v, want an error containing %q", tc.args[1:], err, tc.want)
+		}
+	}
+}
+
+func TestModelInspect(t *testing.T) {
+	out, _, err := run(t, "model", "inspect", "../../model/testdata/sanity.onnx", "--json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var info model.Info
+	if err := json.Unmarshal([]byte(out), &info); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if info.Op != "ttm" || info.Budget != (graphenc.Budget{Rows: 32, Cols: 32}) || len(info.Heads) != 1 || len(info.Heads[0].Classes) != 4 ||
+		info.FormatVersion != model.FormatVersion || len(info.Features) != features.Count {
+		t.Errorf("inspect: %+v", info)
+	}
+	out, _, err = run(t, "model", "inspect", "../../model/testdata/sanity.onnx")
+	if err != nil || !strings.Contains(out, "head cpu") || !strings.Contains(out, "log_fiber_nnz_cv") {
+		t.Errorf("inspect text: %v\n%s", err, out)
+	}
+	bad := filepath.Join(t.TempDir(), "bad.onnx")
+	if err := os.WriteFile(bad, []byte("not a model"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := run(t, "model", "inspect", bad); err == nil || !strings.HasPrefix(err.Error(), "model "+bad+": ") {
+		t.Errorf("bad file: %v", err)
+	}
+}

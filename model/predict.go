@@ -1,0 +1,261 @@
+package model
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/sparsetune/sparsetune/features"
+	"github.com/sparsetune/sparsetune/formats"
+	"github.com/sparsetune/sparsetune/graphenc"
+	"github.com/sparsetune/sparsetune/hetero"
+)
+
+// Ranked is a candidate format with its score: a probability for the
+// learned predictors, a speed relative to the fastest (1 for it) for
+// measurement, 1 or 0 for the rule.
+type Ranked struct {
+	Format string  `json:"format"`
+	Score  float64 `json:"score"`
+}
+
+// Prediction is a predictor's answer for one tensor, op, mode and device
+// kind: the formats best first, and where the time went.
+type Prediction struct {
+	Formats  []Ranked      `json:"formats"`
+	Features time.Duration `json:"features_ns"`
+	Encoding time.Duration `json:"encoding_ns"`
+	Infer    time.Duration `json:"inference_ns"`
+	// Warnings say why the prediction may be less trustworthy.
+	Warnings []string `json:"warnings,omitempty"`
+}
+
+// Best returns the top-ranked format.
+func (p *Prediction) Best() string { return p.Formats[0].Format }
+
+// Predictor ranks the candidate formats of op along mode (0-based) of x
+// for a device kind.
+type Predictor interface {
+	Predict(x *formats.COO, op hetero.Op, mode int, kind hetero.Kind) (*Prediction, error)
+}
+
+// rank sorts formats by score, best first; ties keep the given order.
+func rank(names []string, scores []float64) []Ranked {
+	r := make([]Ranked, len(names))
+	for i := range names {
+		r[i] = Ranked{names[i], scores[i]}
+	}
+	slices.SortStableFunc(r, func(a, b Ranked) int {
+		switch {
+		case a.Score > b.Score:
+			return -1
+		case a.Score < b.Score:
+			return 1
+		}
+		return 0
+	})
+	return r
+}
+
+// GCNPredictor runs a model file through onnx-go: one head per device
+// kind, for the op the file was trained on.
+type GCNPredictor struct{ Model *ONNXModel }
+
+// Predict computes the global features and the graph, and runs the model.
+func (p GCNPredictor) Predict(x *formats.COO, op hetero.Op, mode int, kind hetero.Kind) (*Prediction, error) {
+	info := &p.Model.Info
+	if op.String() != info.Op {
+		return nil, fmt.Errorf("model %s predicts for %s, not %s", info.Path, info.Op, op)
+	}
+	head := info.HeadIndex(kind.String())
+	if head < 0 {
+		return nil, fmt.Errorf("model %s has no head for device kind %s (heads: %v)", info.Path, kind, headNames(info.Heads))
+	}
+	pr := &Prediction{}
+	start := time.Now()
+	v, err := features.Global(x, op, mode)
+	if err != nil {
+		return nil, err
+	}
+	pr.Features = time.Since(start)
+	start = time.Now()
+	shape, err := graphenc.ShapeFor(op, x.Dims, mode)
+	if err != nil {
+		return nil, err
+	}
+	g, err := graphenc.Encode(x, shape, info.Budget)
+	if err != nil {
+		return nil, err
+	}
+	pr.Encoding = time.Since(start)
+	start = time.Now()
+	probs, err := p.Model.Run(NewInput(g, v))
+	if err != nil {
+		return nil, err
+	}
+	pr.Infer = time.Since(start)
+	pr.Formats = rank(info.Heads[head].Classes, probs[head])
+	for i := range features.Count {
+		if v[i] < info.TrainMin[i] || v[i] > info.TrainMax[i] {
+			pr.Warnings = append(pr.Warnings, fmt.Sprintf("feature %s = %.4g is outside the training range [%.4g, %.4g]", features.Names[i], v[i], info.TrainMin[i], info.TrainMax[i]))
+		}
+	}
+	return pr, nil
+}
+
+func headNames(hs []Head) []string {
+	var n []string
+	for _, h := range hs {
+		n = append(n, h.Name)
+	}
+	return n
+}
+
+// RulePredictor is a hand-written rule on the global features, the
+// baseline a person would write from the formats' cost models
+// (docs/model.md explains each branch):
+//
+// SpTTM: ELL when padding to the longest row costs at most a quarter of
+// the slots (on a GPU, half: coalesced rows pay for more padding); else
+// HYB when the rows are regular enough that a width-K ELL holds all but
+// 10% of the nonzeros; else COO when fibers hold about one nonzero each
+// (row pointers would cost more than they save); else CSR.
+//
+// MTTKRP: CSF when fibers hold two or more nonzeros on average (its
+// hoisting saves a multiply per extra nonzero); on a GPU ALTO otherwise
+// (no index decode per level, balanced by nonzeros); COO on a CPU.
+type RulePredictor struct{}
+
+// Predict applies the rule.
+func (RulePredictor) Predict(x *formats.COO, op hetero.Op, mode int, kind hetero.Kind) (*Prediction, error) {
+	start := time.Now()
+	v, err := features.Global(x, op, mode)
+	if err != nil {
+		return nil, err
+	}
+	pr := &Prediction{Features: time.Since(start)}
+	var best string
+	switch op {
+	case hetero.SpTTM:
+		padLimit := 0.25
+		if kind == hetero.GPU {
+			padLimit = 0.5
+		}
+		switch {
+		case v[features.ELLPadMax] <= padLimit:
+			best = "ell"
+		case v[features.HYBCOOFraction] <= 0.1:
+			best = "hyb"
+		case v[features.LogFiberNNZMean] < 0.1: // mean below 1.26 nonzeros per fiber
+			best = "coo"
+		default:
+			best = "csr"
+		}
+	default:
+		switch {
+		case v[features.LogFiberNNZMean] >= 0.3: // two or more per fiber
+			best = "csf"
+		case kind == hetero.GPU:
+			best = "alto"
+		default:
+			best = "coo"
+		}
+	}
+	names := op.Formats()
+	scores := make([]float64, len(names))
+	for i, n := range names {
+		if n == best {
+			scores[i] = 1
+		}
+	}
+	pr.Formats = rank(names, scores)
+	return pr, nil
+}
+
+// MeasureAll times every candidate format with the real kernels on a
+// device and ranks them by speed: the oracle, and the labeller of
+// training data. Brute force runs Iters timed runs of every format; Greedy
+// first runs each format once, drops those slower than Cut times the
+// fastest, and times only the rest fully (the paper's early cut).
+type MeasureAll struct {
+	Device hetero.Device
+	Rank   int     // R of the dense operands
+	Iters  int     // timed runs per format
+	Greedy bool    // early cut
+	Cut    float64 // the greedy cut-off ratio; 0 means 1.5
+	// Measured, when set, receives every measurement made.
+	Measured func(*hetero.Measurement)
+}
+
+// Predict measures; kind must be the device's.
+func (m MeasureAll) Predict(x *formats.COO, op hetero.Op, mode int, kind hetero.Kind) (*Prediction, error) {
+	info := m.Device.Info()
+	if info.Kind != kind {
+		return nil, fmt.Errorf("measure: device %s is a %s, asked for %s", info.Name, info.Kind, kind)
+	}
+	start := time.Now()
+	names := op.Formats()
+	secs := make([]float64, len(names))
+	measure := func(i, iters int) error {
+		ms, err := hetero.Measure(m.Device, x, op, mode, names[i], m.Rank, iters)
+		if err != nil {
+			return fmt.Errorf("measure %s on %s: %w", names[i], info.Name, err)
+		}
+		if m.Measured != nil {
+			m.Measured(ms)
+		}
+		secs[i] = ms.Seconds
+		if ms.Skipped != "" {
+			secs[i] = 0
+		}
+		return nil
+	}
+	candidates := make([]int, len(names))
+	for i := range candidates {
+		candidates[i] = i
+	}
+	if m.Greedy {
+		for i := range names {
+			if err := measure(i, 1); err != nil {
+				return nil, err
+			}
+		}
+		fastest := 0.0
+		for _, s := range secs {
+			if s > 0 && (fastest == 0 || s < fastest) {
+				fastest = s
+			}
+		}
+		cut := m.Cut
+		if cut <= 0 {
+			cut = 1.5
+		}
+		candidates = candidates[:0]
+		for i, s := range secs {
+			if s > 0 && s <= cut*fastest {
+				candidates = append(candidates, i)
+			}
+		}
+	}
+	for _, i := range candidates {
+		if err := measure(i, m.Iters); err != nil {
+			return nil, err
+		}
+	}
+	fastest := 0.0
+	for _, i := range candidates {
+		if s := secs[i]; s > 0 && (fastest == 0 || s < fastest) {
+			fastest = s
+		}
+	}
+	if fastest == 0 {
+		return nil, fmt.Errorf("measure: no format could run %s mode %d on %s", op, mode+1, info.Name)
+	}
+	scores := make([]float64, len(names))
+	for i, s := range secs {
+		if s > 0 {
+			scores[i] = fastest / s // cut formats keep their one-run speed
+		}
+	}
+	return &Prediction{Formats: rank(names, scores), Infer: time.Since(start)}, nil
+}
