@@ -10,11 +10,14 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"google.golang.org/protobuf/proto"
 
 	"github.com/sparsetune/sparsetune/features"
+	"github.com/sparsetune/sparsetune/formats"
 	"github.com/sparsetune/sparsetune/graphenc"
+	"github.com/sparsetune/sparsetune/hetero"
 	"github.com/sparsetune/sparsetune/model/onnxpb"
 )
 
@@ -229,4 +232,51 @@ print("ok", m.ir_version, m.opset_import[0].version)`, path).CombinedOutput()
 		t.Fatalf("onnx.checker rejects the export: %v\n%s", err, out)
 	}
 	t.Logf("onnx.checker: %s", strings.TrimSpace(string(out)))
+}
+
+// BenchmarkPredictLatency times what a prediction costs on a generated
+// 1M-nonzero tensor with the default architecture (budget 128x128, width
+// 128): global features, graph encoding and onnx-go inference, reporting
+// the median and 99th percentile of the whole.
+func BenchmarkPredictLatency(b *testing.B) {
+	rng := rand.New(rand.NewPCG(21, 22))
+	x, _ := formats.NewCOO([]int{200000, 100000, 1000}, 1_000_000)
+	idx := make([]uint32, 3)
+	for range 1_000_000 {
+		for m, d := range x.Dims {
+			u := rng.Float64()
+			idx[m] = uint32(u * u * float64(d))
+		}
+		x.Append(idx, 1)
+	}
+	g := randomGCN(b, 23)
+	data, err := g.ExportONNX()
+	if err != nil {
+		b.Fatal(err)
+	}
+	m, err := ParseONNX("latency.onnx", data)
+	if err != nil {
+		b.Fatal(err)
+	}
+	p := GCNPredictor{Model: m}
+	var total, feat, enc, inf []time.Duration
+	for b.Loop() {
+		start := time.Now()
+		pr, err := p.Predict(x, hetero.SpTTM, 1, hetero.CPU)
+		if err != nil {
+			b.Fatal(err)
+		}
+		total = append(total, time.Since(start))
+		feat, enc, inf = append(feat, pr.Features), append(enc, pr.Encoding), append(inf, pr.Infer)
+	}
+	pct := func(d []time.Duration, q float64) float64 {
+		s := slices.Clone(d)
+		slices.Sort(s)
+		return s[min(int(q*float64(len(s))), len(s)-1)].Seconds() * 1e3
+	}
+	b.ReportMetric(pct(total, 0.5), "p50-ms")
+	b.ReportMetric(pct(total, 0.99), "p99-ms")
+	b.ReportMetric(pct(feat, 0.5), "features-p50-ms")
+	b.ReportMetric(pct(enc, 0.5), "encode-p50-ms")
+	b.ReportMetric(pct(inf, 0.5), "inference-p50-ms")
 }
