@@ -184,16 +184,16 @@ func Encode(x *formats.COO, shape Shape, b Budget) (*Graph, error) {
 		ColFeat: make([]float32, b.Cols*NodeFeatures), RowMask: make([]float32, b.Rows), ColMask: make([]float32, b.Cols),
 		Weights: make([]uint64, b.Rows*b.Cols)}
 
-	// Pass 1: which rows and columns are non-empty.
-	for k := range nnz {
-		if int(ri[k]) >= dr || int(ci[k]) >= dc {
-			return nil, fmt.Errorf("graph encoding: nonzero %d has index beyond the dims", k+1)
-		}
+	// Pass 1: which rows and columns are non-empty (checking the indices).
+	rowKey, rowNode, rowFirst, nonEmptyRows, bad := assignNodes(ri, dr, b.Rows)
+	if bad >= 0 {
+		return nil, fmt.Errorf("graph encoding: nonzero %d has index beyond the dims", bad+1)
 	}
-	var rowNode, colNode []uint32
-	var rowKey, colKey []uint32 // what indexes rowNode and colNode per nonzero
-	rowKey, rowNode, g.RowFirst, g.NonEmptyRows = assignNodes(ri, dr, b.Rows)
-	colKey, colNode, g.ColFirst, g.NonEmptyCols = assignNodes(ci, dc, b.Cols)
+	colKey, colNode, colFirst, nonEmptyCols, bad := assignNodes(ci, dc, b.Cols)
+	if bad >= 0 {
+		return nil, fmt.Errorf("graph encoding: nonzero %d has index beyond the dims", bad+1)
+	}
+	g.RowFirst, g.NonEmptyRows, g.ColFirst, g.NonEmptyCols = rowFirst, nonEmptyRows, colFirst, nonEmptyCols
 	g.RowNodes, g.ColNodes = len(g.RowFirst)-1, len(g.ColFirst)-1
 	g.Exact = g.NonEmptyRows <= b.Rows && g.NonEmptyCols <= b.Cols
 
@@ -270,17 +270,26 @@ func Encode(x *formats.COO, shape Shape, b Budget) (*Graph, error) {
 // the nonzeros, and node has one entry per index. A far larger dim (a mode
 // of hashed ids, say) would make that O(dim) memory, so its non-empty
 // indices are found by sorting a copy and the key is the index's rank among
-// them: O(nnz) memory instead.
-func assignNodes(ind []uint32, dim, budget int) (key, node []uint32, first []int, n int) {
+// them: O(nnz) memory instead. bad is the first nonzero whose index is not
+// below dim, or -1.
+func assignNodes(ind []uint32, dim, budget int) (key, node []uint32, first []int, n, bad int) {
 	var ranks []uint32 // distinct indices, increasing, when keyed by rank
 	if dim > 8*len(ind)+1<<20 {
+		for k, i := range ind {
+			if int(i) >= dim {
+				return nil, nil, nil, 0, k
+			}
+		}
 		ranks = slices.Clone(ind)
 		slices.Sort(ranks)
 		ranks = slices.Compact(ranks)
 		n = len(ranks)
 	} else {
 		seen := make([]bool, dim)
-		for _, i := range ind {
+		for k, i := range ind {
+			if int(i) >= dim {
+				return nil, nil, nil, 0, k
+			}
 			seen[i] = true
 		}
 		node = make([]uint32, dim)
@@ -305,7 +314,7 @@ func assignNodes(ind []uint32, dim, budget int) (key, node []uint32, first []int
 		for i, r := range node {
 			node[i] = bucket(int(r))
 		}
-		return ind, node, first, n
+		return ind, node, first, n, -1
 	}
 	node = make([]uint32, n)
 	for r := range node {
@@ -316,5 +325,5 @@ func assignNodes(ind []uint32, dim, budget int) (key, node []uint32, first []int
 		r, _ := slices.BinarySearch(ranks, i)
 		key[k] = uint32(r)
 	}
-	return key, node, first, n
+	return key, node, first, n, -1
 }
