@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/sparsetune/sparsetune/internal/atomicfile"
 )
 
 // FileFormat names a tensor file format.
@@ -90,7 +92,7 @@ func gzipError(path string, err error) error {
 // goes to a temporary file in the same directory that is synced and then
 // renamed over path, so path never holds a partial tensor; on failure the
 // temporary file is removed.
-func WriteFile(path string, t *COO) (err error) {
+func WriteFile(path string, t *COO) error {
 	format, gz, err := FormatOf(path)
 	if err != nil {
 		return err
@@ -101,50 +103,32 @@ func WriteFile(path string, t *COO) (err error) {
 	if err := t.Validate(); err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if err != nil {
-			tmp.Close()
-			os.Remove(tmp.Name())
+	return atomicfile.Write(path, func(f io.Writer) error {
+		bw := bufio.NewWriterSize(f, 1<<20)
+		var w io.Writer = bw
+		var zw *gzip.Writer
+		if gz {
+			zw = gzip.NewWriter(bw)
+			w = zw
 		}
-	}()
-	bw := bufio.NewWriterSize(tmp, 1<<20)
-	var w io.Writer = bw
-	var zw *gzip.Writer
-	if gz {
-		zw = gzip.NewWriter(bw)
-		w = zw
-	}
-	switch format {
-	case FROSTT:
-		err = WriteTNS(w, t)
-	case MatrixMarket:
-		err = WriteMTX(w, t)
-	case Binary:
-		err = WriteBinary(w, t)
-	}
-	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if zw != nil {
-		if err = zw.Close(); err != nil {
+		var err error
+		switch format {
+		case FROSTT:
+			err = WriteTNS(w, t)
+		case MatrixMarket:
+			err = WriteMTX(w, t)
+		case Binary:
+			err = WriteBinary(w, t)
+		}
+		if err == nil && zw != nil {
+			err = zw.Close()
+		}
+		if err == nil {
+			err = bw.Flush()
+		}
+		if err != nil {
 			return fmt.Errorf("write %s: %w", path, err)
 		}
-	}
-	if err = bw.Flush(); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err = tmp.Sync(); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err = tmp.Close(); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err = os.Chmod(tmp.Name(), 0o644); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
+		return nil
+	})
 }

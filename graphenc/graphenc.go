@@ -62,6 +62,10 @@ var DefaultBudget = Budget{Rows: 128, Cols: 128}
 // NodeFeatures is the number of features per node.
 const NodeFeatures = 5
 
+// NodeFeatureNames name the node features, in order (Graph documents
+// them).
+var NodeFeatureNames = [NodeFeatures]string{"nnz", "max_index", "min_index", "mean_index", "var_index"}
+
 // Graph is the model's input for one tensor, op and mode: the weighted
 // bipartite graph of the mapping matrix's non-empty rows and columns,
 // bucketed to the budget, as dense budget-shaped arrays padded with zeros.

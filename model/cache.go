@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/sparsetune/sparsetune/formats"
 	"github.com/sparsetune/sparsetune/hetero"
+	"github.com/sparsetune/sparsetune/internal/atomicfile"
 )
 
 // Fingerprint identifies a tensor's structure: a SHA-256 over its dims,
@@ -94,19 +96,8 @@ func (d *Decisions) Put(dec *Decision, op hetero.Op, mode int) error {
 		return err
 	}
 	path := d.path(dec.Fingerprint, op, mode, dec.Device, dec.Predictor)
-	tmp, err := os.CreateTemp(d.Dir, ".decision-*")
+	err = atomicfile.Write(path, func(w io.Writer) error { _, err := w.Write(data); return err })
 	if err != nil {
-		return fmt.Errorf("decision cache: %w", err)
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return fmt.Errorf("decision cache: %w", err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("decision cache: %w", err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
 		return fmt.Errorf("decision cache: %w", err)
 	}
 	return nil

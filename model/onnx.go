@@ -42,9 +42,6 @@ const (
 	metaTrainMax     = "sparsetune.train_max"
 )
 
-// NodeFeatureNames name graphenc's five node features, in order.
-var NodeFeatureNames = [graphenc.NodeFeatures]string{"nnz", "max_index", "min_index", "mean_index", "var_index"}
-
 // Input names of a model file, in graph-input order (onnx-go addresses
 // inputs by position, so they come first and in this order).
 var inputNames = []string{"adj", "row_feat", "col_feat", "row_mask", "col_mask", "global"}
@@ -236,7 +233,7 @@ func (g *GCN) ExportONNX() ([]byte, error) {
 		metaHidden:       strconv.Itoa(h),
 		metaMLP:          fmt.Sprintf("%d,%d", c.MLP[0], c.MLP[1]),
 		metaFeatures:     strings.Join(features.Names[:], ","),
-		metaNodeFeatures: strings.Join(NodeFeatureNames[:], ","),
+		metaNodeFeatures: strings.Join(graphenc.NodeFeatureNames[:], ","),
 		metaMean:         formatFloats(g.Mean[:]),
 		metaStd:          formatFloats(g.Std[:]),
 		metaTrainMin:     formatFloats(g.TrainMin[:]),

@@ -164,8 +164,8 @@ func parseInfo(data []byte) (*Info, error) {
 		return nil, err
 	}
 	info.NodeFeatures = strings.Split(v, ",")
-	if !slices.Equal(info.NodeFeatures, NodeFeatureNames[:]) {
-		return nil, fmt.Errorf("metadata %s = %q, this build computes %s", metaNodeFeatures, v, strings.Join(NodeFeatureNames[:], ","))
+	if !slices.Equal(info.NodeFeatures, graphenc.NodeFeatureNames[:]) {
+		return nil, fmt.Errorf("metadata %s = %q, this build computes %s", metaNodeFeatures, v, strings.Join(graphenc.NodeFeatureNames[:], ","))
 	}
 	for _, vec := range []struct {
 		key string

@@ -6,7 +6,6 @@ import (
 	"image/color"
 	"io"
 	"math"
-	"os"
 	"path/filepath"
 	"strconv"
 	"text/tabwriter"
@@ -23,6 +22,7 @@ import (
 	"github.com/sparsetune/sparsetune/formats"
 	"github.com/sparsetune/sparsetune/graphenc"
 	"github.com/sparsetune/sparsetune/hetero"
+	"github.com/sparsetune/sparsetune/internal/atomicfile"
 )
 
 func init() { register(newGraphCmd) }
@@ -122,9 +122,6 @@ type featureValue struct {
 	Range [2]float64 `json:"range"`
 }
 
-// nodeFeatureNames name graphenc's five node features.
-var nodeFeatureNames = [graphenc.NodeFeatures]string{"nnz", "max_index", "min_index", "mean_index", "var_index"}
-
 func newGraphReport(name string, t *formats.COO, op hetero.Op, mode int) (*graphReport, *graphenc.Graph, error) {
 	start := time.Now()
 	fv, err := features.Global(t, op, mode)
@@ -145,7 +142,7 @@ func newGraphReport(name string, t *formats.COO, op hetero.Op, mode int) (*graph
 		RowMode: shape.Rows + 1, ColMode: shape.Cols + 1, Budget: [2]int{g.Budget.Rows, g.Budget.Cols}, Exact: g.Exact,
 		Rows:            describeSide(g.NonEmptyRows, g.RowNodes, g.RowFeat),
 		Cols:            describeSide(g.NonEmptyCols, g.ColNodes, g.ColFeat),
-		FeaturesSeconds: featTime.Seconds(), EncodeSeconds: time.Since(start).Seconds(), NodeFeatures: nodeFeatureNames}
+		FeaturesSeconds: featTime.Seconds(), EncodeSeconds: time.Since(start).Seconds(), NodeFeatures: graphenc.NodeFeatureNames}
 	for _, w := range g.Weights {
 		if w > 0 {
 			rep.Edges++
@@ -226,19 +223,7 @@ func writeHeatMap(path string, r *graphReport, g *graphenc.Graph) error {
 	if err != nil {
 		return fmt.Errorf("--png %s: %w", path, err)
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".sparsetune-graph-*.png")
-	if err != nil {
-		return fmt.Errorf("--png %s: %w", path, err)
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := wt.WriteTo(tmp); err != nil {
-		tmp.Close()
-		return fmt.Errorf("--png %s: %w", path, err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("--png %s: %w", path, err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
+	if err := atomicfile.Write(path, func(w io.Writer) error { _, err := wt.WriteTo(w); return err }); err != nil {
 		return fmt.Errorf("--png %s: %w", path, err)
 	}
 	return nil

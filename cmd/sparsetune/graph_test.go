@@ -80,7 +80,7 @@ func TestGraphPNG(t *testing.T) {
 	if err != nil || cfg.Width < 100 || cfg.Height < 100 {
 		t.Fatalf("png: %v %+v", err, cfg)
 	}
-	left, _ := filepath.Glob(filepath.Join(filepath.Dir(img), ".sparsetune-graph-*"))
+	left, _ := filepath.Glob(filepath.Join(filepath.Dir(img), ".*.tmp-*"))
 	if len(left) > 0 {
 		t.Errorf("temporary files left: %v", left)
 	}
