@@ -198,36 +198,26 @@ type lengths struct {
 func newLengths(counts []uint32) lengths {
 	var l lengths
 	for _, c := range counts {
-		l.add(int(c), 1)
+		l.add(int(c))
 	}
-	l.histogram(func(yield func(int)) {
-		for _, c := range counts {
-			if c > 0 {
-				yield(int(c))
-			}
-		}
-	})
 	return l
 }
 
-// add records mult members of length c; zero lengths are not members.
-func (l *lengths) add(c, mult int) {
+// add records a member of length c; zero lengths are not members.
+func (l *lengths) add(c int) {
 	if c == 0 {
 		return
 	}
-	l.count += mult
-	l.total += c * mult
+	l.count++
+	l.total += c
 	l.max = max(l.max, c)
-	hi, lo := bits.Mul64(uint64(c)*uint64(c), uint64(mult))
 	var carry uint64
-	l.sqLo, carry = bits.Add64(l.sqLo, lo, 0)
-	l.sqHi += hi + carry
-}
-
-// histogram fills hist from the members' lengths, visited by each.
-func (l *lengths) histogram(each func(yield func(int))) {
-	l.hist = make([]int, l.max+1)
-	each(func(c int) { l.hist[c]++ })
+	l.sqLo, carry = bits.Add64(l.sqLo, uint64(c)*uint64(c), 0)
+	l.sqHi += carry
+	if c >= len(l.hist) {
+		l.hist = append(l.hist, make([]int, c+1-len(l.hist))...)
+	}
+	l.hist[c]++
 }
 
 // put writes log10 mean, log10(1+std), log10 max and log10(1+cv) to dst.
@@ -370,15 +360,8 @@ func scanTensor(x *formats.COO, mode, rowMode int) (*scan, error) {
 		}
 	}
 	for _, sl := range fibers.slots {
-		s.fibers.add(int(sl.count), 1)
+		s.fibers.add(int(sl.count))
 	}
-	s.fibers.histogram(func(yield func(int)) {
-		for _, sl := range fibers.slots {
-			if sl.count > 0 {
-				yield(int(sl.count))
-			}
-		}
-	})
 	return s, nil
 }
 
