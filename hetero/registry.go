@@ -2,23 +2,144 @@ package hetero
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
+	"sync"
+
+	"github.com/sparsetune/sparsetune/hetero/opencl"
 )
 
-// Lookup returns the device with the CLI name: "cpu" (running kernels on
-// threads goroutines, 0 for GOMAXPROCS), or an accelerator named by its
-// backend and index.
-func Lookup(name string, threads int) (Device, error) {
-	if name == "" || name == "cpu" {
-		return NewCPU(threads), nil
+// backend is an accelerator API: list finds its devices (an error when the
+// runtime is missing or broken), open opens one for running jobs.
+type backend struct {
+	name string
+	list func() ([]Info, error)
+	open func(index int, name string) (*accelDevice, error)
+}
+
+// backends are tried in this order by Available and Devices.
+var backends = []backend{
+	{name: "opencl", list: listOpenCL, open: openOpenCLIndex},
+}
+
+// Backend is what discovery found of one accelerator backend.
+type Backend struct {
+	Name    string `json:"name"`
+	Devices []Info `json:"devices,omitempty"`
+	// Missing says why the backend has no devices ("" when it has some):
+	// the runtime library is absent, or the runtime reports none.
+	Missing string `json:"missing,omitempty"`
+}
+
+var registry struct {
+	mu     sync.Mutex
+	found  []Backend // nil until the first discovery
+	opened map[string]*accelDevice
+}
+
+// Backends returns what each accelerator backend found. Discovery runs
+// once per process: a missing runtime is not an error, it only leaves the
+// backend without devices.
+func Backends() []Backend {
+	registry.mu.Lock()
+	defer registry.mu.Unlock()
+	return discover()
+}
+
+// discover runs discovery once; registry.mu is held.
+func discover() []Backend {
+	if registry.found != nil {
+		return registry.found
 	}
-	backend, _, ok := strings.Cut(name, ":")
-	if !ok {
-		return nil, fmt.Errorf("unknown device %q, expected cpu or BACKEND:INDEX (opencl:0, cuda:0)", name)
+	for _, b := range backends {
+		found := Backend{Name: b.name}
+		infos, err := b.list()
+		switch {
+		case err != nil:
+			found.Missing = err.Error()
+		case len(infos) == 0:
+			found.Missing = "the runtime reports no devices"
+		}
+		found.Devices = infos
+		registry.found = append(registry.found, found)
 	}
-	return nil, fmt.Errorf("device %s: no %s backend in this build", name, backend)
+	return registry.found
 }
 
 // Available returns the CLI names of the devices this build can reach:
 // the CPU, then the accelerators its backends discover.
-func Available() []string { return []string{"cpu"} }
+func Available() []string {
+	names := []string{"cpu"}
+	for _, b := range Backends() {
+		for _, info := range b.Devices {
+			names = append(names, info.Name)
+		}
+	}
+	return names
+}
+
+// Lookup returns the device with the CLI name: "cpu" (running kernels on
+// threads goroutines, 0 for GOMAXPROCS), or an accelerator named by its
+// backend and index, "opencl:0" or "cuda:0". An accelerator is opened (its
+// kernels compiled) on first use and shared by later lookups for the rest
+// of the process; threads does not apply to it.
+func Lookup(name string, threads int) (Device, error) {
+	if name == "" || name == "cpu" {
+		return NewCPU(threads), nil
+	}
+	bname, idx, ok := strings.Cut(name, ":")
+	index, err := strconv.Atoi(idx)
+	if !ok || err != nil || index < 0 {
+		return nil, fmt.Errorf("unknown device %q, expected cpu or BACKEND:INDEX (opencl:0, cuda:0)", name)
+	}
+	registry.mu.Lock()
+	defer registry.mu.Unlock()
+	if d := registry.opened[name]; d != nil {
+		return d, nil
+	}
+	found := discover()
+	for i, b := range backends {
+		if b.name != bname {
+			continue
+		}
+		if found[i].Missing != "" {
+			return nil, fmt.Errorf("device %s: %s backend: %s", name, bname, found[i].Missing)
+		}
+		if index >= len(found[i].Devices) {
+			return nil, fmt.Errorf("device %s: %s has %d device(s), %s:0 to %s:%d", name, bname, len(found[i].Devices), bname, bname, len(found[i].Devices)-1)
+		}
+		d, err := b.open(index, name)
+		if err != nil {
+			return nil, err
+		}
+		if registry.opened == nil {
+			registry.opened = make(map[string]*accelDevice)
+		}
+		registry.opened[name] = d
+		return d, nil
+	}
+	return nil, fmt.Errorf("device %s: unknown backend %q, expected opencl or cuda", name, bname)
+}
+
+func listOpenCL() ([]Info, error) {
+	devs, err := opencl.Devices()
+	if err != nil {
+		return nil, err
+	}
+	infos := make([]Info, len(devs))
+	for i, dev := range devs {
+		infos[i] = clInfo(fmt.Sprintf("opencl:%d", i), dev)
+	}
+	return infos, nil
+}
+
+func openOpenCLIndex(index int, name string) (*accelDevice, error) {
+	devs, err := opencl.Devices()
+	if err != nil {
+		return nil, err
+	}
+	if index >= len(devs) {
+		return nil, fmt.Errorf("device %s: gone since discovery", name)
+	}
+	return openOpenCL(name, devs[index])
+}

@@ -54,7 +54,7 @@ func (b *Buffer) release() error {
 // Write copies data into the buffer at byte offset and returns when the
 // copy is done.
 func (b *Buffer) Write(offset int, data []byte) error {
-	_, err := b.transfer(true, offset, asBytes(data), false)
+	_, err := b.transfer(nil, true, offset, asBytes(data), false)
 	return err
 }
 
@@ -62,25 +62,26 @@ func (b *Buffer) Write(offset int, data []byte) error {
 // must not be modified until the event has completed (Wait, or Release,
 // which waits).
 func (b *Buffer) WriteAsync(offset int, data []byte) (*Event, error) {
-	return b.transfer(true, offset, asBytes(data), true)
+	return b.transfer(nil, true, offset, asBytes(data), true)
 }
 
 // Read copies len(dst) bytes from byte offset of the buffer into dst and
 // returns when the copy is done.
 func (b *Buffer) Read(offset int, dst []byte) error {
-	_, err := b.transfer(false, offset, asBytes(dst), false)
+	_, err := b.transfer(nil, false, offset, asBytes(dst), false)
 	return err
 }
 
 // ReadAsync queues a copy from byte offset of the buffer into dst. dst
 // holds the data once the event has completed; it must not be used before.
 func (b *Buffer) ReadAsync(offset int, dst []byte) (*Event, error) {
-	return b.transfer(false, offset, asBytes(dst), true)
+	return b.transfer(nil, false, offset, asBytes(dst), true)
 }
 
 // transfer queues a read or write of p between host memory and the buffer.
-// A blocking transfer returns a nil event.
-func (b *Buffer) transfer(write bool, offset int, p []byte, async bool) (*Event, error) {
+// on queue q (nil for the context's own). A blocking transfer returns a nil
+// event.
+func (b *Buffer) transfer(q *Queue, write bool, offset int, p []byte, async bool) (*Event, error) {
 	op := "read"
 	if write {
 		op = "write"
@@ -104,13 +105,17 @@ func (b *Buffer) transfer(write bool, offset int, p []byte, async bool) (*Event,
 	if m == 0 {
 		return nil, fmt.Errorf("opencl: buffer %s: %w", op, ErrReleased)
 	}
+	queue, err := c.queueOf(q)
+	if err != nil {
+		return nil, err
+	}
 	ptr := unsafe.Pointer(&p[0])
 	if !async {
 		var code int32
 		if write {
-			code = cl.EnqueueWriteBuffer(c.queue, m, clTrue, uintptr(offset), uintptr(n), ptr, 0, nil, nil)
+			code = cl.EnqueueWriteBuffer(queue, m, clTrue, uintptr(offset), uintptr(n), ptr, 0, nil, nil)
 		} else {
-			code = cl.EnqueueReadBuffer(c.queue, m, clTrue, uintptr(offset), uintptr(n), ptr, 0, nil, nil)
+			code = cl.EnqueueReadBuffer(queue, m, clTrue, uintptr(offset), uintptr(n), ptr, 0, nil, nil)
 		}
 		runtime.KeepAlive(p)
 		return nil, c.wrap(check(code, enqueueName(write)))
@@ -122,15 +127,15 @@ func (b *Buffer) transfer(write bool, offset int, p []byte, async bool) (*Event,
 	var ev uintptr
 	var code int32
 	if write {
-		code = cl.EnqueueWriteBuffer(c.queue, m, clFalse, uintptr(offset), uintptr(n), ptr, 0, nil, &ev)
+		code = cl.EnqueueWriteBuffer(queue, m, clFalse, uintptr(offset), uintptr(n), ptr, 0, nil, &ev)
 	} else {
-		code = cl.EnqueueReadBuffer(c.queue, m, clFalse, uintptr(offset), uintptr(n), ptr, 0, nil, &ev)
+		code = cl.EnqueueReadBuffer(queue, m, clFalse, uintptr(offset), uintptr(n), ptr, 0, nil, &ev)
 	}
 	if err := check(code, enqueueName(write)); err != nil {
 		pin.Unpin()
 		return nil, c.wrap(err)
 	}
-	cl.Flush(c.queue)
+	cl.Flush(queue)
 	return c.newEvent(ev, "buffer "+op, pin, p), nil
 }
 
@@ -209,27 +214,27 @@ func sizeOf[T Scalar]() int {
 // Write copies data into b starting at element off (in units of T) and
 // returns when done.
 func Write[T Scalar](b *Buffer, off int, data []T) error {
-	_, err := b.transfer(true, off*sizeOf[T](), asBytes(data), false)
+	_, err := b.transfer(nil, true, off*sizeOf[T](), asBytes(data), false)
 	return err
 }
 
 // WriteAsync queues copying data into b starting at element off; data must
 // not change until the event completes.
 func WriteAsync[T Scalar](b *Buffer, off int, data []T) (*Event, error) {
-	return b.transfer(true, off*sizeOf[T](), asBytes(data), true)
+	return b.transfer(nil, true, off*sizeOf[T](), asBytes(data), true)
 }
 
 // Read copies len(dst) elements from b, starting at element off, into dst
 // and returns when done.
 func Read[T Scalar](b *Buffer, off int, dst []T) error {
-	_, err := b.transfer(false, off*sizeOf[T](), asBytes(dst), false)
+	_, err := b.transfer(nil, false, off*sizeOf[T](), asBytes(dst), false)
 	return err
 }
 
 // ReadAsync queues copying len(dst) elements from b, starting at element
 // off, into dst; dst is valid once the event completes.
 func ReadAsync[T Scalar](b *Buffer, off int, dst []T) (*Event, error) {
-	return b.transfer(false, off*sizeOf[T](), asBytes(dst), true)
+	return b.transfer(nil, false, off*sizeOf[T](), asBytes(dst), true)
 }
 
 // NewBufferFrom allocates a buffer the size of data and copies data in.

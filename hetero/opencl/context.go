@@ -29,6 +29,8 @@ type Context struct {
 	ctx   uintptr
 	queue uintptr
 
+	extra []*Queue // queues made by NewQueue; guarded by mu (written exclusively)
+
 	objMu sync.Mutex
 	objs  map[object]struct{}
 }
@@ -137,6 +139,11 @@ func (c *Context) Close() error {
 		return nil
 	}
 	var errs []error
+	for _, q := range c.extra {
+		if h := q.h.Load(); h != 0 {
+			errs = append(errs, check(cl.Finish(h), "clFinish"))
+		}
+	}
 	errs = append(errs, check(cl.Finish(c.queue), "clFinish"))
 	c.objMu.Lock()
 	objs := c.objs
@@ -149,6 +156,12 @@ func (c *Context) Close() error {
 			}
 		}
 	}
+	for _, q := range c.extra {
+		if h := q.h.Swap(0); h != 0 {
+			errs = append(errs, check(cl.ReleaseCommandQueue(h), "clReleaseCommandQueue"))
+		}
+	}
+	c.extra = nil
 	errs = append(errs, check(cl.ReleaseCommandQueue(c.queue), "clReleaseCommandQueue"))
 	errs = append(errs, check(cl.ReleaseContext(c.ctx), "clReleaseContext"))
 	c.ctx, c.queue = 0, 0
@@ -425,12 +438,12 @@ func (k *Kernel) release() error {
 // when local is nil. The returned event completes when the kernel has run;
 // Release it (or Close the context) when done with it.
 func (c *Context) Enqueue(k *Kernel, global, local []int) (*Event, error) {
-	return c.enqueue(k, global, local)
+	return c.enqueue(nil, k, global, local)
 }
 
 // Run enqueues the kernel as Enqueue does and waits for it.
 func (c *Context) Run(k *Kernel, global, local []int) error {
-	ev, err := c.enqueue(k, global, local)
+	ev, err := c.enqueue(nil, k, global, local)
 	if err != nil {
 		return err
 	}
@@ -438,7 +451,7 @@ func (c *Context) Run(k *Kernel, global, local []int) error {
 	return errors.Join(err, ev.Release())
 }
 
-func (c *Context) enqueue(k *Kernel, global, local []int) (*Event, error) {
+func (c *Context) enqueue(q *Queue, k *Kernel, global, local []int) (*Event, error) {
 	if k == nil {
 		return nil, errors.New("opencl: Enqueue: nil kernel")
 	}
@@ -478,6 +491,10 @@ func (c *Context) enqueue(k *Kernel, global, local []int) (*Event, error) {
 	if h == 0 {
 		return nil, fmt.Errorf("opencl: kernel %q: %w", k.name, ErrReleased)
 	}
+	queue, err := c.queueOf(q)
+	if err != nil {
+		return nil, err
+	}
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	for i, b := range k.bufs {
@@ -486,10 +503,10 @@ func (c *Context) enqueue(k *Kernel, global, local []int) (*Event, error) {
 		}
 	}
 	var ev uintptr
-	code := cl.EnqueueNDRangeKernel(c.queue, h, uint32(dims), nil, &g[0], lp, 0, nil, &ev)
+	code := cl.EnqueueNDRangeKernel(queue, h, uint32(dims), nil, &g[0], lp, 0, nil, &ev)
 	if err := check(code, "clEnqueueNDRangeKernel"); err != nil {
 		return nil, c.wrap(fmt.Errorf("kernel %q global %v local %v: %w", k.name, global, local, err))
 	}
-	cl.Flush(c.queue)
+	cl.Flush(queue)
 	return c.newEvent(ev, "kernel "+k.name, nil, nil), nil
 }
