@@ -53,6 +53,24 @@ type devEvent interface {
 	release() error
 }
 
+// unsupportedError says a device cannot run a job as asked (no kernel for
+// the format, an order too high, no room in its memory): Measure reports
+// such a format as skipped instead of failing.
+type unsupportedError struct{ error }
+
+func (e unsupportedError) Unwrap() error { return e.error }
+
+func unsupported(format string, args ...any) error {
+	return unsupportedError{fmt.Errorf(format, args...)}
+}
+
+// IsUnsupported reports whether err says the device cannot run the job as
+// asked, rather than that running it failed.
+func IsUnsupported(err error) bool {
+	var u unsupportedError
+	return errors.As(err, &u)
+}
+
 // accelDevice is an accelerator reached through a runtime.
 type accelDevice struct {
 	info Info
@@ -197,7 +215,7 @@ func (d *accelDevice) failed(arrs *deviceArrays, err error) error {
 // budget allows.
 func (d *accelDevice) fits(need int64, what string) error {
 	if need > d.budget {
-		return fmt.Errorf("%s needs %s of device memory, over the budget of %s (SetMemoryBudget, --device-memory)",
+		return unsupported("%s needs %s of device memory, over the budget of %s (SetMemoryBudget, --device-memory)",
 			what, formatBytes(need), formatBytes(d.budget))
 	}
 	return nil
@@ -292,7 +310,7 @@ func (d *accelDevice) SpTTM(f formats.FiberFormat, ut, out *kernels.Matrix) (Job
 	case *formats.HYB:
 		fm = x.ELL.Source
 	default:
-		return nil, fmt.Errorf("%s: no accelerator kernel for %T", d.info.Name, f)
+		return nil, unsupported("%s: no accelerator kernel for %T", d.info.Name, f)
 	}
 	R := ut.Cols
 	rows, cols, nnz := fm.Rows(), fm.Cols(), fm.NNZ()
@@ -424,11 +442,11 @@ func (d *accelDevice) MTTKRP(x formats.TensorFormat, mode int, factors []*kernel
 	case *formats.ALTO:
 		dims = t.Dims
 	default:
-		return nil, fmt.Errorf("%s: no accelerator kernel for %s, use coo, csf or alto", d.info.Name, formatName(x))
+		return nil, unsupported("%s: no accelerator kernel for %s, use coo, csf or alto", d.info.Name, formatName(x))
 	}
 	N, R := len(dims), out.Cols
 	if N > accel.MaxOrder {
-		return nil, fmt.Errorf("%s: order-%d tensor, the accelerator kernels take order up to %d", d.info.Name, N, accel.MaxOrder)
+		return nil, unsupported("%s: order-%d tensor, the accelerator kernels take order up to %d", d.info.Name, N, accel.MaxOrder)
 	}
 	if mode < 0 || mode >= N {
 		return nil, fmt.Errorf("%s: mode %d out of range 1 to %d", d.info.Name, mode+1, N)

@@ -36,7 +36,7 @@ func openOpenCL(name string, dev opencl.Device) (*accelDevice, error) {
 
 // clInfo describes an OpenCL device.
 func clInfo(name string, dev opencl.Device) Info {
-	return Info{Name: name, Kind: GPU, Vendor: dev.Vendor, Model: dev.Name, ComputeUnits: dev.ComputeUnits,
+	return Info{Name: name, Kind: GPU, Vendor: dev.Vendor, Model: fmt.Sprintf("%s [%s]", dev.Name, dev.Type), ComputeUnits: dev.ComputeUnits,
 		ClockMHz: dev.MaxClockMHz, GlobalMemory: dev.GlobalMemBytes,
 		Driver: fmt.Sprintf("%s, driver %s (%s)", dev.Version, dev.DriverVersion, dev.Platform)}
 }

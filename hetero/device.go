@@ -26,10 +26,13 @@ func (k Kind) String() string {
 	return fmt.Sprintf("Kind(%d)", int(k))
 }
 
+// MarshalText writes the kind as its name, for JSON.
+func (k Kind) MarshalText() ([]byte, error) { return []byte(k.String()), nil }
+
 // Info describes a device.
 type Info struct {
 	Name         string `json:"name"` // how the CLI names it: "cpu", "opencl:0", "cuda:0"
-	Kind         Kind   `json:"-"`
+	Kind         Kind   `json:"kind"`
 	Vendor       string `json:"vendor"`
 	Model        string `json:"model"`
 	ComputeUnits int    `json:"compute_units"` // cores (CPU: the threads the kernels use) or compute units / SMs

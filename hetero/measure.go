@@ -41,7 +41,8 @@ type Measurement struct {
 // times, and reports the median. The conversion time includes building the
 // fiber matrix for SpTTM (sliced by formats.DefaultSliceMode) and sorting
 // for COO: it is what a user pays to run in that format. An ELL too padded
-// to build (formats.MaxELLSlotsPerNNZ) is reported as skipped, not run.
+// to build (formats.MaxELLSlotsPerNNZ), or a format the device cannot run
+// (IsUnsupported), is reported as skipped, not run.
 func Measure(d Device, x *formats.COO, op Op, mode int, format string, rank, iters int) (*Measurement, error) {
 	if mode < 0 || mode >= x.Order() {
 		return nil, fmt.Errorf("mode %d out of range 1 to %d", mode+1, x.Order())
@@ -75,7 +76,10 @@ func Measure(d Device, x *formats.COO, op Op, mode int, format string, rank, ite
 		m.ConvertSeconds = time.Since(start).Seconds()
 		ut := randomMatrix(rng, x.Dims[mode], rank)
 		out := kernels.NewMatrix(fm.Rows(), rank)
-		if job, err = d.SpTTM(f, ut, out); err != nil {
+		if job, err = d.SpTTM(f, ut, out); IsUnsupported(err) {
+			m.Skipped = err.Error()
+			return m, nil
+		} else if err != nil {
 			return nil, err
 		}
 	case MTTKRP:
@@ -92,7 +96,10 @@ func Measure(d Device, x *formats.COO, op Op, mode int, format string, rank, ite
 			}
 		}
 		out := kernels.NewMatrix(x.Dims[mode], rank)
-		if job, err = d.MTTKRP(f, mode, factors, out); err != nil {
+		if job, err = d.MTTKRP(f, mode, factors, out); IsUnsupported(err) {
+			m.Skipped = err.Error()
+			return m, nil
+		} else if err != nil {
 			return nil, err
 		}
 	default:

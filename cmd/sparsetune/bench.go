@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -53,7 +54,8 @@ Without FILE, bench runs on the embedded sample tensor.`,
 	f.Int("iters", 10, "timed runs per format, after one warm-up run")
 	f.String("device", "cpu", "device: cpu, or BACKEND:INDEX (sparsetune devices lists them)")
 	f.Bool("probe", true, "measure the memory bandwidth first")
-	for _, name := range []string{"op", "mode", "rank", "formats", "iters", "device", "probe"} {
+	f.String("device-memory", "", "device memory an accelerator job may use, e.g. 512MiB (default: half of the device's)")
+	for _, name := range []string{"op", "mode", "rank", "formats", "iters", "device", "probe", "device-memory"} {
 		_ = v.BindPFlag("bench."+name, f.Lookup(name))
 	}
 	return cmd
@@ -68,11 +70,19 @@ type benchConfig struct {
 	device  string
 	threads int
 	probe   bool
+	budget  int64 // accelerator memory budget in bytes, 0 for the default
 }
 
 func benchConfigFrom(v *viper.Viper) (benchConfig, error) {
 	c := benchConfig{rank: v.GetInt("bench.rank"), iters: v.GetInt("bench.iters"),
 		device: v.GetString("bench.device"), threads: v.GetInt("threads"), probe: v.GetBool("bench.probe")}
+	if s := v.GetString("bench.device-memory"); s != "" {
+		n, err := parseBytes(s)
+		if err != nil {
+			return c, fmt.Errorf("--device-memory: %w", err)
+		}
+		c.budget = n
+	}
 	if op := v.GetString("bench.op"); op == "all" {
 		c.ops = hetero.Ops
 	} else {
@@ -138,6 +148,13 @@ func runBench(stdout, stderr io.Writer, name string, t *formats.COO, c benchConf
 	if err != nil {
 		return err
 	}
+	// An accelerator is shared by the whole process: set its budget on
+	// every run, the default included.
+	if b, ok := dev.(interface{ SetMemoryBudget(int64) }); ok {
+		b.SetMemoryBudget(c.budget)
+	} else if c.budget > 0 {
+		return fmt.Errorf("--device-memory: device %s is not an accelerator", c.device)
+	}
 	info := dev.Info()
 	var mem float64
 	if c.probe {
@@ -148,8 +165,12 @@ func runBench(stdout, stderr io.Writer, name string, t *formats.COO, c benchConf
 		mem = bw.GBs
 	}
 	if !asJSON {
-		fmt.Fprintf(stdout, "%s: %s, %d nonzeros; device %s (%s, %d threads); rank %d; median of %d runs\n",
-			name, formats.FormatDims(t.Dims), t.NNZ(), info.Name, info.Model, info.ComputeUnits, c.rank, c.iters)
+		units := "threads"
+		if info.Kind != hetero.CPU {
+			units = "compute units"
+		}
+		fmt.Fprintf(stdout, "%s: %s, %d nonzeros; device %s (%s, %d %s); rank %d; median of %d runs\n",
+			name, formats.FormatDims(t.Dims), t.NNZ(), info.Name, info.Model, info.ComputeUnits, units, c.rank, c.iters)
 		if c.probe {
 			fmt.Fprintf(stdout, "memory bandwidth (STREAM triad): %.1f GB/s\n", mem)
 		}
@@ -211,4 +232,25 @@ func runBench(stdout, stderr io.Writer, name string, t *formats.COO, c benchConf
 		}
 	}
 	return nil
+}
+
+// parseBytes parses a size: a number of bytes with an optional unit, KB,
+// MB, GB (powers of 1000) or KiB, MiB, GiB (powers of 1024).
+func parseBytes(s string) (int64, error) {
+	units := []struct {
+		suffix string
+		scale  float64
+	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"B", 1}}
+	num, scale := strings.TrimSpace(s), 1.0
+	for _, u := range units {
+		if rest, ok := strings.CutSuffix(num, u.suffix); ok {
+			num, scale = strings.TrimSpace(rest), u.scale
+			break
+		}
+	}
+	v, err := strconv.ParseFloat(num, 64)
+	if err != nil || !(v > 0) || v*scale > math.MaxInt64/2 {
+		return 0, fmt.Errorf("expected a positive size such as 512MiB or 2GB, found %q", s)
+	}
+	return int64(v * scale), nil
 }

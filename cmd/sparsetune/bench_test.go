@@ -121,7 +121,9 @@ func TestBenchErrors(t *testing.T) {
 		{[]string{"--rank", "0"}, "--rank: expected at least 1"},
 		{[]string{"--iters", "0"}, "--iters: expected at least 1"},
 		{[]string{"--formats", "csr,bsr"}, `--formats: unknown format "bsr"`},
-		{[]string{"--device", "cuda:0"}, "device cuda:0: no cuda backend"},
+		{[]string{"--device", "cuda:0"}, "device cuda:0: "},
+		{[]string{"--device-memory", "lots"}, `--device-memory: expected a positive size such as 512MiB or 2GB, found "lots"`},
+		{[]string{"--device-memory", "1GiB"}, "--device-memory: device cpu is not an accelerator"},
 	} {
 		_, _, err := run(t, append([]string{"bench", path, "--probe=false"}, tc.args...)...)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
