@@ -26,6 +26,9 @@ func newPredictCmd(v *viper.Viper) *cobra.Command {
 on a device, with one of the predictors:
 
   gcn      the SPT-GCN of a model file (--model; run through onnx-go)
+  tree     golearn's CART decision tree on the global features, fitted on
+           the labelled examples of --model (a baseline-set JSON file)
+  knn      golearn's k nearest neighbours (k = 5), likewise (cgo builds)
   rule     a hand-written rule on the global features (docs/model.md)
   measure  time every format with the real kernels and rank by speed; the
            decision is cached per tensor, op, mode and device in the user
@@ -54,8 +57,8 @@ Without FILE, predict uses the embedded sample tensor.`,
 	f.String("op", "ttm", "operation: ttm or mttkrp")
 	f.String("mode", "all", "mode (1-based) or all")
 	f.String("device", "cpu", "device: cpu, BACKEND:INDEX, or all")
-	f.String("predictor", "rule", "gcn, rule or measure")
-	f.String("model", "", "model file for --predictor gcn (sparsetune model inspect validates one)")
+	f.String("predictor", "rule", "gcn, tree, knn, rule or measure")
+	f.String("model", "", "model file: ONNX for gcn (sparsetune model inspect validates one), a baseline set for tree and knn")
 	f.Bool("retune", false, "measure: ignore the cached decision and measure again")
 	f.Bool("greedy", false, "measure: early cut (one run each, then full timing of the formats within 1.5x of the fastest)")
 	f.Int("rank", 16, "measure: rank R of the dense operands")
@@ -105,9 +108,13 @@ func predictConfigFrom(v *viper.Viper) (predictConfig, error) {
 		if c.model == "" {
 			return c, fmt.Errorf("--predictor gcn needs --model FILE: no trained default model ships yet")
 		}
+	case "tree", "knn":
+		if c.model == "" {
+			return c, fmt.Errorf("--predictor %s needs --model FILE: a baseline set of labelled examples", c.predictor)
+		}
 	case "rule", "measure":
 	default:
-		return c, fmt.Errorf("--predictor: unknown predictor %q, expected gcn, rule or measure", c.predictor)
+		return c, fmt.Errorf("--predictor: unknown predictor %q, expected gcn, tree, knn, rule or measure", c.predictor)
 	}
 	if c.rank < 1 || c.iters < 1 {
 		return c, fmt.Errorf("--rank and --iters must be at least 1, found %d and %d", c.rank, c.iters)
@@ -142,6 +149,16 @@ func runPredict(stdout, stderr io.Writer, name string, t *formats.COO, c predict
 			return err
 		}
 	}
+	var baseline *model.BaselinePredictor
+	if c.predictor == "tree" || c.predictor == "knn" {
+		set, err := model.ReadBaselineSet(c.model)
+		if err != nil {
+			return err
+		}
+		if baseline, err = model.NewBaselinePredictor(c.predictor, set); err != nil {
+			return fmt.Errorf("%s: %w", c.model, err)
+		}
+	}
 	var decisions *model.Decisions
 	var fingerprint string
 	if c.predictor == "measure" {
@@ -162,6 +179,8 @@ func runPredict(stdout, stderr io.Writer, name string, t *formats.COO, c predict
 		switch c.predictor {
 		case "gcn":
 			p = model.GCNPredictor{Model: gcn}
+		case "tree", "knn":
+			p = baseline
 		case "rule":
 			p = model.RulePredictor{}
 		case "measure":

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/sparsetune/sparsetune/features"
+	"github.com/sparsetune/sparsetune/formats"
 	"github.com/sparsetune/sparsetune/graphenc"
 	"github.com/sparsetune/sparsetune/hetero"
 	"github.com/sparsetune/sparsetune/model"
@@ -171,5 +172,47 @@ func TestModelInspect(t *testing.T) {
 	}
 	if _, _, err := run(t, "model", "inspect", bad); err == nil || !strings.HasPrefix(err.Error(), "model "+bad+": ") {
 		t.Errorf("bad file: %v", err)
+	}
+}
+
+// TestPredictBaselines fits the tree (and kNN, in cgo builds) on a small
+// labelled set and predicts for a tensor it has not seen.
+func TestPredictBaselines(t *testing.T) {
+	set := model.NewBaselineSet()
+	for i := range 12 {
+		x, err := formats.ReadFile(writeRandomTensor(t, []int{20 + 10*i, 30, 40}, 500+100*i, uint64(i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		v, err := features.Global(x, hetero.SpTTM, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		best := "csr"
+		if i%2 == 1 {
+			best = "hyb"
+		}
+		set.Examples = append(set.Examples, model.BaselineExample{Op: "ttm", Kind: "cpu", Features: v[:], Best: best})
+	}
+	path := filepath.Join(t.TempDir(), "labels.json")
+	if err := model.WriteBaselineSet(path, set); err != nil {
+		t.Fatal(err)
+	}
+	unseen := writeRandomTensor(t, []int{55, 31, 17}, 900, 99)
+	for _, method := range model.BaselineMethods() {
+		out, _, err := run(t, "predict", unseen, "--predictor", method, "--model", path, "--mode", "1", "--json")
+		if err != nil {
+			t.Fatalf("%s: %v", method, err)
+		}
+		var rows []map[string]any
+		if err := json.Unmarshal([]byte(out), &rows); err != nil || len(rows) != 1 {
+			t.Fatalf("%s: %v\n%s", method, err, out)
+		}
+		if f := rows[0]["format"]; f != "csr" && f != "hyb" {
+			t.Errorf("%s: format %v", method, f)
+		}
+	}
+	if _, _, err := run(t, "predict", unseen, "--predictor", "tree"); err == nil || !strings.Contains(err.Error(), "--predictor tree needs --model FILE") {
+		t.Errorf("tree without a model: %v", err)
 	}
 }
