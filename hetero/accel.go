@@ -82,6 +82,9 @@ type accelDevice struct {
 
 	mu     sync.Mutex // serialises runs: the kernels' arguments are shared
 	budget int64      // device memory a job may use, in bytes
+	// defaultBudget is DefaultMemoryFraction of the device's free memory
+	// when it was opened (of its global memory where free is unknown).
+	defaultBudget int64
 }
 
 // DefaultMemoryFraction is the share of a device's memory a job may use
@@ -108,7 +111,7 @@ func (d *accelDevice) SetMemoryBudget(bytes int64) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if bytes <= 0 {
-		bytes = int64(float64(d.info.GlobalMemory) * DefaultMemoryFraction)
+		bytes = d.defaultBudget
 	}
 	d.budget = bytes
 }

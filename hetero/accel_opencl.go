@@ -29,7 +29,8 @@ func openOpenCL(name string, dev opencl.Device) (*accelDevice, error) {
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("%s: %w", name, err), ctx.Close())
 	}
-	d := &accelDevice{rt: rt, group: group, maxAlloc: dev.MaxAllocBytes, info: clInfo(name, dev)}
+	d := &accelDevice{rt: rt, group: group, maxAlloc: dev.MaxAllocBytes, info: clInfo(name, dev),
+		defaultBudget: int64(float64(dev.GlobalMemBytes) * DefaultMemoryFraction)}
 	d.SetMemoryBudget(0)
 	return d, nil
 }
