@@ -20,6 +20,7 @@ type backend struct {
 // backends are tried in this order by Available and Devices.
 var backends = []backend{
 	{name: "opencl", list: listOpenCL, open: openOpenCLIndex},
+	{name: "cuda", list: listCUDA, open: openCUDAIndex},
 }
 
 // Backend is what discovery found of one accelerator backend.
@@ -56,7 +57,9 @@ func discover() []Backend {
 		infos, err := b.list()
 		switch {
 		case err != nil:
-			found.Missing = err.Error()
+			// One line: joined errors (one per library tried) are
+			// separated by newlines.
+			found.Missing = strings.Join(strings.Fields(strings.ReplaceAll(err.Error(), "\n", "; ")), " ")
 		case len(infos) == 0:
 			found.Missing = "the runtime reports no devices"
 		}
