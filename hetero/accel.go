@@ -119,10 +119,12 @@ func (d *accelDevice) SetMemoryBudget(bytes int64) {
 // deviceArrays is a job's device memory; free releases all of it.
 type deviceArrays []devMem
 
+// alloc allocates n bytes. A failure is reported as unsupported: the
+// device has no room for the job, whatever the budget said.
 func (a *deviceArrays) alloc(rt accelRuntime, n int) (devMem, error) {
 	m, err := rt.alloc(n)
 	if err != nil {
-		return nil, err
+		return nil, unsupportedError{fmt.Errorf("allocating %s of device memory: %w", formatBytes(int64(n)), err)}
 	}
 	*a = append(*a, m)
 	return m, nil
@@ -654,7 +656,7 @@ func (d *accelDevice) streamALTO(arrs *deviceArrays, a *formats.ALTO, mode, R in
 	// Two staging buffers of 12 bytes per nonzero, in whole work-groups.
 	most := int(room/(2*12)) / g * g
 	if most < g {
-		return nil, 0, fmt.Errorf("device memory budget of %s leaves no room to stream the tensor after the factors and output (%s left)",
+		return nil, 0, unsupported("device memory budget of %s leaves no room to stream the tensor after the factors and output (%s left)",
 			formatBytes(d.budget), formatBytes(max(room, 0)))
 	}
 	most = min(most, max(a.NNZ(), 1), int(d.maxAlloc/8))
