@@ -165,21 +165,24 @@ func (g *GCN) ExportONNX() ([]byte, error) {
 		w2r := b.init(p+"w2_for_rows", []int{in, h}, scaled(w.w2, 1/fbc))
 		w2c := b.init(p+"w2_for_cols", []int{in, h}, scaled(w.w2, 1/fbr))
 		w3 := b.init(p+"w3", []int{in, h}, scaled(w.w3, 1/nn))
-		biasR := make([]float64, br*h)
-		biasC := make([]float64, bc*h)
-		for i := range br {
-			copy(biasR[i*h:], w.b.d)
-		}
-		for i := range bc {
-			copy(biasC[i*h:], w.b.d)
-		}
-		bR, bC := b.init(p+"bias_rows", []int{br, h}, biasR), b.init(p+"bias_cols", []int{bc, h}, biasC)
+		bias := b.init(p+"bias", []int{1, h}, w.b.d)
 
 		ac := b.matMul("adj", cc)
 		atr := b.matMul(adjT, r)
-		s := b.add(b.matMul("row_mask", r), b.matMul("col_mask", cc))
-		preR := b.add(b.add(b.add(b.matMul(r, w1rN), b.matMul(ac, w2r)), b.matMul(b.matMul(onesR, s), w3)), bR)
-		preC := b.add(b.add(b.add(b.matMul(cc, w1cN), b.matMul(atr, w2c)), b.matMul(b.matMul(onesC, s), w3)), bC)
+		// s is the masked sum of every node's features: the readout of
+		// the layer before, when there is one.
+		var s string
+		if n := len(readouts); n > 0 {
+			s = b.add(readouts[n-2], readouts[n-1])
+		} else {
+			s = b.add(b.matMul("row_mask", r), b.matMul("col_mask", cc))
+		}
+		// The global term and the bias are the same row for every node:
+		// compute it once, [1, H], and spread it down the nodes with a
+		// rank-1 product (onnx-go does not broadcast).
+		g := b.add(b.matMul(s, w3), bias)
+		preR := b.add(b.add(b.matMul(r, w1rN), b.matMul(ac, w2r)), b.matMul(onesR, g))
+		preC := b.add(b.add(b.matMul(cc, w1cN), b.matMul(atr, w2c)), b.matMul(onesC, g))
 		r, cc = b.mul(b.relu(preR), maskR), b.mul(b.relu(preC), maskC)
 		readouts = append(readouts, b.matMul("row_mask", r), b.matMul("col_mask", cc))
 		in = h
