@@ -117,18 +117,24 @@ type nodeStats struct {
 	min, max uint32
 }
 
+// newNodeStats returns n empty statistics: min starts above every index,
+// so that add needs no first-sample test.
+func newNodeStats(n int) []nodeStats {
+	s := make([]nodeStats, n)
+	for i := range s {
+		s[i].min = math.MaxUint32
+	}
+	return s
+}
+
 func (s *nodeStats) add(idx uint32) {
 	s.n++
 	s.sum += uint64(idx)
 	var c uint64
 	s.sqLo, c = bits.Add64(s.sqLo, uint64(idx)*uint64(idx), 0)
 	s.sqHi += c
-	if s.n == 1 || idx < s.min {
-		s.min = idx
-	}
-	if idx > s.max {
-		s.max = idx
-	}
+	s.min = min(s.min, idx)
+	s.max = max(s.max, idx)
 }
 
 func (s *nodeStats) merge(o *nodeStats) {
@@ -209,18 +215,24 @@ func Encode(x *formats.COO, shape Shape, b Budget) (*Graph, error) {
 	}
 	workers := max(1, min(runtime.GOMAXPROCS(0), nnz/(1<<16)))
 	parts := make([]part, workers)
+	// Node ids of at most 256 nodes fit a byte: the per-index node tables
+	// then take a quarter of the cache, and the pass is bound by their
+	// random reads.
+	var rowNode8, colNode8 []uint8
+	if g.RowNodes <= 256 && g.ColNodes <= 256 {
+		rowNode8, colNode8 = narrow(rowNode), narrow(colNode)
+	}
 	var wg sync.WaitGroup
 	for p := range workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			pt := part{w: make([]uint64, g.RowNodes*g.ColNodes), rows: make([]nodeStats, g.RowNodes), cols: make([]nodeStats, g.ColNodes)}
+			pt := part{w: make([]uint64, g.RowNodes*g.ColNodes), rows: newNodeStats(g.RowNodes), cols: newNodeStats(g.ColNodes)}
 			lo, hi := p*nnz/workers, (p+1)*nnz/workers
-			for k := lo; k < hi; k++ {
-				r, c := rowNode[rowKey[k]], colNode[colKey[k]]
-				pt.w[int(r)*g.ColNodes+int(c)]++
-				pt.rows[r].add(ci[k])
-				pt.cols[c].add(ri[k])
+			if rowNode8 != nil {
+				edges(&pt.w, pt.rows, pt.cols, g.ColNodes, ri[lo:hi], ci[lo:hi], rowKey[lo:hi], colKey[lo:hi], rowNode8, colNode8)
+			} else {
+				edges(&pt.w, pt.rows, pt.cols, g.ColNodes, ri[lo:hi], ci[lo:hi], rowKey[lo:hi], colKey[lo:hi], rowNode, colNode)
 			}
 			parts[p] = pt
 		}()
@@ -262,6 +274,29 @@ func Encode(x *formats.COO, shape Shape, b Budget) (*Graph, error) {
 		cols[c].features(g.ColFeat[c*NodeFeatures:(c+1)*NodeFeatures], nnz, dr)
 	}
 	return g, nil
+}
+
+// edges adds the nonzeros with row and column indices ri and ci (looked
+// up through the keys) to the edge weights w and the node statistics.
+func edges[N uint8 | uint32](w *[]uint64, rows, cols []nodeStats, colNodes int, ri, ci, rowKey, colKey []uint32, rowNode, colNode []N) {
+	wt := *w
+	ci, rowKey, colKey = ci[:len(ri)], rowKey[:len(ri)], colKey[:len(ri)]
+	for k, i := range ri {
+		j := ci[k]
+		r, c := rowNode[rowKey[k]], colNode[colKey[k]]
+		wt[int(r)*colNodes+int(c)]++
+		rows[r].add(j)
+		cols[c].add(i)
+	}
+}
+
+// narrow copies node ids below 256 into bytes.
+func narrow(node []uint32) []uint8 {
+	b := make([]uint8, len(node))
+	for i, v := range node {
+		b[i] = uint8(v)
+	}
+	return b
 }
 
 // assignNodes numbers the non-empty indices of a mode in order and groups
