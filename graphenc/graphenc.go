@@ -313,6 +313,7 @@ func narrow(node []uint32) []uint8 {
 // below dim, or -1.
 func assignNodes(ind []uint32, dim, budget int) (key, node []uint32, first []int, n, bad int) {
 	var ranks []uint32 // distinct indices, increasing, when keyed by rank
+	var seen []bool    // whether each index is non-empty, when keyed by index
 	if dim > 8*len(ind)+1<<20 {
 		for k, i := range ind {
 			if int(i) >= dim {
@@ -324,40 +325,47 @@ func assignNodes(ind []uint32, dim, budget int) (key, node []uint32, first []int
 		ranks = slices.Compact(ranks)
 		n = len(ranks)
 	} else {
-		seen := make([]bool, dim)
+		seen = make([]bool, dim)
 		for k, i := range ind {
 			if int(i) >= dim {
 				return nil, nil, nil, 0, k
 			}
 			seen[i] = true
 		}
-		node = make([]uint32, dim)
-		for i, s := range seen {
+		for _, s := range seen {
 			if s {
-				node[i] = uint32(n) // rank for now
 				n++
 			}
 		}
+		node = make([]uint32, dim)
 	}
 	nodes := min(n, budget)
 	first = make([]int, nodes+1)
 	for i := range first {
 		first[i] = i * n / max(nodes, 1)
 	}
-	bucket := func(rank int) uint32 {
-		// The node whose range [first[b], first[b+1]) holds rank.
-		b, _ := slices.BinarySearch(first[1:], rank+1)
-		return uint32(b)
-	}
 	if ranks == nil {
-		for i, r := range node {
-			node[i] = bucket(int(r))
+		// Ranks grow with the index: walk the buckets alongside. An empty
+		// index gets the node of the next non-empty one (no nonzero
+		// looks it up).
+		b, rank := 0, 0
+		for i, s := range seen {
+			for b+1 < nodes && first[b+1] <= rank {
+				b++
+			}
+			node[i] = uint32(b)
+			if s {
+				rank++
+			}
 		}
 		return ind, node, first, n, -1
 	}
 	node = make([]uint32, n)
-	for r := range node {
-		node[r] = bucket(r)
+	for r, b := 0, 0; r < n; r++ {
+		for b+1 < nodes && first[b+1] <= r {
+			b++
+		}
+		node[r] = uint32(b)
 	}
 	key = make([]uint32, len(ind))
 	for k, i := range ind {
