@@ -20,12 +20,21 @@ type clRuntime struct {
 
 // openOpenCL opens OpenCL device dev under the CLI name name.
 func openOpenCL(name string, dev opencl.Device) (*accelDevice, error) {
+	group := min(256, max(dev.MaxWorkGroupSize, 1))
+	src, err := accel.Source(accel.OpenCL, group)
+	if err != nil {
+		return nil, err
+	}
+	return openOpenCLSource(name, dev, src, group)
+}
+
+// openOpenCLSource opens the device with the kernels built from src.
+func openOpenCLSource(name string, dev opencl.Device, src string, group int) (*accelDevice, error) {
 	ctx, err := opencl.NewContext(dev)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
-	group := min(256, max(dev.MaxWorkGroupSize, 1))
-	rt, err := newCLRuntime(ctx, group)
+	rt, err := newCLRuntime(ctx, src, group)
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("%s: %w", name, err), ctx.Close())
 	}
@@ -42,11 +51,7 @@ func clInfo(name string, dev opencl.Device) Info {
 		Driver: fmt.Sprintf("%s, driver %s (%s)", dev.Version, dev.DriverVersion, dev.Platform)}
 }
 
-func newCLRuntime(ctx *opencl.Context, group int) (*clRuntime, error) {
-	src, err := accel.Source(accel.OpenCL, group)
-	if err != nil {
-		return nil, err
-	}
+func newCLRuntime(ctx *opencl.Context, src string, group int) (*clRuntime, error) {
 	prog, err := ctx.Build(src, "-cl-std=CL1.2")
 	if err != nil {
 		return nil, err

@@ -1,6 +1,7 @@
 package hetero
 
 import (
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -11,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/sparsetune/sparsetune/formats"
+	"github.com/sparsetune/sparsetune/hetero/opencl"
 	"github.com/sparsetune/sparsetune/kernels"
 )
 
@@ -380,5 +382,27 @@ func TestLookupAccelerators(t *testing.T) {
 		if d != again || d.Info().Name != name || d.Info().Kind != GPU || d.Info().GlobalMemory <= 0 {
 			t.Errorf("%s: %+v", name, d.Info())
 		}
+	}
+}
+
+// TestAccelBuildError opens an OpenCL device with kernels that do not
+// compile: the error names the device and quotes the build log, and
+// nothing is left open.
+func TestAccelBuildError(t *testing.T) {
+	devs, err := opencl.Devices()
+	if err != nil || len(devs) == 0 {
+		if os.Getenv("SPARSETUNE_OPENCL_TESTS") == "1" {
+			t.Fatalf("SPARSETUNE_OPENCL_TESTS=1 but no OpenCL device: %v", err)
+		}
+		t.Skipf("no OpenCL device: %v", err)
+	}
+	src := "__kernel void fill_zero(ulong n, __global float *p) { p[n] = undefined_name; }\n"
+	_, err = openOpenCLSource("opencl:test", devs[0], src, 64)
+	if err == nil {
+		t.Fatal("a kernel that does not compile was built")
+	}
+	var be *opencl.BuildError
+	if !errors.As(err, &be) || !strings.Contains(err.Error(), "opencl:test") || !strings.Contains(err.Error(), "undefined_name") {
+		t.Errorf("error %v: want it to name the device and quote the log", err)
 	}
 }
