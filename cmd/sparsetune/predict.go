@@ -112,6 +112,8 @@ func predictConfigFrom(v *viper.Viper) (predictConfig, error) {
 		if c.model == "" {
 			return c, fmt.Errorf("--predictor %s needs --model FILE: a baseline set of labelled examples", c.predictor)
 		}
+	case "svm":
+		return c, fmt.Errorf("--predictor svm: not available: golearn's linear SVM wraps liblinear through cgo and panics under Go's cgo pointer checks; use tree or knn")
 	case "rule", "measure":
 	default:
 		return c, fmt.Errorf("--predictor: unknown predictor %q, expected gcn, tree, knn, rule or measure", c.predictor)

@@ -137,6 +137,7 @@ func TestPredictErrors(t *testing.T) {
 	}{
 		{[]string{"predict", path, "--predictor", "gcn"}, "--predictor gcn needs --model FILE"},
 		{[]string{"predict", path, "--predictor", "oracle"}, `unknown predictor "oracle"`},
+		{[]string{"predict", path, "--predictor", "svm"}, "--predictor svm: not available: golearn's linear SVM"},
 		{[]string{"predict", path, "--mode", "4"}, "has modes 1 to 3, found 4"},
 		{[]string{"predict", path, "--device", "cuda:7"}, "device cuda:7: "},
 		{[]string{"predict", path, "--op", "mttkrp", "--predictor", "gcn", "--model", modelPath}, "predicts for ttm, not mttkrp"},
