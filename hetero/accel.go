@@ -116,26 +116,37 @@ func (d *accelDevice) SetMemoryBudget(bytes int64) {
 	d.budget = bytes
 }
 
-// deviceArrays is a job's device memory; free releases all of it.
-type deviceArrays []devMem
+// deviceArrays is a job's device memory, allocated and filled while the
+// job is bound. The first failure is kept in err, and later allocations
+// and uploads do nothing, so binding reads as a list of arrays with one
+// check at the end; free releases all of it.
+type deviceArrays struct {
+	rt   accelRuntime
+	mems []devMem
+	err  error
+}
 
 // alloc allocates n bytes. A failure is reported as unsupported: the
 // device has no room for the job, whatever the budget said.
-func (a *deviceArrays) alloc(rt accelRuntime, n int) (devMem, error) {
-	m, err := rt.alloc(n)
-	if err != nil {
-		return nil, unsupportedError{fmt.Errorf("allocating %s of device memory: %w", formatBytes(int64(n)), err)}
+func (a *deviceArrays) alloc(n int) devMem {
+	if a.err != nil {
+		return nil
 	}
-	*a = append(*a, m)
-	return m, nil
+	m, err := a.rt.alloc(n)
+	if err != nil {
+		a.err = unsupportedError{fmt.Errorf("allocating %s of device memory: %w", formatBytes(int64(n)), err)}
+		return nil
+	}
+	a.mems = append(a.mems, m)
+	return m
 }
 
 func (a *deviceArrays) free() error {
 	var errs []error
-	for _, m := range *a {
+	for _, m := range a.mems {
 		errs = append(errs, m.free())
 	}
-	*a = nil
+	a.mems = nil
 	return errors.Join(errs...)
 }
 
@@ -148,21 +159,22 @@ func bytesOf[T uint32 | uint64 | float32](s []T) []byte {
 }
 
 // upload allocates a buffer holding s and copies s into it, waiting for
-// the copy; the time goes to t.
-func upload[T uint32 | uint64 | float32](rt accelRuntime, arrs *deviceArrays, s []T, t *time.Duration) (devMem, error) {
+// the copy (s may be a temporary).
+func upload[T uint32 | uint64 | float32](a *deviceArrays, s []T) devMem {
 	b := bytesOf(s)
-	m, err := arrs.alloc(rt, len(b))
+	m := a.alloc(len(b))
+	if m == nil || len(b) == 0 {
+		return m
+	}
+	ev, err := a.rt.queue(0).write(m, 0, b)
+	if err == nil {
+		err = errors.Join(ev.wait(), ev.release())
+	}
 	if err != nil {
-		return nil, err
+		a.err = err
+		return nil
 	}
-	if len(b) == 0 {
-		return m, nil
-	}
-	ev, err := rt.queue(0).write(m, 0, b)
-	if err != nil {
-		return nil, err
-	}
-	return m, timed(ev, t)
+	return m
 }
 
 // timed waits for ev, adds its device time to t and releases it.
@@ -333,60 +345,33 @@ func (d *accelDevice) SpTTM(f formats.FiberFormat, ut, out *kernels.Matrix) (Job
 	}
 	j := &accelJob{d: d, flops: SpTTM.Flops(len(fm.Dims), nnz, R),
 		bytes: float64(f.Bytes()) + 4*float64(nnz*R) + 4*float64(rows*R)}
-	var setup time.Duration
 	rt, g := d.rt, d.group
-	utMem, err := j.arrs.alloc(rt, 4*cols*R)
-	if err != nil {
-		return nil, d.failed(&j.arrs, err)
-	}
-	yMem, err := j.arrs.alloc(rt, 4*rows*R)
-	if err != nil {
-		return nil, d.failed(&j.arrs, err)
-	}
+	a := &j.arrs
+	a.rt = rt
+	utMem, yMem := a.alloc(4*cols*R), a.alloc(4*rows*R)
 	r32, n32 := uint32(R), uint32(nnz)
 	var kernelsOf func(p *runPhases)
 	switch x := f.(type) {
 	case *formats.CSR:
-		var ptr, col, val devMem
-		if ptr, err = upload(rt, &j.arrs, x.RowPtr, &setup); err == nil {
-			if col, err = upload(rt, &j.arrs, x.ColInd, &setup); err == nil {
-				val, err = upload(rt, &j.arrs, x.Vals, &setup)
-			}
-		}
+		ptr, col, val := upload(a, x.RowPtr), upload(a, x.ColInd), upload(a, x.Vals)
 		kernelsOf = func(p *runPhases) {
 			p.launch(accel.SpTTMCSR, rows*R, g, uint32(rows), r32, ptr, col, val, utMem, yMem)
 		}
 	case *formats.ELL:
-		var col, val devMem
-		if col, err = upload(rt, &j.arrs, x.ColInd, &setup); err == nil {
-			val, err = upload(rt, &j.arrs, x.Vals, &setup)
-		}
+		col, val := upload(a, x.ColInd), upload(a, x.Vals)
 		kernelsOf = func(p *runPhases) {
 			p.launch(accel.SpTTMELL, rows*R, g, uint32(rows), uint32(x.Width), r32, col, val, utMem, yMem)
 		}
 	case *formats.FiberCOO:
-		var row, col, val devMem
-		if row, err = upload(rt, &j.arrs, x.RowInd, &setup); err == nil {
-			if col, err = upload(rt, &j.arrs, x.ColInd, &setup); err == nil {
-				val, err = upload(rt, &j.arrs, x.Vals, &setup)
-			}
-		}
+		row, col, val := upload(a, x.RowInd), upload(a, x.ColInd), upload(a, x.Vals)
 		kernelsOf = func(p *runPhases) {
 			p.launch(accel.FillZero, rows*R, g, uint64(rows*R), yMem)
 			p.launch(accel.SpTTMCOO, chunks(nnz)*R, g, n32, r32, row, col, val, utMem, yMem)
 		}
 	case *formats.HYB:
-		var ecol, eval, row, col, val devMem
 		rest := len(x.COO.Vals)
-		if ecol, err = upload(rt, &j.arrs, x.ELL.ColInd, &setup); err == nil {
-			if eval, err = upload(rt, &j.arrs, x.ELL.Vals, &setup); err == nil {
-				if row, err = upload(rt, &j.arrs, x.COO.RowInd, &setup); err == nil {
-					if col, err = upload(rt, &j.arrs, x.COO.ColInd, &setup); err == nil {
-						val, err = upload(rt, &j.arrs, x.COO.Vals, &setup)
-					}
-				}
-			}
-		}
+		ecol, eval := upload(a, x.ELL.ColInd), upload(a, x.ELL.Vals)
+		row, col, val := upload(a, x.COO.RowInd), upload(a, x.COO.ColInd), upload(a, x.COO.Vals)
 		kernelsOf = func(p *runPhases) {
 			// The ELL part writes every row, the COO part then adds the
 			// rest; the queue is in order, so the second sees the first.
@@ -394,8 +379,8 @@ func (d *accelDevice) SpTTM(f formats.FiberFormat, ut, out *kernels.Matrix) (Job
 			p.launch(accel.SpTTMCOO, chunks(rest)*R, g, uint32(rest), r32, row, col, val, utMem, yMem)
 		}
 	}
-	if err != nil {
-		return nil, d.failed(&j.arrs, err)
+	if a.err != nil {
+		return nil, d.failed(a, a.err)
 	}
 	j.run = func() (Timing, error) {
 		p := runPhases{q: rt.queue(0)}
@@ -486,14 +471,9 @@ func (d *accelDevice) MTTKRP(x formats.TensorFormat, mode int, factors []*kernel
 		}
 	}
 	rt, g := d.rt, d.group
-	facMem, err := j.arrs.alloc(rt, 4*facLen)
-	if err != nil {
-		return nil, d.failed(&j.arrs, err)
-	}
-	outMem, err := j.arrs.alloc(rt, 4*dims[mode]*R)
-	if err != nil {
-		return nil, d.failed(&j.arrs, err)
-	}
+	a := &j.arrs
+	a.rt = rt
+	facMem, outMem := a.alloc(4*facLen), a.alloc(4*dims[mode]*R)
 	outItems := dims[mode] * R
 	uploadFactors := func(p *runPhases) {
 		for m, f := range factors {
@@ -502,7 +482,6 @@ func (d *accelDevice) MTTKRP(x formats.TensorFormat, mode int, factors []*kernel
 			}
 		}
 	}
-	var setup time.Duration
 	r32, o32, m32 := uint32(R), uint32(N), uint32(mode)
 	switch t := x.(type) {
 	case *formats.COO:
@@ -510,12 +489,7 @@ func (d *accelDevice) MTTKRP(x formats.TensorFormat, mode int, factors []*kernel
 		for m := range N {
 			inds = append(inds, t.Inds[m]...)
 		}
-		var indMem, valMem, metaMem devMem
-		if indMem, err = upload(rt, &j.arrs, inds, &setup); err == nil {
-			if valMem, err = upload(rt, &j.arrs, t.Vals, &setup); err == nil {
-				metaMem, err = upload(rt, &j.arrs, facOff, &setup)
-			}
-		}
+		indMem, valMem, metaMem := upload(a, inds), upload(a, t.Vals), upload(a, facOff)
 		j.run = func() (Timing, error) {
 			p := runPhases{q: rt.queue(0)}
 			uploadFactors(&p)
@@ -539,14 +513,7 @@ func (d *accelDevice) MTTKRP(x formats.TensorFormat, mode int, factors []*kernel
 			idx = append(idx, t.FiberIdx[l]...)
 		}
 		roots := t.NumFibers(0)
-		var ptrMem, idxMem, valMem, metaMem devMem
-		if ptrMem, err = upload(rt, &j.arrs, ptr, &setup); err == nil {
-			if idxMem, err = upload(rt, &j.arrs, idx, &setup); err == nil {
-				if valMem, err = upload(rt, &j.arrs, t.Vals, &setup); err == nil {
-					metaMem, err = upload(rt, &j.arrs, meta, &setup)
-				}
-			}
-		}
+		ptrMem, idxMem, valMem, metaMem := upload(a, ptr), upload(a, idx), upload(a, t.Vals), upload(a, meta)
 		j.run = func() (Timing, error) {
 			p := runPhases{q: rt.queue(0)}
 			uploadFactors(&p)
@@ -556,18 +523,12 @@ func (d *accelDevice) MTTKRP(x formats.TensorFormat, mode int, factors []*kernel
 			return p.finish()
 		}
 	case *formats.ALTO:
-		var metaMem devMem
-		if metaMem, err = upload(rt, &j.arrs, altoMeta(alto, facOff), &setup); err != nil {
-			break
-		}
+		metaMem := upload(a, altoMeta(alto, facOff))
 		if streamed {
-			j.run, j.streamed, err = d.streamALTO(&j.arrs, alto, mode, R, d.budget-dense-int64(len(alto.Modes))*8*accel.ALTOMeta, facMem, metaMem, outMem, uploadFactors, out)
+			j.run, j.streamed = d.streamALTO(a, alto, mode, R, d.budget-dense-int64(len(alto.Modes))*8*accel.ALTOMeta, facMem, metaMem, outMem, uploadFactors, out)
 			break
 		}
-		var linMem, valMem devMem
-		if linMem, err = upload(rt, &j.arrs, alto.Lin, &setup); err == nil {
-			valMem, err = upload(rt, &j.arrs, alto.Vals, &setup)
-		}
+		linMem, valMem := upload(a, alto.Lin), upload(a, alto.Vals)
 		pieces := altoPieces(alto, 0)
 		j.run = func() (Timing, error) {
 			p := runPhases{q: rt.queue(0)}
@@ -580,8 +541,8 @@ func (d *accelDevice) MTTKRP(x formats.TensorFormat, mode int, factors []*kernel
 			return p.finish()
 		}
 	}
-	if err != nil {
-		return nil, d.failed(&j.arrs, err)
+	if a.err != nil {
+		return nil, d.failed(a, a.err)
 	}
 	return j, nil
 }
@@ -650,25 +611,24 @@ func altoPieces(a *formats.ALTO, most int) []altoPiece {
 // on one piece on queue 0, the next is copied into the other buffer on
 // queue 1. A piece is copied only once the kernel that last read its buffer
 // has finished, and the kernel on a piece is queued once its copy has.
+// It returns the run and the number of pieces; a failure is left in
+// arrs.err.
 func (d *accelDevice) streamALTO(arrs *deviceArrays, a *formats.ALTO, mode, R int, room int64,
-	facMem, metaMem, outMem devMem, uploadFactors func(*runPhases), out *kernels.Matrix) (func() (Timing, error), int, error) {
+	facMem, metaMem, outMem devMem, uploadFactors func(*runPhases), out *kernels.Matrix) (func() (Timing, error), int) {
 	rt, g := d.rt, d.group
 	// Two staging buffers of 12 bytes per nonzero, in whole work-groups.
 	most := int(room/(2*12)) / g * g
 	if most < g {
-		return nil, 0, unsupported("device memory budget of %s leaves no room to stream the tensor after the factors and output (%s left)",
-			formatBytes(d.budget), formatBytes(max(room, 0)))
+		if arrs.err == nil {
+			arrs.err = unsupported("device memory budget of %s leaves no room to stream the tensor after the factors and output (%s left)",
+				formatBytes(d.budget), formatBytes(max(room, 0)))
+		}
+		return nil, 0
 	}
 	most = min(most, max(a.NNZ(), 1), int(d.maxAlloc/8))
 	var lin, val [2]devMem
 	for i := range 2 {
-		var err error
-		if lin[i], err = arrs.alloc(rt, 8*most); err != nil {
-			return nil, 0, err
-		}
-		if val[i], err = arrs.alloc(rt, 4*most); err != nil {
-			return nil, 0, err
-		}
+		lin[i], val[i] = arrs.alloc(8*most), arrs.alloc(4*most)
 	}
 	pieces := altoPieces(a, most)
 	outItems := out.Rows * R
@@ -725,5 +685,5 @@ func (d *accelDevice) streamALTO(arrs *deviceArrays, a *formats.ALTO, mode, R in
 		}
 		p.read(bytesOf(out.Data), outMem)
 		return p.finish()
-	}, len(pieces), nil
+	}, len(pieces)
 }
