@@ -7,6 +7,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"unsafe"
+
+	"github.com/sparsetune/sparsetune/internal/buildlog"
 )
 
 // BuildError is a failed compile: NVRTC rejected the source, or the driver
@@ -19,29 +21,13 @@ type BuildError struct {
 	Err     error  // the failing call's error, usually NVRTC_ERROR_COMPILATION
 }
 
-// buildLogLines is how many lines of the log an error message quotes.
-const buildLogLines = 20
-
 func (e *BuildError) Error() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "cuda: compiling for device %q failed: %v", e.Device, e.Err)
 	if e.Options != "" {
 		fmt.Fprintf(&b, " (options %q)", e.Options)
 	}
-	log := strings.TrimSpace(e.Log)
-	if log == "" {
-		b.WriteString("; NVRTC log is empty")
-		return b.String()
-	}
-	lines := strings.Split(log, "\n")
-	b.WriteString("; NVRTC log:")
-	for _, l := range lines[:min(len(lines), buildLogLines)] {
-		b.WriteString("\n\t")
-		b.WriteString(strings.TrimRight(l, "\r"))
-	}
-	if n := len(lines) - buildLogLines; n > 0 {
-		fmt.Fprintf(&b, "\n\t... (%d more lines)", n)
-	}
+	buildlog.Append(&b, "NVRTC log", e.Log)
 	return b.String()
 }
 

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"unsafe"
+
+	"github.com/sparsetune/sparsetune/internal/buildlog"
 )
 
 const contextPlatform = 0x1084 // CL_CONTEXT_PLATFORM
@@ -184,29 +186,13 @@ type BuildError struct {
 	Err     error  // the clBuildProgram error, usually CL_BUILD_PROGRAM_FAILURE
 }
 
-// buildLogLines is how many lines of the build log an error message quotes.
-const buildLogLines = 20
-
 func (e *BuildError) Error() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "opencl: building program for device %q failed: %v", e.Device, e.Err)
 	if e.Options != "" {
 		fmt.Fprintf(&b, " (options %q)", e.Options)
 	}
-	log := strings.TrimSpace(e.Log)
-	if log == "" {
-		b.WriteString("; build log is empty")
-		return b.String()
-	}
-	lines := strings.Split(log, "\n")
-	b.WriteString("; build log:")
-	for _, l := range lines[:min(len(lines), buildLogLines)] {
-		b.WriteString("\n\t")
-		b.WriteString(strings.TrimRight(l, "\r"))
-	}
-	if n := len(lines) - buildLogLines; n > 0 {
-		fmt.Fprintf(&b, "\n\t... (%d more lines)", n)
-	}
+	buildlog.Append(&b, "build log", e.Log)
 	return b.String()
 }
 

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/sparsetune/sparsetune/internal/buildlog"
 )
 
 // requireRuntime returns the OpenCL devices, or skips the test when there
@@ -223,16 +225,16 @@ __kernel void broken(__global float *x) {
 	if !strings.Contains(msg, first) {
 		t.Errorf("message does not quote the log's first line %q", first)
 	}
-	if lines := strings.Count(msg, "\n"); lines > buildLogLines+1 {
-		t.Errorf("message has %d lines, want at most %d", lines, buildLogLines+1)
+	if lines := strings.Count(msg, "\n"); lines > buildlog.Lines+1 {
+		t.Errorf("message has %d lines, want at most %d", lines, buildlog.Lines+1)
 	}
 	if c.live() != 0 {
 		t.Errorf("failed build left %d live objects", c.live())
 	}
 
-	// A long log is cut to buildLogLines lines.
+	// A long log is cut to buildlog.Lines lines.
 	long := &BuildError{Device: "dev", Log: strings.Repeat("line\n", 50), Err: ErrBuildProgramFailure}
-	if got := long.Error(); strings.Count(got, "\n") != buildLogLines+1 || !strings.Contains(got, "30 more lines") {
+	if got := long.Error(); strings.Count(got, "\n") != buildlog.Lines+1 || !strings.Contains(got, "30 more lines") {
 		t.Errorf("long log message:\n%s", got)
 	}
 
