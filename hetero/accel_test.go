@@ -54,10 +54,7 @@ func agree(t *testing.T, dev Device, x *formats.COO, ranks []int, rng *rand.Rand
 	t.Helper()
 	for mode := range x.Order() {
 		for _, R := range ranks {
-			factors := make([]*kernels.Matrix, x.Order())
-			for m, d := range x.Dims {
-				factors[m] = randomMatrix(rng, d, R)
-			}
+			factors := randomFactors(rng, x.Dims, R)
 			want, err := kernels.MTTKRPReference(x, mode, factors)
 			if err != nil {
 				t.Fatal(err)
@@ -200,10 +197,7 @@ func TestAccelStreaming(t *testing.T) {
 				t.Fatal(err)
 			}
 			for mode := range x.Order() {
-				factors := make([]*kernels.Matrix, x.Order())
-				for m, d := range x.Dims {
-					factors[m] = randomMatrix(rng, d, R)
-				}
+				factors := randomFactors(rng, x.Dims, R)
 				want, err := kernels.MTTKRPReference(x, mode, factors)
 				if err != nil {
 					t.Fatal(err)
@@ -242,10 +236,7 @@ func TestAccelStreaming(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			factors := make([]*kernels.Matrix, x.Order())
-			for m, d := range x.Dims {
-				factors[m] = randomMatrix(rng, d, R)
-			}
+			factors := randomFactors(rng, x.Dims, R)
 			if _, err := dev.MTTKRP(f, 0, factors, kernels.NewMatrix(x.Dims[0], R)); err == nil || !strings.Contains(err.Error(), "over the budget") {
 				t.Errorf("coo over the budget: %v", err)
 			}
@@ -312,10 +303,7 @@ func TestAccelErrors(t *testing.T) {
 	rng := rand.New(rand.NewPCG(45, 4))
 	x := randomTensor(t, rng, []int{10, 8, 6}, 200)
 	for _, dev := range accelerators(t) {
-		factors := make([]*kernels.Matrix, 3)
-		for m, d := range x.Dims {
-			factors[m] = randomMatrix(rng, d, 4)
-		}
+		factors := randomFactors(rng, x.Dims, 4)
 		name := dev.Info().Name
 		h, err := formats.NewTensorFormat(x, "hicoo", 0)
 		if err != nil {

@@ -27,6 +27,15 @@ func randomTensor(t *testing.T, rng *rand.Rand, dims []int, nnz int) *formats.CO
 	return x
 }
 
+// randomFactors returns a random dims[m] x rank factor matrix per mode.
+func randomFactors(rng *rand.Rand, dims []int, rank int) []*kernels.Matrix {
+	f := make([]*kernels.Matrix, len(dims))
+	for m, d := range dims {
+		f[m] = randomMatrix(rng, d, rank)
+	}
+	return f
+}
+
 func relErr(got []float32, want []float64) float64 {
 	var num, den float64
 	for i, w := range want {
@@ -71,10 +80,7 @@ func TestCPUJobsAgree(t *testing.T) {
 	dev := NewCPU(2)
 	const rank = 7
 	for mode := range x.Order() {
-		factors := make([]*kernels.Matrix, x.Order())
-		for m, d := range x.Dims {
-			factors[m] = randomMatrix(rng, d, rank)
-		}
+		factors := randomFactors(rng, x.Dims, rank)
 		want, err := kernels.MTTKRPReference(x, mode, factors)
 		if err != nil {
 			t.Fatal(err)
