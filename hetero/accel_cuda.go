@@ -37,17 +37,18 @@ type stagingSlot struct {
 // and enough resident warps per SM at the kernels' register use.
 const cudaGroup = 256
 
-func listCUDA() ([]Info, error) {
+func listCUDA() ([]accelEntry, error) {
 	devs, err := cuda.Devices()
 	if err != nil {
 		return nil, err
 	}
 	driver, _ := cuda.DriverVersion()
-	infos := make([]Info, len(devs))
+	entries := make([]accelEntry, len(devs))
 	for i, dev := range devs {
-		infos[i] = cudaInfo(fmt.Sprintf("cuda:%d", i), dev, driver)
+		info := cudaInfo(fmt.Sprintf("cuda:%d", i), dev, driver)
+		entries[i] = accelEntry{info, func() (*accelDevice, error) { return openCUDA(info, dev) }}
 	}
-	return infos, nil
+	return entries, nil
 }
 
 func cudaInfo(name string, dev cuda.Device, driver string) Info {
@@ -55,15 +56,9 @@ func cudaInfo(name string, dev cuda.Device, driver string) Info {
 		ComputeUnits: dev.SMs, ClockMHz: dev.ClockMHz, GlobalMemory: dev.GlobalMemory, Driver: "CUDA driver " + driver}
 }
 
-func openCUDAIndex(index int, name string) (*accelDevice, error) {
-	devs, err := cuda.Devices()
-	if err != nil {
-		return nil, err
-	}
-	if index >= len(devs) {
-		return nil, fmt.Errorf("device %s: gone since discovery", name)
-	}
-	dev := devs[index]
+// openCUDA opens the device discovery described as info.
+func openCUDA(info Info, dev cuda.Device) (*accelDevice, error) {
+	name := info.Name
 	ctx, err := cuda.NewContext(dev)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
@@ -76,8 +71,7 @@ func openCUDAIndex(index int, name string) (*accelDevice, error) {
 	if err != nil {
 		free = dev.GlobalMemory
 	}
-	driver, _ := cuda.DriverVersion()
-	d := &accelDevice{rt: rt, group: cudaGroup, maxAlloc: dev.GlobalMemory, info: cudaInfo(name, dev, driver),
+	d := &accelDevice{rt: rt, group: cudaGroup, maxAlloc: dev.GlobalMemory, info: info,
 		defaultBudget: int64(float64(free) * DefaultMemoryFraction)}
 	d.SetMemoryBudget(0)
 	return d, nil

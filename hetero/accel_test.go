@@ -367,6 +367,11 @@ func TestLookupAccelerators(t *testing.T) {
 			t.Fatal(err)
 		}
 		again, _ := Lookup(name, 0)
+		bname, idx, _ := strings.Cut(name, ":")
+		padded, err := Lookup(bname+":0"+idx, 0)
+		if err != nil || padded != d {
+			t.Errorf("%s:0%s: %v, want the device %s", bname, idx, err, name)
+		}
 		if d != again || d.Info().Name != name || d.Info().Kind != GPU || d.Info().GlobalMemory <= 0 {
 			t.Errorf("%s: %+v", name, d.Info())
 		}

@@ -9,18 +9,24 @@ import (
 	"github.com/sparsetune/sparsetune/hetero/opencl"
 )
 
-// backend is an accelerator API: list finds its devices (an error when the
-// runtime is missing or broken), open opens one for running jobs.
+// backend is an accelerator API: list finds its devices, or an error when
+// the runtime is missing or broken.
 type backend struct {
 	name string
-	list func() ([]Info, error)
-	open func(index int, name string) (*accelDevice, error)
+	list func() ([]accelEntry, error)
+}
+
+// accelEntry is a device discovery found: what it is, and how to open it
+// for running jobs.
+type accelEntry struct {
+	info Info
+	open func() (*accelDevice, error)
 }
 
 // backends are tried in this order by Available and Devices.
 var backends = []backend{
-	{name: "opencl", list: listOpenCL, open: openOpenCLIndex},
-	{name: "cuda", list: listCUDA, open: openCUDAIndex},
+	{name: "opencl", list: listOpenCL},
+	{name: "cuda", list: listCUDA},
 }
 
 // Backend is what discovery found of one accelerator backend.
@@ -33,9 +39,10 @@ type Backend struct {
 }
 
 var registry struct {
-	mu     sync.Mutex
-	found  []Backend // nil until the first discovery
-	opened map[string]*accelDevice
+	mu      sync.Mutex
+	found   []Backend // nil until the first discovery
+	entries map[string]accelEntry
+	opened  map[string]*accelDevice
 }
 
 // Backends returns what each accelerator backend found. Discovery runs
@@ -52,18 +59,22 @@ func discover() []Backend {
 	if registry.found != nil {
 		return registry.found
 	}
+	registry.entries = make(map[string]accelEntry)
 	for _, b := range backends {
 		found := Backend{Name: b.name}
-		infos, err := b.list()
+		entries, err := b.list()
 		switch {
 		case err != nil:
 			// One line: joined errors (one per library tried) are
 			// separated by newlines.
 			found.Missing = strings.Join(strings.Fields(strings.ReplaceAll(err.Error(), "\n", "; ")), " ")
-		case len(infos) == 0:
+		case len(entries) == 0:
 			found.Missing = "the runtime reports no devices"
 		}
-		found.Devices = infos
+		for _, e := range entries {
+			found.Devices = append(found.Devices, e.info)
+			registry.entries[e.info.Name] = e
+		}
 		registry.found = append(registry.found, found)
 	}
 	return registry.found
@@ -95,6 +106,7 @@ func Lookup(name string, threads int) (Device, error) {
 	if !ok || err != nil || index < 0 {
 		return nil, fmt.Errorf("unknown device %q, expected cpu or BACKEND:INDEX (opencl:0, cuda:0)", name)
 	}
+	name = bname + ":" + strconv.Itoa(index) // "opencl:00" is opencl:0
 	registry.mu.Lock()
 	defer registry.mu.Unlock()
 	if d := registry.opened[name]; d != nil {
@@ -111,7 +123,7 @@ func Lookup(name string, threads int) (Device, error) {
 		if index >= len(found[i].Devices) {
 			return nil, fmt.Errorf("device %s: %s has %d device(s), %s:0 to %s:%d", name, bname, len(found[i].Devices), bname, bname, len(found[i].Devices)-1)
 		}
-		d, err := b.open(index, name)
+		d, err := registry.entries[name].open()
 		if err != nil {
 			return nil, err
 		}
@@ -124,25 +136,15 @@ func Lookup(name string, threads int) (Device, error) {
 	return nil, fmt.Errorf("device %s: unknown backend %q, expected opencl or cuda", name, bname)
 }
 
-func listOpenCL() ([]Info, error) {
+func listOpenCL() ([]accelEntry, error) {
 	devs, err := opencl.Devices()
 	if err != nil {
 		return nil, err
 	}
-	infos := make([]Info, len(devs))
+	entries := make([]accelEntry, len(devs))
 	for i, dev := range devs {
-		infos[i] = clInfo(fmt.Sprintf("opencl:%d", i), dev)
+		name := fmt.Sprintf("opencl:%d", i)
+		entries[i] = accelEntry{clInfo(name, dev), func() (*accelDevice, error) { return openOpenCL(name, dev) }}
 	}
-	return infos, nil
-}
-
-func openOpenCLIndex(index int, name string) (*accelDevice, error) {
-	devs, err := opencl.Devices()
-	if err != nil {
-		return nil, err
-	}
-	if index >= len(devs) {
-		return nil, fmt.Errorf("device %s: gone since discovery", name)
-	}
-	return openOpenCL(name, devs[index])
+	return entries, nil
 }
