@@ -87,18 +87,25 @@ extern "C" __global__ void saxpy(float a, const float* x, float* y, unsigned n) 
 }
 `
 
-func TestSaxpy(t *testing.T) {
-	c := testContext(t)
+// compileSaxpy compiles saxpySrc in c and looks up its kernel.
+func compileSaxpy(t *testing.T, c *Context) (*Module, *Function) {
+	t.Helper()
 	m, err := c.Compile(saxpySrc)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(m.PTX(), "saxpy") {
-		t.Errorf("PTX lacks the kernel:\n%s", m.PTX())
-	}
 	f, err := m.Function("saxpy")
 	if err != nil {
 		t.Fatal(err)
+	}
+	return m, f
+}
+
+func TestSaxpy(t *testing.T) {
+	c := testContext(t)
+	m, f := compileSaxpy(t, c)
+	if !strings.Contains(m.PTX(), "saxpy") {
+		t.Errorf("PTX lacks the kernel:\n%s", m.PTX())
 	}
 	const n = 1 << 20
 	hx, err := c.AllocHost(4 * n)
@@ -291,14 +298,7 @@ func TestCloseFreesAll(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := c.Compile(saxpySrc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, err := m.Function("saxpy")
-	if err != nil {
-		t.Fatal(err)
-	}
+	m, f := compileSaxpy(t, c)
 	ev, err := s.Record()
 	if err != nil {
 		t.Fatal(err)
@@ -361,14 +361,7 @@ func TestCloseFreesAll(t *testing.T) {
 
 func TestLaunchRefusesInt(t *testing.T) {
 	c := testContext(t)
-	m, err := c.Compile(saxpySrc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, err := m.Function("saxpy")
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, f := compileSaxpy(t, c)
 	s, err := c.NewStream()
 	if err != nil {
 		t.Fatal(err)
