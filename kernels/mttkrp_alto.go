@@ -52,7 +52,7 @@ func NewALTOMTTKRP(x *formats.ALTO, mode, rank, threads int) (*MTTKRP, error) {
 		buf := p.ws[t].idx[mode]
 		k.segments(t, func(b, a, c int) {
 			e := &x.Modes[mode]
-			e.Decode(buf[:c-a], x.Lin[a:c], k.high(e, b))
+			decodeALTO(e, buf[:c-a], x.Lin[a:c], k.high(e, b))
 			l, h := rowSpan(buf[:c-a])
 			lo[t], hi[t] = min(lo[t], l), max(hi[t], h)
 		})
@@ -96,8 +96,17 @@ func (k *altoMTTKRP) compute(p *MTTKRP, t int, dst []float32, rowBase int) {
 		for m := range x.Modes {
 			e := &x.Modes[m]
 			inds[m] = ws.idx[m][:c-a]
-			e.Decode(inds[m], x.Lin[a:c], k.high(e, b))
+			decodeALTO(e, inds[m], x.Lin[a:c], k.high(e, b))
 		}
 		p.cooChunk(ws, &inds, x.Vals[a:c], dst, rowBase)
 	})
+}
+
+// decodeALTO sets dst[i] to mode e's index in lin[i] (base holding the
+// bits the block's high word gives): with BMI2's PEXT where it is fast,
+// otherwise with ALTOMode.Decode's software extraction.
+func decodeALTO(e *formats.ALTOMode, dst []uint32, lin []uint64, base uint32) {
+	if !pextVec(dst, lin, e.Lo, base) {
+		e.Decode(dst, lin, base)
+	}
 }

@@ -9,6 +9,13 @@ type mttkrpOperands struct {
 	facs   [maxOthers][]float32
 	others int
 	vals   []float32
+
+	// The assembly loops' view of inds and facs: first elements, and
+	// factor bases at the rank block's first column. They live here, in
+	// the plan's scratch, because arrays passed to a function value
+	// escape, and a Run must not allocate.
+	indp [maxOthers]*uint32
+	facp [maxOthers]*float32
 }
 
 const maxOthers = 7 // formats.MaxOrder - 1

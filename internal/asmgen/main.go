@@ -1,0 +1,493 @@
+// Command asmgen writes the amd64 assembly of package kernels' vector inner
+// loops (kernels/vec_amd64.s) and their Go declarations
+// (kernels/vec_stubs_amd64.go), using avo. It is its own module so that
+// avo is a dependency of the generator, not of sparsetune. Run it through
+// go generate in package kernels:
+//
+//	go generate ./kernels
+//
+// Every loop runs over a whole row range, run sequence, fiber tree or
+// chunk of nonzeros per call: a call per nonzero would cost more than the
+// multiply-adds it saves. A rank block of nvec vector registers (8 float32
+// lanes with AVX2, 16 with AVX-512) is kept in registers while the
+// nonzeros that feed it stream past; one function is generated per
+// (loop, instruction set, nvec), and kernels picks one at run time.
+//
+// Conventions shared by every loop (the Go side guarantees them):
+//   - u/dst/out/factor base pointers already point at column r0 of row 0;
+//   - stride is the row length R in float32 elements;
+//   - indices are in range (plans validate them when built) and
+//     r0 + nvec·lanes <= R, so every vector load and store is inside a row.
+package main
+
+import (
+	"fmt"
+
+	. "github.com/mmcloughlin/avo/build"
+	"github.com/mmcloughlin/avo/gotypes"
+	. "github.com/mmcloughlin/avo/operand"
+	. "github.com/mmcloughlin/avo/reg"
+)
+
+// isa is a vector instruction set: its name in function names, its lanes
+// per register and how to allocate one of its registers.
+type isa struct {
+	name  string
+	lanes int
+	vec   func() VecVirtual
+	nvecs []int // the register counts generated
+}
+
+var isas = []isa{
+	{name: "AVX2", lanes: 8, vec: YMM, nvecs: []int{1, 2, 4}},
+	{name: "AVX512", lanes: 16, vec: ZMM, nvecs: []int{1, 2, 4}},
+}
+
+func main() {
+	ConstraintExpr("amd64,!purego")
+	for _, s := range isas {
+		for _, nv := range s.nvecs {
+			spttmCSR(s, nv)
+			spttmCOO(s, nv)
+			ellSlots(s, nv)
+			for _, order := range []int{1, 2, 0} {
+				mttkrpRuns(s, nv, order)
+			}
+			csf3(s, nv)
+		}
+	}
+	pextDecode()
+	cpuid()
+	Generate()
+}
+
+// fn names one generated function.
+func fn(kernel string, s isa, nv int) string { return fmt.Sprintf("%s%sx%d", kernel, s.name, nv) }
+
+// text starts a function whose pointer arguments do not escape.
+func text(name, signature string) {
+	TEXT(name, NOSPLIT, signature)
+	Pragma("noescape")
+}
+
+// vecs allocates n vector registers.
+func vecs(s isa, n int) []VecVirtual {
+	v := make([]VecVirtual, n)
+	for i := range v {
+		v[i] = s.vec()
+	}
+	return v
+}
+
+// paramAddr is the stack address of an argument, for instructions that
+// read it in place rather than from a register.
+func paramAddr(c gotypes.Component) Mem {
+	b, err := c.Resolve()
+	if err != nil {
+		panic(err)
+	}
+	return b.Addr
+}
+
+func zero(acc []VecVirtual) {
+	for _, a := range acc {
+		VXORPS(a, a, a)
+	}
+}
+
+// rowMem returns the q-th vector of the row at base + off (off in bytes,
+// a register).
+func rowMem(s isa, base, off Register, q int) Mem {
+	return Mem{Base: base, Index: off, Scale: 1, Disp: 4 * s.lanes * q}
+}
+
+// loadU32 loads the uint32 at base[idx] zero-extended into a new 64-bit
+// register.
+func loadU32(base, idx Register) GPVirtual {
+	r := GP64()
+	MOVL(Mem{Base: base, Index: idx, Scale: 4}, r.As32())
+	return r
+}
+
+// rowOffset loads the uint32 index at base[idx] and scales it to the byte
+// offset of its row (index·stride·4, strideBytes holding stride·4).
+func rowOffset(base, idx, strideBytes Register) GPVirtual {
+	r := loadU32(base, idx)
+	IMULQ(strideBytes, r)
+	return r
+}
+
+func strideBytes() Register {
+	sb := Load(Param("stride"), GP64())
+	SHLQ(U8(2), sb)
+	return sb
+}
+
+// spttmCSR: out row i = Σ_{e in [ptr[i], ptr[i+1])} vals[e]·u row col[e],
+// for the len(ptr)-1 rows of a CSR row range. out and u point at column r0.
+func spttmCSR(s isa, nv int) {
+	text(fn("csr", s, nv), "func(out []float32, ptr, col []uint32, vals, u []float32, stride int)")
+	Doc(fmt.Sprintf("csr%sx%d sets %d columns of each row of a CSR row range (see asmgen).", s.name, nv, nv*s.lanes))
+	outp := Load(Param("out").Base(), GP64())
+	ptrp := Load(Param("ptr").Base(), GP64())
+	colp := Load(Param("col").Base(), GP64())
+	valp := Load(Param("vals").Base(), GP64())
+	up := Load(Param("u").Base(), GP64())
+	rows := Load(Param("ptr").Len(), GP64())
+	sb := strideBytes()
+	DECQ(rows)
+	JLE(LabelRef("done"))
+	e := GP64()
+	MOVL(Mem{Base: ptrp}, e.As32())
+	acc := vecs(s, nv)
+	v := s.vec()
+
+	Label("row")
+	hi := GP64()
+	MOVL(Mem{Base: ptrp, Disp: 4}, hi.As32())
+	zero(acc)
+	CMPQ(e, hi)
+	JAE(LabelRef("store"))
+	Label("entry")
+	c := rowOffset(colp, e, sb)
+	VBROADCASTSS(Mem{Base: valp, Index: e, Scale: 4}, v)
+	for q := range acc {
+		VFMADD231PS(rowMem(s, up, c, q), v, acc[q])
+	}
+	INCQ(e)
+	CMPQ(e, hi)
+	JB(LabelRef("entry"))
+	Label("store")
+	for q := range acc {
+		VMOVUPS(acc[q], Mem{Base: outp, Disp: 4 * s.lanes * q})
+	}
+	ADDQ(sb, outp)
+	ADDQ(U8(4), ptrp)
+	DECQ(rows)
+	JNZ(LabelRef("row"))
+	Label("done")
+	VZEROUPPER()
+	RET()
+}
+
+// spttmCOO: for each run of equal rows[k], out row rows[k] = (or +=, when
+// add != 0) Σ_run vals[k]·u row col[k]. rows, col and vals have one length.
+func spttmCOO(s isa, nv int) {
+	text(fn("cooRuns", s, nv), "func(out []float32, rows, col []uint32, vals, u []float32, stride int, add bool)")
+	Doc(fmt.Sprintf("cooRuns%sx%d sets or adds %d columns of each run of a row-ordered FiberCOO (see asmgen).", s.name, nv, nv*s.lanes))
+	outp := Load(Param("out").Base(), GP64())
+	rowp := Load(Param("rows").Base(), GP64())
+	colp := Load(Param("col").Base(), GP64())
+	valp := Load(Param("vals").Base(), GP64())
+	up := Load(Param("u").Base(), GP64())
+	n := Load(Param("rows").Len(), GP64())
+	sb := strideBytes()
+	k := GP64()
+	XORQ(k, k)
+	CMPQ(n, U8(0))
+	JE(LabelRef("done"))
+	acc := vecs(s, nv)
+	v := s.vec()
+
+	Label("run")
+	row := loadU32(rowp, k)
+	zero(acc)
+	Label("entry")
+	c := rowOffset(colp, k, sb)
+	VBROADCASTSS(Mem{Base: valp, Index: k, Scale: 4}, v)
+	for q := range acc {
+		VFMADD231PS(rowMem(s, up, c, q), v, acc[q])
+	}
+	INCQ(k)
+	CMPQ(k, n)
+	JAE(LabelRef("flush"))
+	next := GP64()
+	MOVL(Mem{Base: rowp, Index: k, Scale: 4}, next.As32())
+	CMPQ(next, row)
+	JE(LabelRef("entry"))
+	Label("flush")
+	IMULQ(sb, row)
+	dst := Mem{Base: outp, Index: row, Scale: 1}
+	addFlag := Load(Param("add"), GP8())
+	TESTB(addFlag, addFlag)
+	JZ(LabelRef("store"))
+	for q := range acc {
+		VADDPS(dst.Offset(4*s.lanes*q), acc[q], acc[q])
+	}
+	Label("store")
+	for q := range acc {
+		VMOVUPS(acc[q], dst.Offset(4*s.lanes*q))
+	}
+	CMPQ(k, n)
+	JB(LabelRef("run"))
+	Label("done")
+	VZEROUPPER()
+	RET()
+}
+
+// ellSlots: out row j += vals[j]·u row col[j] for each slot j of one ELL
+// slot column over consecutive rows.
+func ellSlots(s isa, nv int) {
+	text(fn("ellSlots", s, nv), "func(out []float32, col []uint32, vals, u []float32, stride int)")
+	Doc(fmt.Sprintf("ellSlots%sx%d adds %d columns of one ELL slot column into consecutive rows (see asmgen).", s.name, nv, nv*s.lanes))
+	outp := Load(Param("out").Base(), GP64())
+	colp := Load(Param("col").Base(), GP64())
+	valp := Load(Param("vals").Base(), GP64())
+	up := Load(Param("u").Base(), GP64())
+	n := Load(Param("col").Len(), GP64())
+	sb := strideBytes()
+	k := GP64()
+	XORQ(k, k)
+	CMPQ(n, U8(0))
+	JE(LabelRef("done"))
+	v := s.vec()
+	t := vecs(s, nv)
+	Label("slot")
+	c := rowOffset(colp, k, sb)
+	VBROADCASTSS(Mem{Base: valp, Index: k, Scale: 4}, v)
+	for q := range t {
+		VMOVUPS(Mem{Base: outp, Disp: 4 * s.lanes * q}, t[q])
+		VFMADD231PS(rowMem(s, up, c, q), v, t[q])
+		VMOVUPS(t[q], Mem{Base: outp, Disp: 4 * s.lanes * q})
+	}
+	ADDQ(sb, outp)
+	INCQ(k)
+	CMPQ(k, n)
+	JB(LabelRef("slot"))
+	Label("done")
+	VZEROUPPER()
+	RET()
+}
+
+// mttkrpRuns: for the n nonzeros of a chunk, each run of equal output index
+// out[k] sums vals[k]·Π_j facs[j] row inds[j][k] in registers and adds the
+// sum into dst row out[k]-rowBase. inds and facs hold the other modes'
+// index arrays and (column-r0) factor bases. One function is generated per
+// count of other modes: 1 (order 2), 2 (order 3), and any (others > 2,
+// whose arrays are read from inds and facs per nonzero).
+func mttkrpRuns(s isa, nv int, order int) {
+	name := fmt.Sprintf("mttkrpRuns%d", order)
+	if order == 0 {
+		name = "mttkrpRunsN"
+	}
+	text(fn(name, s, nv), "func(dst []float32, out *uint32, vals []float32, inds *[7]*uint32, facs *[7]*float32, rowBase, stride, others int)")
+	Doc(fmt.Sprintf("%s%sx%d adds %d columns of a chunk's MTTKRP into its output rows, one store per run (see asmgen).", name, s.name, nv, nv*s.lanes))
+	outp := Load(Param("out"), GP64())
+	valp := Load(Param("vals").Base(), GP64())
+	n := Load(Param("vals").Len(), GP64())
+	indsp := Load(Param("inds"), GP64())
+	facsp := Load(Param("facs"), GP64())
+	sb := strideBytes()
+	k := GP64()
+	XORQ(k, k)
+	CMPQ(n, U8(0))
+	JE(LabelRef("done"))
+	acc := vecs(s, nv)
+	t := vecs(s, nv)
+	v := s.vec()
+
+	// Orders 2 and 3 keep their factors' arrays in registers.
+	var i0, f0, i1, f1 GPVirtual
+	if order == 1 || order == 2 {
+		i0, f0 = GP64(), GP64()
+		MOVQ(Mem{Base: indsp}, i0)
+		MOVQ(Mem{Base: facsp}, f0)
+	}
+	if order == 2 {
+		i1, f1 = GP64(), GP64()
+		MOVQ(Mem{Base: indsp, Disp: 8}, i1)
+		MOVQ(Mem{Base: facsp, Disp: 8}, f1)
+	}
+
+	Label("run")
+	row := loadU32(outp, k)
+	zero(acc)
+	Label("nnz")
+	VBROADCASTSS(Mem{Base: valp, Index: k, Scale: 4}, v)
+	switch order {
+	case 1: // acc += v·A0
+		a := rowOffset(i0, k, sb)
+		for q := range acc {
+			VFMADD231PS(rowMem(s, f0, a, q), v, acc[q])
+		}
+	case 2: // acc += (v·A0)·A1
+		a := rowOffset(i0, k, sb)
+		for q := range t {
+			VMULPS(rowMem(s, f0, a, q), v, t[q])
+		}
+		b := rowOffset(i1, k, sb)
+		for q := range acc {
+			VFMADD231PS(rowMem(s, f1, b, q), t[q], acc[q])
+		}
+	default: // t = v·A0, t *= A_j for the middle factors, acc += t·A_last
+		ia, fa := GP64(), GP64()
+		MOVQ(Mem{Base: indsp}, ia)
+		MOVQ(Mem{Base: facsp}, fa)
+		a := rowOffset(ia, k, sb)
+		for q := range t {
+			VMULPS(rowMem(s, fa, a, q), v, t[q])
+		}
+		j, last := GP64(), GP64()
+		MOVQ(U32(1), j)
+		Load(Param("others"), last)
+		DECQ(last)
+		Label("middle")
+		CMPQ(j, last)
+		JAE(LabelRef("lastfac"))
+		ij, fj := GP64(), GP64()
+		MOVQ(Mem{Base: indsp, Index: j, Scale: 8}, ij)
+		MOVQ(Mem{Base: facsp, Index: j, Scale: 8}, fj)
+		b := rowOffset(ij, k, sb)
+		for q := range t {
+			VMULPS(rowMem(s, fj, b, q), t[q], t[q])
+		}
+		INCQ(j)
+		JMP(LabelRef("middle"))
+		Label("lastfac")
+		il, fl := GP64(), GP64()
+		MOVQ(Mem{Base: indsp, Index: last, Scale: 8}, il)
+		MOVQ(Mem{Base: facsp, Index: last, Scale: 8}, fl)
+		d := rowOffset(il, k, sb)
+		for q := range acc {
+			VFMADD231PS(rowMem(s, fl, d, q), t[q], acc[q])
+		}
+	}
+	INCQ(k)
+	CMPQ(k, n)
+	JAE(LabelRef("flush"))
+	nx := GP64()
+	MOVL(Mem{Base: outp, Index: k, Scale: 4}, nx.As32())
+	CMPQ(nx, row)
+	JE(LabelRef("nnz"))
+	Label("flush")
+	rb := Load(Param("rowBase"), GP64())
+	SUBQ(rb, row)
+	IMULQ(sb, row)
+	dstp := Load(Param("dst").Base(), GP64())
+	dst := Mem{Base: dstp, Index: row, Scale: 1}
+	for q := range acc {
+		VADDPS(dst.Offset(4*s.lanes*q), acc[q], acc[q])
+		VMOVUPS(acc[q], dst.Offset(4*s.lanes*q))
+	}
+	CMPQ(k, n)
+	JB(LabelRef("run"))
+	Label("done")
+	VZEROUPPER()
+	RET()
+}
+
+// csf3: for each root fiber f of an order-3 CSF, out row roots[f] =
+// Σ_{j in fiber f} (Σ_{k in fiber j} vals[k]·A2 row idx2[k]) ⊙ A1 row idx1[j]
+// (SPLATT's hoisting: one multiply by A1 per middle fiber, not per
+// nonzero). ptr0 has len(roots)+1 entries; idx1, ptr1, idx2 and vals are the
+// whole level arrays.
+func csf3(s isa, nv int) {
+	text(fn("csf3", s, nv), "func(out []float32, roots, ptr0 []uint32, idx1, ptr1, idx2 *uint32, vals *float32, a1, a2 *float32, stride int)")
+	Doc(fmt.Sprintf("csf3%sx%d sets %d columns of the root rows of an order-3 CSF (see asmgen).", s.name, nv, nv*s.lanes))
+	// Sixteen general registers are too few to hold every array base: the
+	// root-level ones are reloaded from the arguments once per root fiber.
+	idx1 := Load(Param("idx1"), GP64())
+	ptr1 := Load(Param("ptr1"), GP64())
+	idx2 := Load(Param("idx2"), GP64())
+	valp := Load(Param("vals"), GP64())
+	a1 := Load(Param("a1"), GP64())
+	a2 := Load(Param("a2"), GP64())
+	sb := strideBytes()
+	f := GP64()
+	XORQ(f, f)
+	nroots := Load(Param("roots").Len(), GP64())
+	CMPQ(nroots, U8(0))
+	JE(LabelRef("done"))
+	acc := vecs(s, nv)
+	t := vecs(s, nv)
+	v := s.vec()
+	j, jend, k, kend := GP64(), GP64(), GP64(), GP64()
+
+	Label("root")
+	zero(acc)
+	ptr0 := Load(Param("ptr0").Base(), GP64())
+	MOVL(Mem{Base: ptr0, Index: f, Scale: 4}, j.As32())
+	MOVL(Mem{Base: ptr0, Index: f, Scale: 4, Disp: 4}, jend.As32())
+	CMPQ(j, jend)
+	JAE(LabelRef("store"))
+	Label("fiber")
+	zero(t)
+	MOVL(Mem{Base: ptr1, Index: j, Scale: 4}, k.As32())
+	MOVL(Mem{Base: ptr1, Index: j, Scale: 4, Disp: 4}, kend.As32())
+	CMPQ(k, kend)
+	JAE(LabelRef("hoist"))
+	Label("leaf")
+	c := rowOffset(idx2, k, sb)
+	VBROADCASTSS(Mem{Base: valp, Index: k, Scale: 4}, v)
+	for q := range t {
+		VFMADD231PS(rowMem(s, a2, c, q), v, t[q])
+	}
+	INCQ(k)
+	CMPQ(k, kend)
+	JB(LabelRef("leaf"))
+	Label("hoist")
+	b := rowOffset(idx1, j, sb)
+	for q := range acc {
+		VFMADD231PS(rowMem(s, a1, b, q), t[q], acc[q])
+	}
+	INCQ(j)
+	CMPQ(j, jend)
+	JB(LabelRef("fiber"))
+	Label("store")
+	rootp := Load(Param("roots").Base(), GP64())
+	r := rowOffset(rootp, f, sb)
+	outp := Load(Param("out").Base(), GP64())
+	for q := range acc {
+		VMOVUPS(acc[q], rowMem(s, outp, r, q))
+	}
+	INCQ(f)
+	CMPQ(f, paramAddr(Param("roots").Len()))
+	JB(LabelRef("root"))
+	Label("done")
+	VZEROUPPER()
+	RET()
+}
+
+// pextDecode: dst[i] = base | pext(lin[i], mask), with BMI2's PEXT. It is
+// ALTO's index extraction in one instruction (formats.ALTOMode.Decode does
+// the same in six rounds of shifts and masks).
+func pextDecode() {
+	text("pextDecode", "func(dst []uint32, lin []uint64, mask uint64, base uint32)")
+	Doc("pextDecode sets dst[i] = base | pext(lin[i], mask) for i < len(dst); lin is at least as long.")
+	dstp := Load(Param("dst").Base(), GP64())
+	linp := Load(Param("lin").Base(), GP64())
+	n := Load(Param("dst").Len(), GP64())
+	mask := Load(Param("mask"), GP64())
+	base := Load(Param("base"), GP32())
+	i := GP64()
+	XORQ(i, i)
+	CMPQ(n, U8(0))
+	JE(LabelRef("done"))
+	Label("loop")
+	x := GP64()
+	MOVQ(Mem{Base: linp, Index: i, Scale: 8}, x)
+	PEXTQ(mask, x, x)
+	ORL(base, x.As32())
+	MOVL(x.As32(), Mem{Base: dstp, Index: i, Scale: 4})
+	INCQ(i)
+	CMPQ(i, n)
+	JB(LabelRef("loop"))
+	Label("done")
+	RET()
+}
+
+// cpuid exposes the CPUID instruction, for the vendor and family checks
+// that golang.org/x/sys/cpu does not make (PEXT is microcode on AMD before
+// Zen 3).
+func cpuid() {
+	TEXT("cpuid", NOSPLIT, "func(leaf, sub uint32) (eax, ebx, ecx, edx uint32)")
+	Doc("cpuid returns the registers CPUID sets for a leaf and subleaf.")
+	Load(Param("leaf"), EAX)
+	Load(Param("sub"), ECX)
+	CPUID()
+	Store(EAX, Return("eax"))
+	Store(EBX, Return("ebx"))
+	Store(ECX, Return("ecx"))
+	Store(EDX, Return("edx"))
+	RET()
+}

@@ -1,0 +1,33 @@
+//go:build !amd64 || purego
+
+package kernels
+
+// Without amd64 assembly (other architectures, or the purego tag) there
+// are no vector loops: every function below reports false and the
+// portable Go runs.
+
+const cpuVec = vecScalar
+
+const usePEXT = false
+
+func csrRowsVec(out []float32, ptr, col []uint32, vals, U []float32, R, a, r0, w int) bool {
+	return false
+}
+
+func cooRunsVec(out []float32, rows, col []uint32, vals, U []float32, R, r0, w int, add bool) bool {
+	return false
+}
+
+func ellSlotsVec(out []float32, col []uint32, vals, U []float32, R, lo, r0, w int) bool {
+	return false
+}
+
+func mttkrpRunsVec(dst []float32, rowBase, R, r0, w int, o *mttkrpOperands) bool {
+	return false
+}
+
+func csf3Vector(out []float32, roots, ptr0, idx1, ptr1, idx2 []uint32, vals, A1, A2 []float32, R, r0, groups int) bool {
+	return false
+}
+
+func pextVec(dst []uint32, lin []uint64, mask uint64, base uint32) bool { return false }
