@@ -1,6 +1,7 @@
 package kernels
 
 import (
+	"fmt"
 	"sort"
 
 	"github.com/sparsetune/sparsetune/formats"
@@ -30,6 +31,9 @@ type altoMTTKRP struct {
 func NewALTOMTTKRP(x *formats.ALTO, mode, rank, threads int) (*MTTKRP, error) {
 	if err := formats.CheckDims(x.Dims); err != nil {
 		return nil, err
+	}
+	if err := checkALTO(x); err != nil {
+		return nil, fmt.Errorf("mttkrp alto: %w", err)
 	}
 	p, err := newPlan("alto", x.Dims, x.NNZ(), mode, rank, threads)
 	if err != nil {

@@ -1,6 +1,10 @@
 package kernels
 
-import "github.com/sparsetune/sparsetune/formats"
+import (
+	"fmt"
+
+	"github.com/sparsetune/sparsetune/formats"
+)
 
 // cooMTTKRP is the COO kernel: part t owns nonzeros [start[t], start[t+1]).
 type cooMTTKRP struct {
@@ -22,6 +26,9 @@ type cooMTTKRP struct {
 func NewCOOMTTKRP(x *formats.COO, mode, rank, threads int) (*MTTKRP, error) {
 	if err := formats.CheckDims(x.Dims); err != nil {
 		return nil, err
+	}
+	if err := checkCOO(x); err != nil {
+		return nil, fmt.Errorf("mttkrp coo: %w", err)
 	}
 	p, err := newPlan("coo", x.Dims, x.NNZ(), mode, rank, threads)
 	if err != nil {

@@ -41,6 +41,9 @@ func NewCSFMTTKRP(x *formats.CSF, mode, rank, threads int) (*MTTKRP, error) {
 	if len(x.ModeOrder) != len(x.Dims) || len(x.FiberIdx) != len(x.Dims) || len(x.FiberPtr) != len(x.Dims)-1 {
 		return nil, fmt.Errorf("mttkrp csf: malformed CSF: %d modes, %d levels, %d pointer arrays", len(x.Dims), len(x.FiberIdx), len(x.FiberPtr))
 	}
+	if err := checkCSF(x); err != nil {
+		return nil, fmt.Errorf("mttkrp csf: %w", err)
+	}
 	p, err := newPlan("csf", x.Dims, x.NNZ(), mode, rank, threads)
 	if err != nil {
 		return nil, err

@@ -1,6 +1,7 @@
 package kernels
 
 import (
+	"fmt"
 	"sort"
 
 	"github.com/sparsetune/sparsetune/formats"
@@ -29,6 +30,9 @@ type hicooMTTKRP struct {
 func NewHiCOOMTTKRP(x *formats.HiCOO, mode, rank, threads int) (*MTTKRP, error) {
 	if err := formats.CheckDims(x.Dims); err != nil {
 		return nil, err
+	}
+	if err := checkHiCOO(x); err != nil {
+		return nil, fmt.Errorf("mttkrp hicoo: %w", err)
 	}
 	p, err := newPlan("hicoo", x.Dims, x.NNZ(), mode, rank, threads)
 	if err != nil {

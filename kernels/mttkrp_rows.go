@@ -27,8 +27,8 @@ func (p *MTTKRP) cooChunk(ws *mttkrpScratch, inds *[formats.MaxOrder][]uint32, v
 	var ops *mttkrpOperands
 	for _, w := range p.widths {
 		if w >= 8 {
-			// Eight columns at a time in registers (AVX2 where built
-			// with GOEXPERIMENT=simd).
+			// A block of registers: vector assembly where the CPU has
+			// it, eight Go locals otherwise (vec.go).
 			if ops == nil {
 				ops = &ws.ops
 				ops.out, ops.vals, ops.others = inds[p.mode][:len(vals)], vals, len(p.others)

@@ -181,24 +181,28 @@ func TestMTTKRPRandom(t *testing.T) {
 		{"order3-tiny", []int{4, 3, 2}, 5},
 		{"order4-empty", []int{4, 3, 2, 5}, 0},
 	}
-	for i, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			rng := rand.New(rand.NewPCG(uint64(i), 7))
-			x := randomCOO(rng, c.dims, c.nnz)
-			for _, threads := range []int{1, 2, 3} {
-				checkAll(t, x, []int{1, 7, 16, 64}, threads, rng)
-			}
-		})
-	}
+	eachInnerLoops(t, func(t *testing.T) {
+		for i, c := range cases {
+			t.Run(c.name, func(t *testing.T) {
+				rng := rand.New(rand.NewPCG(uint64(i), 7))
+				x := randomCOO(rng, c.dims, c.nnz)
+				for _, threads := range []int{1, 2, 3} {
+					checkAll(t, x, []int{1, 7, 16, 64}, threads, rng)
+				}
+			})
+		}
+	})
 }
 
 // TestMTTKRPWideRanks covers rank blocks beyond one 64-column pass and
 // every block width.
 func TestMTTKRPWideRanks(t *testing.T) {
 	lowGrain(t, 100)
-	rng := rand.New(rand.NewPCG(3, 3))
-	x := randomCOO(rng, []int{40, 50, 60}, 1500)
-	checkAll(t, x, []int{2, 3, 5, 8, 24, 32, 100, 129}, 2, rng)
+	eachInnerLoops(t, func(t *testing.T) {
+		rng := rand.New(rand.NewPCG(3, 3))
+		x := randomCOO(rng, []int{40, 50, 60}, 1500)
+		checkAll(t, x, []int{2, 3, 5, 8, 24, 32, 100, 129}, 2, rng)
+	})
 }
 
 // TestMTTKRPALTOWide checks ALTO with a linear index wider than 64 bits,

@@ -1,6 +1,10 @@
 package kernels
 
-import "github.com/sparsetune/sparsetune/formats"
+import (
+	"fmt"
+
+	"github.com/sparsetune/sparsetune/formats"
+)
 
 // csrSpTTM is the CSR kernel: part t owns rows [split[t], split[t+1]).
 type csrSpTTM struct {
@@ -14,6 +18,9 @@ type csrSpTTM struct {
 // (formats.FiberMatrix.RowSplits). Each row's products are summed in a
 // block of registers and stored once.
 func NewCSRSpTTM(x *formats.CSR, rank, threads int) (*SpTTM, error) {
+	if err := checkCSR(x); err != nil {
+		return nil, fmt.Errorf("spttm csr: %w", err)
+	}
 	p, err := newSpTTMPlan("csr", x.Source, x.Bytes(), rank, threads)
 	if err != nil {
 		return nil, err
@@ -117,6 +124,9 @@ type cooSpTTM struct {
 // (FiberCOO.EntrySplits), so every row belongs to one part. Runs of entries
 // of one row are summed in registers and stored once.
 func NewCOOSpTTM(x *formats.FiberCOO, rank, threads int) (*SpTTM, error) {
+	if err := checkFiberCOO(x); err != nil {
+		return nil, fmt.Errorf("spttm coo: %w", err)
+	}
 	p, err := newSpTTMPlan("coo", x.Source, x.Bytes(), rank, threads)
 	if err != nil {
 		return nil, err
@@ -220,6 +230,9 @@ type ellSpTTM struct {
 // the slot-major arrays contiguously, and stops at the tile's longest row:
 // padding costs only where a tile holds rows of different lengths.
 func NewELLSpTTM(x *formats.ELL, rank, threads int) (*SpTTM, error) {
+	if err := checkELL(x); err != nil {
+		return nil, fmt.Errorf("spttm ell: %w", err)
+	}
 	p, err := newSpTTMPlan("ell", x.Source, x.Bytes(), rank, threads)
 	if err != nil {
 		return nil, err
@@ -336,6 +349,12 @@ type hybSpTTM struct {
 // has just written: no row is shared between parts and no second phase is
 // needed.
 func NewHYBSpTTM(x *formats.HYB, rank, threads int) (*SpTTM, error) {
+	if err := checkELL(x.ELL); err != nil {
+		return nil, fmt.Errorf("spttm hyb: ELL part: %w", err)
+	}
+	if err := checkFiberCOO(x.COO); err != nil {
+		return nil, fmt.Errorf("spttm hyb: COO part: %w", err)
+	}
 	p, err := newSpTTMPlan("hyb", x.ELL.Source, x.Bytes(), rank, threads)
 	if err != nil {
 		return nil, err

@@ -87,24 +87,28 @@ func TestSpTTMRandom(t *testing.T) {
 		{"order3-tiny", []int{4, 3, 2}, 5},
 		{"order4-empty", []int{4, 3, 2, 5}, 0},
 	}
-	for i, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			rng := rand.New(rand.NewPCG(uint64(i), 11))
-			x := randomCOO(rng, c.dims, c.nnz)
-			for _, threads := range []int{1, 2, 3} {
-				checkSpTTM(t, x, []int{1, 7, 16, 64}, threads, rng)
-			}
-		})
-	}
+	eachInnerLoops(t, func(t *testing.T) {
+		for i, c := range cases {
+			t.Run(c.name, func(t *testing.T) {
+				rng := rand.New(rand.NewPCG(uint64(i), 11))
+				x := randomCOO(rng, c.dims, c.nnz)
+				for _, threads := range []int{1, 2, 3} {
+					checkSpTTM(t, x, []int{1, 7, 16, 64}, threads, rng)
+				}
+			})
+		}
+	})
 }
 
 // TestSpTTMWideRanks covers ranks past one 64-column block and every block
 // width.
 func TestSpTTMWideRanks(t *testing.T) {
 	lowGrain(t, 100)
-	rng := rand.New(rand.NewPCG(3, 13))
-	x := randomCOO(rng, []int{40, 50, 60}, 1500)
-	checkSpTTM(t, x, []int{2, 3, 31, 65, 127, 200}, 2, rng)
+	eachInnerLoops(t, func(t *testing.T) {
+		rng := rand.New(rand.NewPCG(3, 13))
+		x := randomCOO(rng, []int{40, 50, 60}, 1500)
+		checkSpTTM(t, x, []int{2, 3, 31, 65, 127, 200}, 2, rng)
+	})
 }
 
 // TestSpTTMLongFiber: one fiber far longer than the rest lands in one part
@@ -116,7 +120,7 @@ func TestSpTTMLongFiber(t *testing.T) {
 	for i := range 200 {
 		x.Append([]uint32{uint32(i), 7, 3}, 1) // the mode-0 fiber at (7, 3) is full
 	}
-	checkSpTTM(t, x, []int{16}, 3, rng)
+	eachInnerLoops(t, func(t *testing.T) { checkSpTTM(t, x, []int{16}, 3, rng) })
 }
 
 func TestSpTTMRealTensors(t *testing.T) {
