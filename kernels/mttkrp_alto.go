@@ -51,6 +51,7 @@ func NewALTOMTTKRP(x *formats.ALTO, mode, rank, threads int) (*MTTKRP, error) {
 		}
 	}
 	lo, hi := make([]int, p.parts), make([]int, p.parts)
+	changes := 0
 	for t := range p.parts {
 		lo[t], hi[t] = x.Dims[mode], 0
 		buf := p.ws[t].idx[mode]
@@ -58,9 +59,11 @@ func NewALTOMTTKRP(x *formats.ALTO, mode, rank, threads int) (*MTTKRP, error) {
 			e := &x.Modes[mode]
 			decodeALTO(e, buf[:c-a], x.Lin[a:c], k.high(e, b))
 			l, h := rowSpan(buf[:c-a])
+			changes += runChanges(buf[:c-a]) + 1
 			lo[t], hi[t] = min(lo[t], l), max(hi[t], h)
 		})
 	}
+	p.scatter = shortRuns(changes, n)
 	p.kernel = k
 	p.placeRows(lo, hi)
 	return p, nil
@@ -95,6 +98,9 @@ func (k *altoMTTKRP) high(e *formats.ALTOMode, b int) uint32 {
 
 func (k *altoMTTKRP) compute(p *MTTKRP, t int, dst []float32, rowBase int) {
 	x, ws := k.x, p.ws[t]
+	if p.scatter && x.Order() == 3 && k.computeFused(p, t, dst, rowBase) {
+		return
+	}
 	var inds [formats.MaxOrder][]uint32
 	k.segments(t, func(b, a, c int) {
 		for m := range x.Modes {
@@ -104,6 +110,33 @@ func (k *altoMTTKRP) compute(p *MTTKRP, t int, dst []float32, rowBase int) {
 		}
 		p.cooChunk(ws, &inds, x.Vals[a:c], dst, rowBase)
 	})
+}
+
+// computeFused runs part t of an order-3 ALTO MTTKRP with the index
+// extraction inside the vector loop (altoScatter3Vec), when every rank
+// block is a multiple of 8 wide and the CPU has the instructions; it
+// reports false, doing nothing, otherwise.
+func (k *altoMTTKRP) computeFused(p *MTTKRP, t int, dst []float32, rowBase int) bool {
+	if p.widths[len(p.widths)-1] < 8 || !altoScatter3Vec(nil, nil, nil, nil, nil, nil, nil, 0, 0, 0, 8) {
+		return false
+	}
+	x, ws := k.x, p.ws[t]
+	modes := [3]int{p.mode, p.others[0], p.others[1]}
+	for j, m := range modes {
+		ws.altoMasks[j] = x.Modes[m].Lo
+	}
+	f0, f1 := p.fac[modes[1]], p.fac[modes[2]]
+	k.segments(t, func(b, a, c int) {
+		for j, m := range modes {
+			ws.altoBases[j] = k.high(&x.Modes[m], b)
+		}
+		r0 := 0
+		for _, w := range p.widths {
+			altoScatter3Vec(dst, x.Lin[a:c], x.Vals[a:c], &ws.altoMasks, &ws.altoBases, f0, f1, rowBase, p.rank, r0, w)
+			r0 += w
+		}
+	})
+	return true
 }
 
 // decodeALTO sets dst[i] to mode e's index in lin[i] (base holding the

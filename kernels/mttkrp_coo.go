@@ -50,6 +50,7 @@ func NewCOOMTTKRP(x *formats.COO, mode, rank, threads int) (*MTTKRP, error) {
 	for t := range p.parts {
 		lo[t], hi[t] = rowSpan(out[k.start[t]:k.start[t+1]])
 	}
+	p.scatter = shortRuns(runChanges(out), n)
 	p.kernel = k
 	p.placeRows(lo, hi)
 	return p, nil

@@ -9,6 +9,9 @@ type mttkrpOperands struct {
 	facs   [maxOthers][]float32
 	others int
 	vals   []float32
+	// scatter: add each nonzero into its row rather than summing runs
+	// first (the plan sets it where runs are about one nonzero long).
+	scatter bool
 
 	// The assembly loops' view of inds and facs: first elements, and
 	// factor bases at the rank block's first column. They live here, in

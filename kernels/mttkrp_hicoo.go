@@ -47,16 +47,23 @@ func NewHiCOOMTTKRP(x *formats.HiCOO, mode, rank, threads int) (*MTTKRP, error) 
 	}
 	k.first[p.parts] = nb
 	lo, hi := make([]int, p.parts), make([]int, p.parts)
+	changes := 0
 	for t := range p.parts {
 		lo[t], hi[t] = x.Dims[mode], 0
 		for b := k.first[t]; b < k.first[t+1]; b++ {
 			base := int(x.BlockInds[mode][b]) << x.BlockBits
+			prev := -1
 			for _, e := range x.ElemInds[mode][x.BlockPtr[b]:x.BlockPtr[b+1]] {
 				lo[t] = min(lo[t], base+int(e))
 				hi[t] = max(hi[t], base+int(e)+1)
+				if int(e) != prev {
+					changes++
+					prev = int(e)
+				}
 			}
 		}
 	}
+	p.scatter = shortRuns(changes, n)
 	for _, ws := range p.ws {
 		for m := range x.Dims {
 			ws.idx[m] = make([]uint32, chunkNNZ)

@@ -32,6 +32,7 @@ func (p *MTTKRP) cooChunk(ws *mttkrpScratch, inds *[formats.MaxOrder][]uint32, v
 			if ops == nil {
 				ops = &ws.ops
 				ops.out, ops.vals, ops.others = inds[p.mode][:len(vals)], vals, len(p.others)
+				ops.scatter = p.scatter
 				for j, m := range p.others {
 					ops.inds[j], ops.facs[j] = inds[m][:len(vals)], p.fac[m]
 				}

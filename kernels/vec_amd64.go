@@ -61,6 +61,7 @@ type (
 	cooFn    func(out []float32, rows, col []uint32, vals, u []float32, stride int, add bool)
 	ellFn    func(out []float32, col []uint32, vals, u []float32, stride int)
 	mttkrpFn func(dst []float32, out *uint32, vals []float32, inds *[7]*uint32, facs *[7]*float32, rowBase, stride, others int)
+	altoFn   func(dst []float32, lin []uint64, vals []float32, masks *[3]uint64, bases *[3]uint32, f0, f1 *float32, rowBase, stride int)
 	csf3Fn   func(out []float32, roots, ptr0 []uint32, idx1, ptr1, idx2 *uint32, vals *float32, a1, a2 *float32, stride int)
 )
 
@@ -90,6 +91,23 @@ var (
 			2: {mttkrpRunsNAVX512x2, mttkrpRuns1AVX512x2, mttkrpRuns2AVX512x2},
 			4: {mttkrpRunsNAVX512x4, mttkrpRuns1AVX512x4, mttkrpRuns2AVX512x4},
 		},
+	}
+	// mttkrpScatterFns is laid out as mttkrpFns.
+	mttkrpScatterFns = [3][5][3]mttkrpFn{
+		vecAVX2: {
+			1: {mttkrpScatterNAVX2x1, mttkrpScatter1AVX2x1, mttkrpScatter2AVX2x1},
+			2: {mttkrpScatterNAVX2x2, mttkrpScatter1AVX2x2, mttkrpScatter2AVX2x2},
+			4: {mttkrpScatterNAVX2x4, mttkrpScatter1AVX2x4, mttkrpScatter2AVX2x4},
+		},
+		vecAVX512: {
+			1: {mttkrpScatterNAVX512x1, mttkrpScatter1AVX512x1, mttkrpScatter2AVX512x1},
+			2: {mttkrpScatterNAVX512x2, mttkrpScatter1AVX512x2, mttkrpScatter2AVX512x2},
+			4: {mttkrpScatterNAVX512x4, mttkrpScatter1AVX512x4, mttkrpScatter2AVX512x4},
+		},
+	}
+	altoScatter3Fns = [3][5]altoFn{
+		vecAVX2:   {1: altoScatter3AVX2x1, 2: altoScatter3AVX2x2, 4: altoScatter3AVX2x4},
+		vecAVX512: {1: altoScatter3AVX512x1, 2: altoScatter3AVX512x2, 4: altoScatter3AVX512x4},
 	}
 	csf3Fns = [3][5]csf3Fn{
 		vecAVX2:   {1: csf3AVX2x1, 2: csf3AVX2x2, 4: csf3AVX2x4},
@@ -168,7 +186,11 @@ func mttkrpRunsVec(dst []float32, rowBase, R, r0, w int, o *mttkrpOperands) bool
 		for j := range o.others {
 			o.indp[j], o.facp[j] = &o.inds[j][:n][0], &o.facs[j][r0+off]
 		}
-		mttkrpFns[u][nv][c](dst[r0+off:], &o.out[:n][0], o.vals, &o.indp, &o.facp, rowBase, R, o.others)
+		fns := &mttkrpFns
+		if o.scatter {
+			fns = &mttkrpScatterFns
+		}
+		fns[u][nv][c](dst[r0+off:], &o.out[:n][0], o.vals, &o.indp, &o.facp, rowBase, R, o.others)
 		off += cols
 	}
 	return true
@@ -189,6 +211,27 @@ func csf3Vector(out []float32, roots, ptr0, idx1, ptr1, idx2 []uint32, vals, A1,
 	for off := 0; off < w; {
 		u, nv, cols := vecPiece(w - off)
 		csf3Fns[u][nv](out[r0+off:], roots, ptr0, &idx1[0], &ptr1[0], &idx2[0], &vals[0], &A1[r0+off], &A2[r0+off], R)
+		off += cols
+	}
+	return true
+}
+
+// altoScatter3Vec adds columns [r0, r0+w) of the MTTKRP terms of an
+// order-3 ALTO chunk (lin, vals) into dst, extracting indices with PEXT
+// (see asmgen's altoScatter3 for masks and bases); f0 and f1 are the
+// factors of the other two modes. It reports false, doing nothing, where
+// PEXT or the vector unit is missing.
+func altoScatter3Vec(dst []float32, lin []uint64, vals []float32, masks *[3]uint64, bases *[3]uint32, f0, f1 []float32, rowBase, R, r0, w int) bool {
+	if !usePEXT || vec == vecScalar || w < 8 {
+		return false
+	}
+	if len(vals) == 0 {
+		return true
+	}
+	lin = lin[:len(vals)]
+	for off := 0; off < w; {
+		u, nv, cols := vecPiece(w - off)
+		altoScatter3Fns[u][nv](dst[r0+off:], lin, vals, masks, bases, &f0[r0+off], &f1[r0+off], rowBase, R)
 		off += cols
 	}
 	return true

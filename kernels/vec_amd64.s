@@ -168,6 +168,43 @@ done:
 	VZEROUPPER
 	RET
 
+// func mttkrpScatter1AVX2x1(dst []float32, out *uint32, vals []float32, inds *[7]*uint32, facs *[7]*float32, rowBase int, stride int, others int)
+// Requires: AVX, FMA3
+TEXT ·mttkrpScatter1AVX2x1(SB), NOSPLIT, $0-96
+	MOVQ  out+24(FP), AX
+	MOVQ  vals_base+32(FP), CX
+	MOVQ  vals_len+40(FP), DX
+	MOVQ  inds+56(FP), BX
+	MOVQ  facs+64(FP), SI
+	MOVQ  stride+80(FP), DI
+	SHLQ  $0x02, DI
+	MOVQ  rowBase+72(FP), R8
+	IMULQ DI, R8
+	NEGQ  R8
+	ADDQ  dst_base+0(FP), R8
+	XORQ  R9, R9
+	CMPQ  DX, $0x00
+	JE    done
+	MOVQ  (BX), BX
+	MOVQ  (SI), SI
+
+nnz:
+	MOVL         (AX)(R9*4), R10
+	IMULQ        DI, R10
+	VMOVUPS      (R8)(R10*1), Y0
+	VBROADCASTSS (CX)(R9*4), Y1
+	MOVL         (BX)(R9*4), R11
+	IMULQ        DI, R11
+	VFMADD231PS  (SI)(R11*1), Y1, Y0
+	VMOVUPS      Y0, (R8)(R10*1)
+	INCQ         R9
+	CMPQ         R9, DX
+	JB           nnz
+
+done:
+	VZEROUPPER
+	RET
+
 // func mttkrpRuns2AVX2x1(dst []float32, out *uint32, vals []float32, inds *[7]*uint32, facs *[7]*float32, rowBase int, stride int, others int)
 // Requires: AVX, FMA3
 TEXT ·mttkrpRuns2AVX2x1(SB), NOSPLIT, $0-96
@@ -214,6 +251,48 @@ flush:
 	VMOVUPS Y0, (R12)(R11*1)
 	CMPQ    R8, DX
 	JB      run
+
+done:
+	VZEROUPPER
+	RET
+
+// func mttkrpScatter2AVX2x1(dst []float32, out *uint32, vals []float32, inds *[7]*uint32, facs *[7]*float32, rowBase int, stride int, others int)
+// Requires: AVX, FMA3
+TEXT ·mttkrpScatter2AVX2x1(SB), NOSPLIT, $0-96
+	MOVQ  out+24(FP), AX
+	MOVQ  vals_base+32(FP), CX
+	MOVQ  vals_len+40(FP), DX
+	MOVQ  inds+56(FP), BX
+	MOVQ  facs+64(FP), SI
+	MOVQ  stride+80(FP), DI
+	SHLQ  $0x02, DI
+	MOVQ  rowBase+72(FP), R8
+	IMULQ DI, R8
+	NEGQ  R8
+	ADDQ  dst_base+0(FP), R8
+	XORQ  R9, R9
+	CMPQ  DX, $0x00
+	JE    done
+	MOVQ  (BX), R10
+	MOVQ  (SI), R11
+	MOVQ  8(BX), BX
+	MOVQ  8(SI), SI
+
+nnz:
+	MOVL         (AX)(R9*4), R12
+	IMULQ        DI, R12
+	VMOVUPS      (R8)(R12*1), Y1
+	VBROADCASTSS (CX)(R9*4), Y0
+	MOVL         (R10)(R9*4), R13
+	IMULQ        DI, R13
+	VMULPS       (R11)(R13*1), Y0, Y0
+	MOVL         (BX)(R9*4), R13
+	IMULQ        DI, R13
+	VFMADD231PS  (SI)(R13*1), Y0, Y1
+	VMOVUPS      Y1, (R8)(R12*1)
+	INCQ         R9
+	CMPQ         R9, DX
+	JB           nnz
 
 done:
 	VZEROUPPER
@@ -286,6 +365,64 @@ done:
 	VZEROUPPER
 	RET
 
+// func mttkrpScatterNAVX2x1(dst []float32, out *uint32, vals []float32, inds *[7]*uint32, facs *[7]*float32, rowBase int, stride int, others int)
+// Requires: AVX, FMA3
+TEXT ·mttkrpScatterNAVX2x1(SB), NOSPLIT, $0-96
+	MOVQ  out+24(FP), AX
+	MOVQ  vals_base+32(FP), CX
+	MOVQ  vals_len+40(FP), DX
+	MOVQ  inds+56(FP), BX
+	MOVQ  facs+64(FP), SI
+	MOVQ  stride+80(FP), DI
+	SHLQ  $0x02, DI
+	MOVQ  rowBase+72(FP), R8
+	IMULQ DI, R8
+	NEGQ  R8
+	ADDQ  dst_base+0(FP), R8
+	XORQ  R9, R9
+	CMPQ  DX, $0x00
+	JE    done
+
+nnz:
+	MOVL         (AX)(R9*4), R10
+	IMULQ        DI, R10
+	VMOVUPS      (R8)(R10*1), Y1
+	VBROADCASTSS (CX)(R9*4), Y0
+	MOVQ         (BX), R11
+	MOVQ         (SI), R12
+	MOVL         (R11)(R9*4), R11
+	IMULQ        DI, R11
+	VMULPS       (R12)(R11*1), Y0, Y0
+	MOVQ         $0x00000001, R11
+	MOVQ         others+88(FP), R12
+	DECQ         R12
+
+middle:
+	CMPQ   R11, R12
+	JAE    lastfac
+	MOVQ   (BX)(R11*8), R13
+	MOVQ   (SI)(R11*8), R14
+	MOVL   (R13)(R9*4), R13
+	IMULQ  DI, R13
+	VMULPS (R14)(R13*1), Y0, Y0
+	INCQ   R11
+	JMP    middle
+
+lastfac:
+	MOVQ        (BX)(R12*8), R11
+	MOVQ        (SI)(R12*8), R12
+	MOVL        (R11)(R9*4), R11
+	IMULQ       DI, R11
+	VFMADD231PS (R12)(R11*1), Y0, Y1
+	VMOVUPS     Y1, (R8)(R10*1)
+	INCQ        R9
+	CMPQ        R9, DX
+	JB          nnz
+
+done:
+	VZEROUPPER
+	RET
+
 // func csf3AVX2x1(out []float32, roots []uint32, ptr0 []uint32, idx1 *uint32, ptr1 *uint32, idx2 *uint32, vals *float32, a1 *float32, a2 *float32, stride int)
 // Requires: AVX, FMA3
 TEXT ·csf3AVX2x1(SB), NOSPLIT, $0-128
@@ -343,6 +480,53 @@ store:
 	INCQ    R9
 	CMPQ    R9, roots_len+32(FP)
 	JB      root
+
+done:
+	VZEROUPPER
+	RET
+
+// func altoScatter3AVX2x1(dst []float32, lin []uint64, vals []float32, masks *[3]uint64, bases *[3]uint32, f0 *float32, f1 *float32, rowBase int, stride int)
+// Requires: AVX, BMI2, FMA3
+TEXT ·altoScatter3AVX2x1(SB), NOSPLIT, $8-120
+	MOVQ  lin_base+24(FP), AX
+	MOVQ  vals_base+48(FP), CX
+	MOVQ  vals_len+56(FP), DX
+	MOVQ  f0+88(FP), BX
+	MOVQ  f1+96(FP), SI
+	MOVQ  stride+112(FP), DI
+	SHLQ  $0x02, DI
+	MOVQ  rowBase+104(FP), R8
+	IMULQ DI, R8
+	NEGQ  R8
+	ADDQ  dst_base+0(FP), R8
+	MOVQ  masks+72(FP), R9
+	MOVQ  (R9), R10
+	MOVQ  8(R9), R11
+	MOVQ  16(R9), R9
+	MOVQ  bases+80(FP), R12
+	XORQ  R13, R13
+	CMPQ  DX, $0x00
+	JE    done
+
+nnz:
+	MOVQ         (AX)(R13*8), R14
+	PEXTQ        R10, R14, R15
+	ORL          (R12), R15
+	IMULQ        DI, R15
+	PEXTQ        R11, R14, BP
+	ORL          4(R12), BP
+	IMULQ        DI, BP
+	PEXTQ        R9, R14, R14
+	ORL          8(R12), R14
+	IMULQ        DI, R14
+	VBROADCASTSS (CX)(R13*4), Y0
+	VMULPS       (BX)(BP*1), Y0, Y0
+	VMOVUPS      (R8)(R15*1), Y1
+	VFMADD231PS  (SI)(R14*1), Y0, Y1
+	VMOVUPS      Y1, (R8)(R15*1)
+	INCQ         R13
+	CMPQ         R13, DX
+	JB           nnz
 
 done:
 	VZEROUPPER
@@ -526,6 +710,46 @@ done:
 	VZEROUPPER
 	RET
 
+// func mttkrpScatter1AVX2x2(dst []float32, out *uint32, vals []float32, inds *[7]*uint32, facs *[7]*float32, rowBase int, stride int, others int)
+// Requires: AVX, FMA3
+TEXT ·mttkrpScatter1AVX2x2(SB), NOSPLIT, $0-96
+	MOVQ  out+24(FP), AX
+	MOVQ  vals_base+32(FP), CX
+	MOVQ  vals_len+40(FP), DX
+	MOVQ  inds+56(FP), BX
+	MOVQ  facs+64(FP), SI
+	MOVQ  stride+80(FP), DI
+	SHLQ  $0x02, DI
+	MOVQ  rowBase+72(FP), R8
+	IMULQ DI, R8
+	NEGQ  R8
+	ADDQ  dst_base+0(FP), R8
+	XORQ  R9, R9
+	CMPQ  DX, $0x00
+	JE    done
+	MOVQ  (BX), BX
+	MOVQ  (SI), SI
+
+nnz:
+	MOVL         (AX)(R9*4), R10
+	IMULQ        DI, R10
+	VMOVUPS      (R8)(R10*1), Y0
+	VMOVUPS      32(R8)(R10*1), Y1
+	VBROADCASTSS (CX)(R9*4), Y2
+	MOVL         (BX)(R9*4), R11
+	IMULQ        DI, R11
+	VFMADD231PS  (SI)(R11*1), Y2, Y0
+	VFMADD231PS  32(SI)(R11*1), Y2, Y1
+	VMOVUPS      Y0, (R8)(R10*1)
+	VMOVUPS      Y1, 32(R8)(R10*1)
+	INCQ         R9
+	CMPQ         R9, DX
+	JB           nnz
+
+done:
+	VZEROUPPER
+	RET
+
 // func mttkrpRuns2AVX2x2(dst []float32, out *uint32, vals []float32, inds *[7]*uint32, facs *[7]*float32, rowBase int, stride int, others int)
 // Requires: AVX, FMA3
 TEXT ·mttkrpRuns2AVX2x2(SB), NOSPLIT, $0-96
@@ -577,6 +801,52 @@ flush:
 	VMOVUPS Y1, 32(R12)(R11*1)
 	CMPQ    R8, DX
 	JB      run
+
+done:
+	VZEROUPPER
+	RET
+
+// func mttkrpScatter2AVX2x2(dst []float32, out *uint32, vals []float32, inds *[7]*uint32, facs *[7]*float32, rowBase int, stride int, others int)
+// Requires: AVX, FMA3
+TEXT ·mttkrpScatter2AVX2x2(SB), NOSPLIT, $0-96
+	MOVQ  out+24(FP), AX
+	MOVQ  vals_base+32(FP), CX
+	MOVQ  vals_len+40(FP), DX
+	MOVQ  inds+56(FP), BX
+	MOVQ  facs+64(FP), SI
+	MOVQ  stride+80(FP), DI
+	SHLQ  $0x02, DI
+	MOVQ  rowBase+72(FP), R8
+	IMULQ DI, R8
+	NEGQ  R8
+	ADDQ  dst_base+0(FP), R8
+	XORQ  R9, R9
+	CMPQ  DX, $0x00
+	JE    done
+	MOVQ  (BX), R10
+	MOVQ  (SI), R11
+	MOVQ  8(BX), BX
+	MOVQ  8(SI), SI
+
+nnz:
+	MOVL         (AX)(R9*4), R12
+	IMULQ        DI, R12
+	VMOVUPS      (R8)(R12*1), Y2
+	VMOVUPS      32(R8)(R12*1), Y3
+	VBROADCASTSS (CX)(R9*4), Y1
+	MOVL         (R10)(R9*4), R13
+	IMULQ        DI, R13
+	VMULPS       (R11)(R13*1), Y1, Y0
+	VMULPS       32(R11)(R13*1), Y1, Y1
+	MOVL         (BX)(R9*4), R13
+	IMULQ        DI, R13
+	VFMADD231PS  (SI)(R13*1), Y0, Y2
+	VFMADD231PS  32(SI)(R13*1), Y1, Y3
+	VMOVUPS      Y2, (R8)(R12*1)
+	VMOVUPS      Y3, 32(R8)(R12*1)
+	INCQ         R9
+	CMPQ         R9, DX
+	JB           nnz
 
 done:
 	VZEROUPPER
@@ -655,6 +925,69 @@ done:
 	VZEROUPPER
 	RET
 
+// func mttkrpScatterNAVX2x2(dst []float32, out *uint32, vals []float32, inds *[7]*uint32, facs *[7]*float32, rowBase int, stride int, others int)
+// Requires: AVX, FMA3
+TEXT ·mttkrpScatterNAVX2x2(SB), NOSPLIT, $0-96
+	MOVQ  out+24(FP), AX
+	MOVQ  vals_base+32(FP), CX
+	MOVQ  vals_len+40(FP), DX
+	MOVQ  inds+56(FP), BX
+	MOVQ  facs+64(FP), SI
+	MOVQ  stride+80(FP), DI
+	SHLQ  $0x02, DI
+	MOVQ  rowBase+72(FP), R8
+	IMULQ DI, R8
+	NEGQ  R8
+	ADDQ  dst_base+0(FP), R8
+	XORQ  R9, R9
+	CMPQ  DX, $0x00
+	JE    done
+
+nnz:
+	MOVL         (AX)(R9*4), R10
+	IMULQ        DI, R10
+	VMOVUPS      (R8)(R10*1), Y2
+	VMOVUPS      32(R8)(R10*1), Y3
+	VBROADCASTSS (CX)(R9*4), Y1
+	MOVQ         (BX), R11
+	MOVQ         (SI), R12
+	MOVL         (R11)(R9*4), R11
+	IMULQ        DI, R11
+	VMULPS       (R12)(R11*1), Y1, Y0
+	VMULPS       32(R12)(R11*1), Y1, Y1
+	MOVQ         $0x00000001, R11
+	MOVQ         others+88(FP), R12
+	DECQ         R12
+
+middle:
+	CMPQ   R11, R12
+	JAE    lastfac
+	MOVQ   (BX)(R11*8), R13
+	MOVQ   (SI)(R11*8), R14
+	MOVL   (R13)(R9*4), R13
+	IMULQ  DI, R13
+	VMULPS (R14)(R13*1), Y0, Y0
+	VMULPS 32(R14)(R13*1), Y1, Y1
+	INCQ   R11
+	JMP    middle
+
+lastfac:
+	MOVQ        (BX)(R12*8), R11
+	MOVQ        (SI)(R12*8), R12
+	MOVL        (R11)(R9*4), R11
+	IMULQ       DI, R11
+	VFMADD231PS (R12)(R11*1), Y0, Y2
+	VFMADD231PS 32(R12)(R11*1), Y1, Y3
+	VMOVUPS     Y2, (R8)(R10*1)
+	VMOVUPS     Y3, 32(R8)(R10*1)
+	INCQ        R9
+	CMPQ        R9, DX
+	JB          nnz
+
+done:
+	VZEROUPPER
+	RET
+
 // func csf3AVX2x2(out []float32, roots []uint32, ptr0 []uint32, idx1 *uint32, ptr1 *uint32, idx2 *uint32, vals *float32, a1 *float32, a2 *float32, stride int)
 // Requires: AVX, FMA3
 TEXT ·csf3AVX2x2(SB), NOSPLIT, $0-128
@@ -717,6 +1050,57 @@ store:
 	INCQ    R9
 	CMPQ    R9, roots_len+32(FP)
 	JB      root
+
+done:
+	VZEROUPPER
+	RET
+
+// func altoScatter3AVX2x2(dst []float32, lin []uint64, vals []float32, masks *[3]uint64, bases *[3]uint32, f0 *float32, f1 *float32, rowBase int, stride int)
+// Requires: AVX, BMI2, FMA3
+TEXT ·altoScatter3AVX2x2(SB), NOSPLIT, $8-120
+	MOVQ  lin_base+24(FP), AX
+	MOVQ  vals_base+48(FP), CX
+	MOVQ  vals_len+56(FP), DX
+	MOVQ  f0+88(FP), BX
+	MOVQ  f1+96(FP), SI
+	MOVQ  stride+112(FP), DI
+	SHLQ  $0x02, DI
+	MOVQ  rowBase+104(FP), R8
+	IMULQ DI, R8
+	NEGQ  R8
+	ADDQ  dst_base+0(FP), R8
+	MOVQ  masks+72(FP), R9
+	MOVQ  (R9), R10
+	MOVQ  8(R9), R11
+	MOVQ  16(R9), R9
+	MOVQ  bases+80(FP), R12
+	XORQ  R13, R13
+	CMPQ  DX, $0x00
+	JE    done
+
+nnz:
+	MOVQ         (AX)(R13*8), R14
+	PEXTQ        R10, R14, R15
+	ORL          (R12), R15
+	IMULQ        DI, R15
+	PEXTQ        R11, R14, BP
+	ORL          4(R12), BP
+	IMULQ        DI, BP
+	PEXTQ        R9, R14, R14
+	ORL          8(R12), R14
+	IMULQ        DI, R14
+	VBROADCASTSS (CX)(R13*4), Y1
+	VMULPS       (BX)(BP*1), Y1, Y0
+	VMULPS       32(BX)(BP*1), Y1, Y1
+	VMOVUPS      (R8)(R15*1), Y2
+	VFMADD231PS  (SI)(R14*1), Y0, Y2
+	VMOVUPS      Y2, (R8)(R15*1)
+	VMOVUPS      32(R8)(R15*1), Y0
+	VFMADD231PS  32(SI)(R14*1), Y1, Y0
+	VMOVUPS      Y0, 32(R8)(R15*1)
+	INCQ         R13
+	CMPQ         R13, DX
+	JB           nnz
 
 done:
 	VZEROUPPER
@@ -928,6 +1312,52 @@ done:
 	VZEROUPPER
 	RET
 
+// func mttkrpScatter1AVX2x4(dst []float32, out *uint32, vals []float32, inds *[7]*uint32, facs *[7]*float32, rowBase int, stride int, others int)
+// Requires: AVX, FMA3
+TEXT ·mttkrpScatter1AVX2x4(SB), NOSPLIT, $0-96
+	MOVQ  out+24(FP), AX
+	MOVQ  vals_base+32(FP), CX
+	MOVQ  vals_len+40(FP), DX
+	MOVQ  inds+56(FP), BX
+	MOVQ  facs+64(FP), SI
+	MOVQ  stride+80(FP), DI
+	SHLQ  $0x02, DI
+	MOVQ  rowBase+72(FP), R8
+	IMULQ DI, R8
+	NEGQ  R8
+	ADDQ  dst_base+0(FP), R8
+	XORQ  R9, R9
+	CMPQ  DX, $0x00
+	JE    done
+	MOVQ  (BX), BX
+	MOVQ  (SI), SI
+
+nnz:
+	MOVL         (AX)(R9*4), R10
+	IMULQ        DI, R10
+	VMOVUPS      (R8)(R10*1), Y0
+	VMOVUPS      32(R8)(R10*1), Y1
+	VMOVUPS      64(R8)(R10*1), Y2
+	VMOVUPS      96(R8)(R10*1), Y3
+	VBROADCASTSS (CX)(R9*4), Y4
+	MOVL         (BX)(R9*4), R11
+	IMULQ        DI, R11
+	VFMADD231PS  (SI)(R11*1), Y4, Y0
+	VFMADD231PS  32(SI)(R11*1), Y4, Y1
+	VFMADD231PS  64(SI)(R11*1), Y4, Y2
+	VFMADD231PS  96(SI)(R11*1), Y4, Y3
+	VMOVUPS      Y0, (R8)(R10*1)
+	VMOVUPS      Y1, 32(R8)(R10*1)
+	VMOVUPS      Y2, 64(R8)(R10*1)
+	VMOVUPS      Y3, 96(R8)(R10*1)
+	INCQ         R9
+	CMPQ         R9, DX
+	JB           nnz
+
+done:
+	VZEROUPPER
+	RET
+
 // func mttkrpRuns2AVX2x4(dst []float32, out *uint32, vals []float32, inds *[7]*uint32, facs *[7]*float32, rowBase int, stride int, others int)
 // Requires: AVX, FMA3
 TEXT ·mttkrpRuns2AVX2x4(SB), NOSPLIT, $0-96
@@ -989,6 +1419,60 @@ flush:
 	VMOVUPS Y3, 96(R12)(R11*1)
 	CMPQ    R8, DX
 	JB      run
+
+done:
+	VZEROUPPER
+	RET
+
+// func mttkrpScatter2AVX2x4(dst []float32, out *uint32, vals []float32, inds *[7]*uint32, facs *[7]*float32, rowBase int, stride int, others int)
+// Requires: AVX, FMA3
+TEXT ·mttkrpScatter2AVX2x4(SB), NOSPLIT, $0-96
+	MOVQ  out+24(FP), AX
+	MOVQ  vals_base+32(FP), CX
+	MOVQ  vals_len+40(FP), DX
+	MOVQ  inds+56(FP), BX
+	MOVQ  facs+64(FP), SI
+	MOVQ  stride+80(FP), DI
+	SHLQ  $0x02, DI
+	MOVQ  rowBase+72(FP), R8
+	IMULQ DI, R8
+	NEGQ  R8
+	ADDQ  dst_base+0(FP), R8
+	XORQ  R9, R9
+	CMPQ  DX, $0x00
+	JE    done
+	MOVQ  (BX), R10
+	MOVQ  (SI), R11
+	MOVQ  8(BX), BX
+	MOVQ  8(SI), SI
+
+nnz:
+	MOVL         (AX)(R9*4), R12
+	IMULQ        DI, R12
+	VMOVUPS      (R8)(R12*1), Y4
+	VMOVUPS      32(R8)(R12*1), Y5
+	VMOVUPS      64(R8)(R12*1), Y6
+	VMOVUPS      96(R8)(R12*1), Y7
+	VBROADCASTSS (CX)(R9*4), Y3
+	MOVL         (R10)(R9*4), R13
+	IMULQ        DI, R13
+	VMULPS       (R11)(R13*1), Y3, Y0
+	VMULPS       32(R11)(R13*1), Y3, Y1
+	VMULPS       64(R11)(R13*1), Y3, Y2
+	VMULPS       96(R11)(R13*1), Y3, Y3
+	MOVL         (BX)(R9*4), R13
+	IMULQ        DI, R13
+	VFMADD231PS  (SI)(R13*1), Y0, Y4
+	VFMADD231PS  32(SI)(R13*1), Y1, Y5
+	VFMADD231PS  64(SI)(R13*1), Y2, Y6
+	VFMADD231PS  96(SI)(R13*1), Y3, Y7
+	VMOVUPS      Y4, (R8)(R12*1)
+	VMOVUPS      Y5, 32(R8)(R12*1)
+	VMOVUPS      Y6, 64(R8)(R12*1)
+	VMOVUPS      Y7, 96(R8)(R12*1)
+	INCQ         R9
+	CMPQ         R9, DX
+	JB           nnz
 
 done:
 	VZEROUPPER
@@ -1079,6 +1563,79 @@ done:
 	VZEROUPPER
 	RET
 
+// func mttkrpScatterNAVX2x4(dst []float32, out *uint32, vals []float32, inds *[7]*uint32, facs *[7]*float32, rowBase int, stride int, others int)
+// Requires: AVX, FMA3
+TEXT ·mttkrpScatterNAVX2x4(SB), NOSPLIT, $0-96
+	MOVQ  out+24(FP), AX
+	MOVQ  vals_base+32(FP), CX
+	MOVQ  vals_len+40(FP), DX
+	MOVQ  inds+56(FP), BX
+	MOVQ  facs+64(FP), SI
+	MOVQ  stride+80(FP), DI
+	SHLQ  $0x02, DI
+	MOVQ  rowBase+72(FP), R8
+	IMULQ DI, R8
+	NEGQ  R8
+	ADDQ  dst_base+0(FP), R8
+	XORQ  R9, R9
+	CMPQ  DX, $0x00
+	JE    done
+
+nnz:
+	MOVL         (AX)(R9*4), R10
+	IMULQ        DI, R10
+	VMOVUPS      (R8)(R10*1), Y4
+	VMOVUPS      32(R8)(R10*1), Y5
+	VMOVUPS      64(R8)(R10*1), Y6
+	VMOVUPS      96(R8)(R10*1), Y7
+	VBROADCASTSS (CX)(R9*4), Y3
+	MOVQ         (BX), R11
+	MOVQ         (SI), R12
+	MOVL         (R11)(R9*4), R11
+	IMULQ        DI, R11
+	VMULPS       (R12)(R11*1), Y3, Y0
+	VMULPS       32(R12)(R11*1), Y3, Y1
+	VMULPS       64(R12)(R11*1), Y3, Y2
+	VMULPS       96(R12)(R11*1), Y3, Y3
+	MOVQ         $0x00000001, R11
+	MOVQ         others+88(FP), R12
+	DECQ         R12
+
+middle:
+	CMPQ   R11, R12
+	JAE    lastfac
+	MOVQ   (BX)(R11*8), R13
+	MOVQ   (SI)(R11*8), R14
+	MOVL   (R13)(R9*4), R13
+	IMULQ  DI, R13
+	VMULPS (R14)(R13*1), Y0, Y0
+	VMULPS 32(R14)(R13*1), Y1, Y1
+	VMULPS 64(R14)(R13*1), Y2, Y2
+	VMULPS 96(R14)(R13*1), Y3, Y3
+	INCQ   R11
+	JMP    middle
+
+lastfac:
+	MOVQ        (BX)(R12*8), R11
+	MOVQ        (SI)(R12*8), R12
+	MOVL        (R11)(R9*4), R11
+	IMULQ       DI, R11
+	VFMADD231PS (R12)(R11*1), Y0, Y4
+	VFMADD231PS 32(R12)(R11*1), Y1, Y5
+	VFMADD231PS 64(R12)(R11*1), Y2, Y6
+	VFMADD231PS 96(R12)(R11*1), Y3, Y7
+	VMOVUPS     Y4, (R8)(R10*1)
+	VMOVUPS     Y5, 32(R8)(R10*1)
+	VMOVUPS     Y6, 64(R8)(R10*1)
+	VMOVUPS     Y7, 96(R8)(R10*1)
+	INCQ        R9
+	CMPQ        R9, DX
+	JB          nnz
+
+done:
+	VZEROUPPER
+	RET
+
 // func csf3AVX2x4(out []float32, roots []uint32, ptr0 []uint32, idx1 *uint32, ptr1 *uint32, idx2 *uint32, vals *float32, a1 *float32, a2 *float32, stride int)
 // Requires: AVX, FMA3
 TEXT ·csf3AVX2x4(SB), NOSPLIT, $0-128
@@ -1151,6 +1708,65 @@ store:
 	INCQ    R9
 	CMPQ    R9, roots_len+32(FP)
 	JB      root
+
+done:
+	VZEROUPPER
+	RET
+
+// func altoScatter3AVX2x4(dst []float32, lin []uint64, vals []float32, masks *[3]uint64, bases *[3]uint32, f0 *float32, f1 *float32, rowBase int, stride int)
+// Requires: AVX, BMI2, FMA3
+TEXT ·altoScatter3AVX2x4(SB), NOSPLIT, $8-120
+	MOVQ  lin_base+24(FP), AX
+	MOVQ  vals_base+48(FP), CX
+	MOVQ  vals_len+56(FP), DX
+	MOVQ  f0+88(FP), BX
+	MOVQ  f1+96(FP), SI
+	MOVQ  stride+112(FP), DI
+	SHLQ  $0x02, DI
+	MOVQ  rowBase+104(FP), R8
+	IMULQ DI, R8
+	NEGQ  R8
+	ADDQ  dst_base+0(FP), R8
+	MOVQ  masks+72(FP), R9
+	MOVQ  (R9), R10
+	MOVQ  8(R9), R11
+	MOVQ  16(R9), R9
+	MOVQ  bases+80(FP), R12
+	XORQ  R13, R13
+	CMPQ  DX, $0x00
+	JE    done
+
+nnz:
+	MOVQ         (AX)(R13*8), R14
+	PEXTQ        R10, R14, R15
+	ORL          (R12), R15
+	IMULQ        DI, R15
+	PEXTQ        R11, R14, BP
+	ORL          4(R12), BP
+	IMULQ        DI, BP
+	PEXTQ        R9, R14, R14
+	ORL          8(R12), R14
+	IMULQ        DI, R14
+	VBROADCASTSS (CX)(R13*4), Y3
+	VMULPS       (BX)(BP*1), Y3, Y0
+	VMULPS       32(BX)(BP*1), Y3, Y1
+	VMULPS       64(BX)(BP*1), Y3, Y2
+	VMULPS       96(BX)(BP*1), Y3, Y3
+	VMOVUPS      (R8)(R15*1), Y4
+	VFMADD231PS  (SI)(R14*1), Y0, Y4
+	VMOVUPS      Y4, (R8)(R15*1)
+	VMOVUPS      32(R8)(R15*1), Y0
+	VFMADD231PS  32(SI)(R14*1), Y1, Y0
+	VMOVUPS      Y0, 32(R8)(R15*1)
+	VMOVUPS      64(R8)(R15*1), Y0
+	VFMADD231PS  64(SI)(R14*1), Y2, Y0
+	VMOVUPS      Y0, 64(R8)(R15*1)
+	VMOVUPS      96(R8)(R15*1), Y0
+	VFMADD231PS  96(SI)(R14*1), Y3, Y0
+	VMOVUPS      Y0, 96(R8)(R15*1)
+	INCQ         R13
+	CMPQ         R13, DX
+	JB           nnz
 
 done:
 	VZEROUPPER
@@ -1320,6 +1936,43 @@ done:
 	VZEROUPPER
 	RET
 
+// func mttkrpScatter1AVX512x1(dst []float32, out *uint32, vals []float32, inds *[7]*uint32, facs *[7]*float32, rowBase int, stride int, others int)
+// Requires: AVX, AVX512F
+TEXT ·mttkrpScatter1AVX512x1(SB), NOSPLIT, $0-96
+	MOVQ  out+24(FP), AX
+	MOVQ  vals_base+32(FP), CX
+	MOVQ  vals_len+40(FP), DX
+	MOVQ  inds+56(FP), BX
+	MOVQ  facs+64(FP), SI
+	MOVQ  stride+80(FP), DI
+	SHLQ  $0x02, DI
+	MOVQ  rowBase+72(FP), R8
+	IMULQ DI, R8
+	NEGQ  R8
+	ADDQ  dst_base+0(FP), R8
+	XORQ  R9, R9
+	CMPQ  DX, $0x00
+	JE    done
+	MOVQ  (BX), BX
+	MOVQ  (SI), SI
+
+nnz:
+	MOVL         (AX)(R9*4), R10
+	IMULQ        DI, R10
+	VMOVUPS      (R8)(R10*1), Z0
+	VBROADCASTSS (CX)(R9*4), Z1
+	MOVL         (BX)(R9*4), R11
+	IMULQ        DI, R11
+	VFMADD231PS  (SI)(R11*1), Z1, Z0
+	VMOVUPS      Z0, (R8)(R10*1)
+	INCQ         R9
+	CMPQ         R9, DX
+	JB           nnz
+
+done:
+	VZEROUPPER
+	RET
+
 // func mttkrpRuns2AVX512x1(dst []float32, out *uint32, vals []float32, inds *[7]*uint32, facs *[7]*float32, rowBase int, stride int, others int)
 // Requires: AVX, AVX512DQ, AVX512F
 TEXT ·mttkrpRuns2AVX512x1(SB), NOSPLIT, $0-96
@@ -1366,6 +2019,48 @@ flush:
 	VMOVUPS Z0, (R12)(R11*1)
 	CMPQ    R8, DX
 	JB      run
+
+done:
+	VZEROUPPER
+	RET
+
+// func mttkrpScatter2AVX512x1(dst []float32, out *uint32, vals []float32, inds *[7]*uint32, facs *[7]*float32, rowBase int, stride int, others int)
+// Requires: AVX, AVX512F
+TEXT ·mttkrpScatter2AVX512x1(SB), NOSPLIT, $0-96
+	MOVQ  out+24(FP), AX
+	MOVQ  vals_base+32(FP), CX
+	MOVQ  vals_len+40(FP), DX
+	MOVQ  inds+56(FP), BX
+	MOVQ  facs+64(FP), SI
+	MOVQ  stride+80(FP), DI
+	SHLQ  $0x02, DI
+	MOVQ  rowBase+72(FP), R8
+	IMULQ DI, R8
+	NEGQ  R8
+	ADDQ  dst_base+0(FP), R8
+	XORQ  R9, R9
+	CMPQ  DX, $0x00
+	JE    done
+	MOVQ  (BX), R10
+	MOVQ  (SI), R11
+	MOVQ  8(BX), BX
+	MOVQ  8(SI), SI
+
+nnz:
+	MOVL         (AX)(R9*4), R12
+	IMULQ        DI, R12
+	VMOVUPS      (R8)(R12*1), Z1
+	VBROADCASTSS (CX)(R9*4), Z0
+	MOVL         (R10)(R9*4), R13
+	IMULQ        DI, R13
+	VMULPS       (R11)(R13*1), Z0, Z0
+	MOVL         (BX)(R9*4), R13
+	IMULQ        DI, R13
+	VFMADD231PS  (SI)(R13*1), Z0, Z1
+	VMOVUPS      Z1, (R8)(R12*1)
+	INCQ         R9
+	CMPQ         R9, DX
+	JB           nnz
 
 done:
 	VZEROUPPER
@@ -1438,6 +2133,64 @@ done:
 	VZEROUPPER
 	RET
 
+// func mttkrpScatterNAVX512x1(dst []float32, out *uint32, vals []float32, inds *[7]*uint32, facs *[7]*float32, rowBase int, stride int, others int)
+// Requires: AVX, AVX512F
+TEXT ·mttkrpScatterNAVX512x1(SB), NOSPLIT, $0-96
+	MOVQ  out+24(FP), AX
+	MOVQ  vals_base+32(FP), CX
+	MOVQ  vals_len+40(FP), DX
+	MOVQ  inds+56(FP), BX
+	MOVQ  facs+64(FP), SI
+	MOVQ  stride+80(FP), DI
+	SHLQ  $0x02, DI
+	MOVQ  rowBase+72(FP), R8
+	IMULQ DI, R8
+	NEGQ  R8
+	ADDQ  dst_base+0(FP), R8
+	XORQ  R9, R9
+	CMPQ  DX, $0x00
+	JE    done
+
+nnz:
+	MOVL         (AX)(R9*4), R10
+	IMULQ        DI, R10
+	VMOVUPS      (R8)(R10*1), Z1
+	VBROADCASTSS (CX)(R9*4), Z0
+	MOVQ         (BX), R11
+	MOVQ         (SI), R12
+	MOVL         (R11)(R9*4), R11
+	IMULQ        DI, R11
+	VMULPS       (R12)(R11*1), Z0, Z0
+	MOVQ         $0x00000001, R11
+	MOVQ         others+88(FP), R12
+	DECQ         R12
+
+middle:
+	CMPQ   R11, R12
+	JAE    lastfac
+	MOVQ   (BX)(R11*8), R13
+	MOVQ   (SI)(R11*8), R14
+	MOVL   (R13)(R9*4), R13
+	IMULQ  DI, R13
+	VMULPS (R14)(R13*1), Z0, Z0
+	INCQ   R11
+	JMP    middle
+
+lastfac:
+	MOVQ        (BX)(R12*8), R11
+	MOVQ        (SI)(R12*8), R12
+	MOVL        (R11)(R9*4), R11
+	IMULQ       DI, R11
+	VFMADD231PS (R12)(R11*1), Z0, Z1
+	VMOVUPS     Z1, (R8)(R10*1)
+	INCQ        R9
+	CMPQ        R9, DX
+	JB          nnz
+
+done:
+	VZEROUPPER
+	RET
+
 // func csf3AVX512x1(out []float32, roots []uint32, ptr0 []uint32, idx1 *uint32, ptr1 *uint32, idx2 *uint32, vals *float32, a1 *float32, a2 *float32, stride int)
 // Requires: AVX, AVX512DQ, AVX512F
 TEXT ·csf3AVX512x1(SB), NOSPLIT, $0-128
@@ -1495,6 +2248,53 @@ store:
 	INCQ    R9
 	CMPQ    R9, roots_len+32(FP)
 	JB      root
+
+done:
+	VZEROUPPER
+	RET
+
+// func altoScatter3AVX512x1(dst []float32, lin []uint64, vals []float32, masks *[3]uint64, bases *[3]uint32, f0 *float32, f1 *float32, rowBase int, stride int)
+// Requires: AVX, AVX512F, BMI2
+TEXT ·altoScatter3AVX512x1(SB), NOSPLIT, $8-120
+	MOVQ  lin_base+24(FP), AX
+	MOVQ  vals_base+48(FP), CX
+	MOVQ  vals_len+56(FP), DX
+	MOVQ  f0+88(FP), BX
+	MOVQ  f1+96(FP), SI
+	MOVQ  stride+112(FP), DI
+	SHLQ  $0x02, DI
+	MOVQ  rowBase+104(FP), R8
+	IMULQ DI, R8
+	NEGQ  R8
+	ADDQ  dst_base+0(FP), R8
+	MOVQ  masks+72(FP), R9
+	MOVQ  (R9), R10
+	MOVQ  8(R9), R11
+	MOVQ  16(R9), R9
+	MOVQ  bases+80(FP), R12
+	XORQ  R13, R13
+	CMPQ  DX, $0x00
+	JE    done
+
+nnz:
+	MOVQ         (AX)(R13*8), R14
+	PEXTQ        R10, R14, R15
+	ORL          (R12), R15
+	IMULQ        DI, R15
+	PEXTQ        R11, R14, BP
+	ORL          4(R12), BP
+	IMULQ        DI, BP
+	PEXTQ        R9, R14, R14
+	ORL          8(R12), R14
+	IMULQ        DI, R14
+	VBROADCASTSS (CX)(R13*4), Z0
+	VMULPS       (BX)(BP*1), Z0, Z0
+	VMOVUPS      (R8)(R15*1), Z1
+	VFMADD231PS  (SI)(R14*1), Z0, Z1
+	VMOVUPS      Z1, (R8)(R15*1)
+	INCQ         R13
+	CMPQ         R13, DX
+	JB           nnz
 
 done:
 	VZEROUPPER
@@ -1678,6 +2478,46 @@ done:
 	VZEROUPPER
 	RET
 
+// func mttkrpScatter1AVX512x2(dst []float32, out *uint32, vals []float32, inds *[7]*uint32, facs *[7]*float32, rowBase int, stride int, others int)
+// Requires: AVX, AVX512F
+TEXT ·mttkrpScatter1AVX512x2(SB), NOSPLIT, $0-96
+	MOVQ  out+24(FP), AX
+	MOVQ  vals_base+32(FP), CX
+	MOVQ  vals_len+40(FP), DX
+	MOVQ  inds+56(FP), BX
+	MOVQ  facs+64(FP), SI
+	MOVQ  stride+80(FP), DI
+	SHLQ  $0x02, DI
+	MOVQ  rowBase+72(FP), R8
+	IMULQ DI, R8
+	NEGQ  R8
+	ADDQ  dst_base+0(FP), R8
+	XORQ  R9, R9
+	CMPQ  DX, $0x00
+	JE    done
+	MOVQ  (BX), BX
+	MOVQ  (SI), SI
+
+nnz:
+	MOVL         (AX)(R9*4), R10
+	IMULQ        DI, R10
+	VMOVUPS      (R8)(R10*1), Z0
+	VMOVUPS      64(R8)(R10*1), Z1
+	VBROADCASTSS (CX)(R9*4), Z2
+	MOVL         (BX)(R9*4), R11
+	IMULQ        DI, R11
+	VFMADD231PS  (SI)(R11*1), Z2, Z0
+	VFMADD231PS  64(SI)(R11*1), Z2, Z1
+	VMOVUPS      Z0, (R8)(R10*1)
+	VMOVUPS      Z1, 64(R8)(R10*1)
+	INCQ         R9
+	CMPQ         R9, DX
+	JB           nnz
+
+done:
+	VZEROUPPER
+	RET
+
 // func mttkrpRuns2AVX512x2(dst []float32, out *uint32, vals []float32, inds *[7]*uint32, facs *[7]*float32, rowBase int, stride int, others int)
 // Requires: AVX, AVX512DQ, AVX512F
 TEXT ·mttkrpRuns2AVX512x2(SB), NOSPLIT, $0-96
@@ -1729,6 +2569,52 @@ flush:
 	VMOVUPS Z1, 64(R12)(R11*1)
 	CMPQ    R8, DX
 	JB      run
+
+done:
+	VZEROUPPER
+	RET
+
+// func mttkrpScatter2AVX512x2(dst []float32, out *uint32, vals []float32, inds *[7]*uint32, facs *[7]*float32, rowBase int, stride int, others int)
+// Requires: AVX, AVX512F
+TEXT ·mttkrpScatter2AVX512x2(SB), NOSPLIT, $0-96
+	MOVQ  out+24(FP), AX
+	MOVQ  vals_base+32(FP), CX
+	MOVQ  vals_len+40(FP), DX
+	MOVQ  inds+56(FP), BX
+	MOVQ  facs+64(FP), SI
+	MOVQ  stride+80(FP), DI
+	SHLQ  $0x02, DI
+	MOVQ  rowBase+72(FP), R8
+	IMULQ DI, R8
+	NEGQ  R8
+	ADDQ  dst_base+0(FP), R8
+	XORQ  R9, R9
+	CMPQ  DX, $0x00
+	JE    done
+	MOVQ  (BX), R10
+	MOVQ  (SI), R11
+	MOVQ  8(BX), BX
+	MOVQ  8(SI), SI
+
+nnz:
+	MOVL         (AX)(R9*4), R12
+	IMULQ        DI, R12
+	VMOVUPS      (R8)(R12*1), Z2
+	VMOVUPS      64(R8)(R12*1), Z3
+	VBROADCASTSS (CX)(R9*4), Z1
+	MOVL         (R10)(R9*4), R13
+	IMULQ        DI, R13
+	VMULPS       (R11)(R13*1), Z1, Z0
+	VMULPS       64(R11)(R13*1), Z1, Z1
+	MOVL         (BX)(R9*4), R13
+	IMULQ        DI, R13
+	VFMADD231PS  (SI)(R13*1), Z0, Z2
+	VFMADD231PS  64(SI)(R13*1), Z1, Z3
+	VMOVUPS      Z2, (R8)(R12*1)
+	VMOVUPS      Z3, 64(R8)(R12*1)
+	INCQ         R9
+	CMPQ         R9, DX
+	JB           nnz
 
 done:
 	VZEROUPPER
@@ -1807,6 +2693,69 @@ done:
 	VZEROUPPER
 	RET
 
+// func mttkrpScatterNAVX512x2(dst []float32, out *uint32, vals []float32, inds *[7]*uint32, facs *[7]*float32, rowBase int, stride int, others int)
+// Requires: AVX, AVX512F
+TEXT ·mttkrpScatterNAVX512x2(SB), NOSPLIT, $0-96
+	MOVQ  out+24(FP), AX
+	MOVQ  vals_base+32(FP), CX
+	MOVQ  vals_len+40(FP), DX
+	MOVQ  inds+56(FP), BX
+	MOVQ  facs+64(FP), SI
+	MOVQ  stride+80(FP), DI
+	SHLQ  $0x02, DI
+	MOVQ  rowBase+72(FP), R8
+	IMULQ DI, R8
+	NEGQ  R8
+	ADDQ  dst_base+0(FP), R8
+	XORQ  R9, R9
+	CMPQ  DX, $0x00
+	JE    done
+
+nnz:
+	MOVL         (AX)(R9*4), R10
+	IMULQ        DI, R10
+	VMOVUPS      (R8)(R10*1), Z2
+	VMOVUPS      64(R8)(R10*1), Z3
+	VBROADCASTSS (CX)(R9*4), Z1
+	MOVQ         (BX), R11
+	MOVQ         (SI), R12
+	MOVL         (R11)(R9*4), R11
+	IMULQ        DI, R11
+	VMULPS       (R12)(R11*1), Z1, Z0
+	VMULPS       64(R12)(R11*1), Z1, Z1
+	MOVQ         $0x00000001, R11
+	MOVQ         others+88(FP), R12
+	DECQ         R12
+
+middle:
+	CMPQ   R11, R12
+	JAE    lastfac
+	MOVQ   (BX)(R11*8), R13
+	MOVQ   (SI)(R11*8), R14
+	MOVL   (R13)(R9*4), R13
+	IMULQ  DI, R13
+	VMULPS (R14)(R13*1), Z0, Z0
+	VMULPS 64(R14)(R13*1), Z1, Z1
+	INCQ   R11
+	JMP    middle
+
+lastfac:
+	MOVQ        (BX)(R12*8), R11
+	MOVQ        (SI)(R12*8), R12
+	MOVL        (R11)(R9*4), R11
+	IMULQ       DI, R11
+	VFMADD231PS (R12)(R11*1), Z0, Z2
+	VFMADD231PS 64(R12)(R11*1), Z1, Z3
+	VMOVUPS     Z2, (R8)(R10*1)
+	VMOVUPS     Z3, 64(R8)(R10*1)
+	INCQ        R9
+	CMPQ        R9, DX
+	JB          nnz
+
+done:
+	VZEROUPPER
+	RET
+
 // func csf3AVX512x2(out []float32, roots []uint32, ptr0 []uint32, idx1 *uint32, ptr1 *uint32, idx2 *uint32, vals *float32, a1 *float32, a2 *float32, stride int)
 // Requires: AVX, AVX512DQ, AVX512F
 TEXT ·csf3AVX512x2(SB), NOSPLIT, $0-128
@@ -1869,6 +2818,57 @@ store:
 	INCQ    R9
 	CMPQ    R9, roots_len+32(FP)
 	JB      root
+
+done:
+	VZEROUPPER
+	RET
+
+// func altoScatter3AVX512x2(dst []float32, lin []uint64, vals []float32, masks *[3]uint64, bases *[3]uint32, f0 *float32, f1 *float32, rowBase int, stride int)
+// Requires: AVX, AVX512F, BMI2
+TEXT ·altoScatter3AVX512x2(SB), NOSPLIT, $8-120
+	MOVQ  lin_base+24(FP), AX
+	MOVQ  vals_base+48(FP), CX
+	MOVQ  vals_len+56(FP), DX
+	MOVQ  f0+88(FP), BX
+	MOVQ  f1+96(FP), SI
+	MOVQ  stride+112(FP), DI
+	SHLQ  $0x02, DI
+	MOVQ  rowBase+104(FP), R8
+	IMULQ DI, R8
+	NEGQ  R8
+	ADDQ  dst_base+0(FP), R8
+	MOVQ  masks+72(FP), R9
+	MOVQ  (R9), R10
+	MOVQ  8(R9), R11
+	MOVQ  16(R9), R9
+	MOVQ  bases+80(FP), R12
+	XORQ  R13, R13
+	CMPQ  DX, $0x00
+	JE    done
+
+nnz:
+	MOVQ         (AX)(R13*8), R14
+	PEXTQ        R10, R14, R15
+	ORL          (R12), R15
+	IMULQ        DI, R15
+	PEXTQ        R11, R14, BP
+	ORL          4(R12), BP
+	IMULQ        DI, BP
+	PEXTQ        R9, R14, R14
+	ORL          8(R12), R14
+	IMULQ        DI, R14
+	VBROADCASTSS (CX)(R13*4), Z1
+	VMULPS       (BX)(BP*1), Z1, Z0
+	VMULPS       64(BX)(BP*1), Z1, Z1
+	VMOVUPS      (R8)(R15*1), Z2
+	VFMADD231PS  (SI)(R14*1), Z0, Z2
+	VMOVUPS      Z2, (R8)(R15*1)
+	VMOVUPS      64(R8)(R15*1), Z0
+	VFMADD231PS  64(SI)(R14*1), Z1, Z0
+	VMOVUPS      Z0, 64(R8)(R15*1)
+	INCQ         R13
+	CMPQ         R13, DX
+	JB           nnz
 
 done:
 	VZEROUPPER
@@ -2080,6 +3080,52 @@ done:
 	VZEROUPPER
 	RET
 
+// func mttkrpScatter1AVX512x4(dst []float32, out *uint32, vals []float32, inds *[7]*uint32, facs *[7]*float32, rowBase int, stride int, others int)
+// Requires: AVX, AVX512F
+TEXT ·mttkrpScatter1AVX512x4(SB), NOSPLIT, $0-96
+	MOVQ  out+24(FP), AX
+	MOVQ  vals_base+32(FP), CX
+	MOVQ  vals_len+40(FP), DX
+	MOVQ  inds+56(FP), BX
+	MOVQ  facs+64(FP), SI
+	MOVQ  stride+80(FP), DI
+	SHLQ  $0x02, DI
+	MOVQ  rowBase+72(FP), R8
+	IMULQ DI, R8
+	NEGQ  R8
+	ADDQ  dst_base+0(FP), R8
+	XORQ  R9, R9
+	CMPQ  DX, $0x00
+	JE    done
+	MOVQ  (BX), BX
+	MOVQ  (SI), SI
+
+nnz:
+	MOVL         (AX)(R9*4), R10
+	IMULQ        DI, R10
+	VMOVUPS      (R8)(R10*1), Z0
+	VMOVUPS      64(R8)(R10*1), Z1
+	VMOVUPS      128(R8)(R10*1), Z2
+	VMOVUPS      192(R8)(R10*1), Z3
+	VBROADCASTSS (CX)(R9*4), Z4
+	MOVL         (BX)(R9*4), R11
+	IMULQ        DI, R11
+	VFMADD231PS  (SI)(R11*1), Z4, Z0
+	VFMADD231PS  64(SI)(R11*1), Z4, Z1
+	VFMADD231PS  128(SI)(R11*1), Z4, Z2
+	VFMADD231PS  192(SI)(R11*1), Z4, Z3
+	VMOVUPS      Z0, (R8)(R10*1)
+	VMOVUPS      Z1, 64(R8)(R10*1)
+	VMOVUPS      Z2, 128(R8)(R10*1)
+	VMOVUPS      Z3, 192(R8)(R10*1)
+	INCQ         R9
+	CMPQ         R9, DX
+	JB           nnz
+
+done:
+	VZEROUPPER
+	RET
+
 // func mttkrpRuns2AVX512x4(dst []float32, out *uint32, vals []float32, inds *[7]*uint32, facs *[7]*float32, rowBase int, stride int, others int)
 // Requires: AVX, AVX512DQ, AVX512F
 TEXT ·mttkrpRuns2AVX512x4(SB), NOSPLIT, $0-96
@@ -2141,6 +3187,60 @@ flush:
 	VMOVUPS Z3, 192(R12)(R11*1)
 	CMPQ    R8, DX
 	JB      run
+
+done:
+	VZEROUPPER
+	RET
+
+// func mttkrpScatter2AVX512x4(dst []float32, out *uint32, vals []float32, inds *[7]*uint32, facs *[7]*float32, rowBase int, stride int, others int)
+// Requires: AVX, AVX512F
+TEXT ·mttkrpScatter2AVX512x4(SB), NOSPLIT, $0-96
+	MOVQ  out+24(FP), AX
+	MOVQ  vals_base+32(FP), CX
+	MOVQ  vals_len+40(FP), DX
+	MOVQ  inds+56(FP), BX
+	MOVQ  facs+64(FP), SI
+	MOVQ  stride+80(FP), DI
+	SHLQ  $0x02, DI
+	MOVQ  rowBase+72(FP), R8
+	IMULQ DI, R8
+	NEGQ  R8
+	ADDQ  dst_base+0(FP), R8
+	XORQ  R9, R9
+	CMPQ  DX, $0x00
+	JE    done
+	MOVQ  (BX), R10
+	MOVQ  (SI), R11
+	MOVQ  8(BX), BX
+	MOVQ  8(SI), SI
+
+nnz:
+	MOVL         (AX)(R9*4), R12
+	IMULQ        DI, R12
+	VMOVUPS      (R8)(R12*1), Z4
+	VMOVUPS      64(R8)(R12*1), Z5
+	VMOVUPS      128(R8)(R12*1), Z6
+	VMOVUPS      192(R8)(R12*1), Z7
+	VBROADCASTSS (CX)(R9*4), Z3
+	MOVL         (R10)(R9*4), R13
+	IMULQ        DI, R13
+	VMULPS       (R11)(R13*1), Z3, Z0
+	VMULPS       64(R11)(R13*1), Z3, Z1
+	VMULPS       128(R11)(R13*1), Z3, Z2
+	VMULPS       192(R11)(R13*1), Z3, Z3
+	MOVL         (BX)(R9*4), R13
+	IMULQ        DI, R13
+	VFMADD231PS  (SI)(R13*1), Z0, Z4
+	VFMADD231PS  64(SI)(R13*1), Z1, Z5
+	VFMADD231PS  128(SI)(R13*1), Z2, Z6
+	VFMADD231PS  192(SI)(R13*1), Z3, Z7
+	VMOVUPS      Z4, (R8)(R12*1)
+	VMOVUPS      Z5, 64(R8)(R12*1)
+	VMOVUPS      Z6, 128(R8)(R12*1)
+	VMOVUPS      Z7, 192(R8)(R12*1)
+	INCQ         R9
+	CMPQ         R9, DX
+	JB           nnz
 
 done:
 	VZEROUPPER
@@ -2231,6 +3331,79 @@ done:
 	VZEROUPPER
 	RET
 
+// func mttkrpScatterNAVX512x4(dst []float32, out *uint32, vals []float32, inds *[7]*uint32, facs *[7]*float32, rowBase int, stride int, others int)
+// Requires: AVX, AVX512F
+TEXT ·mttkrpScatterNAVX512x4(SB), NOSPLIT, $0-96
+	MOVQ  out+24(FP), AX
+	MOVQ  vals_base+32(FP), CX
+	MOVQ  vals_len+40(FP), DX
+	MOVQ  inds+56(FP), BX
+	MOVQ  facs+64(FP), SI
+	MOVQ  stride+80(FP), DI
+	SHLQ  $0x02, DI
+	MOVQ  rowBase+72(FP), R8
+	IMULQ DI, R8
+	NEGQ  R8
+	ADDQ  dst_base+0(FP), R8
+	XORQ  R9, R9
+	CMPQ  DX, $0x00
+	JE    done
+
+nnz:
+	MOVL         (AX)(R9*4), R10
+	IMULQ        DI, R10
+	VMOVUPS      (R8)(R10*1), Z4
+	VMOVUPS      64(R8)(R10*1), Z5
+	VMOVUPS      128(R8)(R10*1), Z6
+	VMOVUPS      192(R8)(R10*1), Z7
+	VBROADCASTSS (CX)(R9*4), Z3
+	MOVQ         (BX), R11
+	MOVQ         (SI), R12
+	MOVL         (R11)(R9*4), R11
+	IMULQ        DI, R11
+	VMULPS       (R12)(R11*1), Z3, Z0
+	VMULPS       64(R12)(R11*1), Z3, Z1
+	VMULPS       128(R12)(R11*1), Z3, Z2
+	VMULPS       192(R12)(R11*1), Z3, Z3
+	MOVQ         $0x00000001, R11
+	MOVQ         others+88(FP), R12
+	DECQ         R12
+
+middle:
+	CMPQ   R11, R12
+	JAE    lastfac
+	MOVQ   (BX)(R11*8), R13
+	MOVQ   (SI)(R11*8), R14
+	MOVL   (R13)(R9*4), R13
+	IMULQ  DI, R13
+	VMULPS (R14)(R13*1), Z0, Z0
+	VMULPS 64(R14)(R13*1), Z1, Z1
+	VMULPS 128(R14)(R13*1), Z2, Z2
+	VMULPS 192(R14)(R13*1), Z3, Z3
+	INCQ   R11
+	JMP    middle
+
+lastfac:
+	MOVQ        (BX)(R12*8), R11
+	MOVQ        (SI)(R12*8), R12
+	MOVL        (R11)(R9*4), R11
+	IMULQ       DI, R11
+	VFMADD231PS (R12)(R11*1), Z0, Z4
+	VFMADD231PS 64(R12)(R11*1), Z1, Z5
+	VFMADD231PS 128(R12)(R11*1), Z2, Z6
+	VFMADD231PS 192(R12)(R11*1), Z3, Z7
+	VMOVUPS     Z4, (R8)(R10*1)
+	VMOVUPS     Z5, 64(R8)(R10*1)
+	VMOVUPS     Z6, 128(R8)(R10*1)
+	VMOVUPS     Z7, 192(R8)(R10*1)
+	INCQ        R9
+	CMPQ        R9, DX
+	JB          nnz
+
+done:
+	VZEROUPPER
+	RET
+
 // func csf3AVX512x4(out []float32, roots []uint32, ptr0 []uint32, idx1 *uint32, ptr1 *uint32, idx2 *uint32, vals *float32, a1 *float32, a2 *float32, stride int)
 // Requires: AVX, AVX512DQ, AVX512F
 TEXT ·csf3AVX512x4(SB), NOSPLIT, $0-128
@@ -2303,6 +3476,65 @@ store:
 	INCQ    R9
 	CMPQ    R9, roots_len+32(FP)
 	JB      root
+
+done:
+	VZEROUPPER
+	RET
+
+// func altoScatter3AVX512x4(dst []float32, lin []uint64, vals []float32, masks *[3]uint64, bases *[3]uint32, f0 *float32, f1 *float32, rowBase int, stride int)
+// Requires: AVX, AVX512F, BMI2
+TEXT ·altoScatter3AVX512x4(SB), NOSPLIT, $8-120
+	MOVQ  lin_base+24(FP), AX
+	MOVQ  vals_base+48(FP), CX
+	MOVQ  vals_len+56(FP), DX
+	MOVQ  f0+88(FP), BX
+	MOVQ  f1+96(FP), SI
+	MOVQ  stride+112(FP), DI
+	SHLQ  $0x02, DI
+	MOVQ  rowBase+104(FP), R8
+	IMULQ DI, R8
+	NEGQ  R8
+	ADDQ  dst_base+0(FP), R8
+	MOVQ  masks+72(FP), R9
+	MOVQ  (R9), R10
+	MOVQ  8(R9), R11
+	MOVQ  16(R9), R9
+	MOVQ  bases+80(FP), R12
+	XORQ  R13, R13
+	CMPQ  DX, $0x00
+	JE    done
+
+nnz:
+	MOVQ         (AX)(R13*8), R14
+	PEXTQ        R10, R14, R15
+	ORL          (R12), R15
+	IMULQ        DI, R15
+	PEXTQ        R11, R14, BP
+	ORL          4(R12), BP
+	IMULQ        DI, BP
+	PEXTQ        R9, R14, R14
+	ORL          8(R12), R14
+	IMULQ        DI, R14
+	VBROADCASTSS (CX)(R13*4), Z3
+	VMULPS       (BX)(BP*1), Z3, Z0
+	VMULPS       64(BX)(BP*1), Z3, Z1
+	VMULPS       128(BX)(BP*1), Z3, Z2
+	VMULPS       192(BX)(BP*1), Z3, Z3
+	VMOVUPS      (R8)(R15*1), Z4
+	VFMADD231PS  (SI)(R14*1), Z0, Z4
+	VMOVUPS      Z4, (R8)(R15*1)
+	VMOVUPS      64(R8)(R15*1), Z0
+	VFMADD231PS  64(SI)(R14*1), Z1, Z0
+	VMOVUPS      Z0, 64(R8)(R15*1)
+	VMOVUPS      128(R8)(R15*1), Z0
+	VFMADD231PS  128(SI)(R14*1), Z2, Z0
+	VMOVUPS      Z0, 128(R8)(R15*1)
+	VMOVUPS      192(R8)(R15*1), Z0
+	VFMADD231PS  192(SI)(R14*1), Z3, Z0
+	VMOVUPS      Z0, 192(R8)(R15*1)
+	INCQ         R13
+	CMPQ         R13, DX
+	JB           nnz
 
 done:
 	VZEROUPPER

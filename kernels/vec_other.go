@@ -30,4 +30,8 @@ func csf3Vector(out []float32, roots, ptr0, idx1, ptr1, idx2 []uint32, vals, A1,
 	return false
 }
 
+func altoScatter3Vec(dst []float32, lin []uint64, vals []float32, masks *[3]uint64, bases *[3]uint32, f0, f1 []float32, rowBase, R, r0, w int) bool {
+	return false
+}
+
 func pextVec(dst []uint32, lin []uint64, mask uint64, base uint32) bool { return false }

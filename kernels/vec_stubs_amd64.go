@@ -24,20 +24,40 @@ func ellSlotsAVX2x1(out []float32, col []uint32, vals []float32, u []float32, st
 //go:noescape
 func mttkrpRuns1AVX2x1(dst []float32, out *uint32, vals []float32, inds *[7]*uint32, facs *[7]*float32, rowBase int, stride int, others int)
 
+// mttkrpScatter1AVX2x1 adds 8 columns of each nonzero's MTTKRP term into its output row (see asmgen).
+//
+//go:noescape
+func mttkrpScatter1AVX2x1(dst []float32, out *uint32, vals []float32, inds *[7]*uint32, facs *[7]*float32, rowBase int, stride int, others int)
+
 // mttkrpRuns2AVX2x1 adds 8 columns of a chunk's MTTKRP into its output rows, one store per run (see asmgen).
 //
 //go:noescape
 func mttkrpRuns2AVX2x1(dst []float32, out *uint32, vals []float32, inds *[7]*uint32, facs *[7]*float32, rowBase int, stride int, others int)
+
+// mttkrpScatter2AVX2x1 adds 8 columns of each nonzero's MTTKRP term into its output row (see asmgen).
+//
+//go:noescape
+func mttkrpScatter2AVX2x1(dst []float32, out *uint32, vals []float32, inds *[7]*uint32, facs *[7]*float32, rowBase int, stride int, others int)
 
 // mttkrpRunsNAVX2x1 adds 8 columns of a chunk's MTTKRP into its output rows, one store per run (see asmgen).
 //
 //go:noescape
 func mttkrpRunsNAVX2x1(dst []float32, out *uint32, vals []float32, inds *[7]*uint32, facs *[7]*float32, rowBase int, stride int, others int)
 
+// mttkrpScatterNAVX2x1 adds 8 columns of each nonzero's MTTKRP term into its output row (see asmgen).
+//
+//go:noescape
+func mttkrpScatterNAVX2x1(dst []float32, out *uint32, vals []float32, inds *[7]*uint32, facs *[7]*float32, rowBase int, stride int, others int)
+
 // csf3AVX2x1 sets 8 columns of the root rows of an order-3 CSF (see asmgen).
 //
 //go:noescape
 func csf3AVX2x1(out []float32, roots []uint32, ptr0 []uint32, idx1 *uint32, ptr1 *uint32, idx2 *uint32, vals *float32, a1 *float32, a2 *float32, stride int)
+
+// altoScatter3AVX2x1 adds 8 columns of each nonzero's MTTKRP term of an order-3 ALTO chunk into its output row (see asmgen).
+//
+//go:noescape
+func altoScatter3AVX2x1(dst []float32, lin []uint64, vals []float32, masks *[3]uint64, bases *[3]uint32, f0 *float32, f1 *float32, rowBase int, stride int)
 
 // csrAVX2x2 sets 16 columns of each row of a CSR row range (see asmgen).
 //
@@ -59,20 +79,40 @@ func ellSlotsAVX2x2(out []float32, col []uint32, vals []float32, u []float32, st
 //go:noescape
 func mttkrpRuns1AVX2x2(dst []float32, out *uint32, vals []float32, inds *[7]*uint32, facs *[7]*float32, rowBase int, stride int, others int)
 
+// mttkrpScatter1AVX2x2 adds 16 columns of each nonzero's MTTKRP term into its output row (see asmgen).
+//
+//go:noescape
+func mttkrpScatter1AVX2x2(dst []float32, out *uint32, vals []float32, inds *[7]*uint32, facs *[7]*float32, rowBase int, stride int, others int)
+
 // mttkrpRuns2AVX2x2 adds 16 columns of a chunk's MTTKRP into its output rows, one store per run (see asmgen).
 //
 //go:noescape
 func mttkrpRuns2AVX2x2(dst []float32, out *uint32, vals []float32, inds *[7]*uint32, facs *[7]*float32, rowBase int, stride int, others int)
+
+// mttkrpScatter2AVX2x2 adds 16 columns of each nonzero's MTTKRP term into its output row (see asmgen).
+//
+//go:noescape
+func mttkrpScatter2AVX2x2(dst []float32, out *uint32, vals []float32, inds *[7]*uint32, facs *[7]*float32, rowBase int, stride int, others int)
 
 // mttkrpRunsNAVX2x2 adds 16 columns of a chunk's MTTKRP into its output rows, one store per run (see asmgen).
 //
 //go:noescape
 func mttkrpRunsNAVX2x2(dst []float32, out *uint32, vals []float32, inds *[7]*uint32, facs *[7]*float32, rowBase int, stride int, others int)
 
+// mttkrpScatterNAVX2x2 adds 16 columns of each nonzero's MTTKRP term into its output row (see asmgen).
+//
+//go:noescape
+func mttkrpScatterNAVX2x2(dst []float32, out *uint32, vals []float32, inds *[7]*uint32, facs *[7]*float32, rowBase int, stride int, others int)
+
 // csf3AVX2x2 sets 16 columns of the root rows of an order-3 CSF (see asmgen).
 //
 //go:noescape
 func csf3AVX2x2(out []float32, roots []uint32, ptr0 []uint32, idx1 *uint32, ptr1 *uint32, idx2 *uint32, vals *float32, a1 *float32, a2 *float32, stride int)
+
+// altoScatter3AVX2x2 adds 16 columns of each nonzero's MTTKRP term of an order-3 ALTO chunk into its output row (see asmgen).
+//
+//go:noescape
+func altoScatter3AVX2x2(dst []float32, lin []uint64, vals []float32, masks *[3]uint64, bases *[3]uint32, f0 *float32, f1 *float32, rowBase int, stride int)
 
 // csrAVX2x4 sets 32 columns of each row of a CSR row range (see asmgen).
 //
@@ -94,20 +134,40 @@ func ellSlotsAVX2x4(out []float32, col []uint32, vals []float32, u []float32, st
 //go:noescape
 func mttkrpRuns1AVX2x4(dst []float32, out *uint32, vals []float32, inds *[7]*uint32, facs *[7]*float32, rowBase int, stride int, others int)
 
+// mttkrpScatter1AVX2x4 adds 32 columns of each nonzero's MTTKRP term into its output row (see asmgen).
+//
+//go:noescape
+func mttkrpScatter1AVX2x4(dst []float32, out *uint32, vals []float32, inds *[7]*uint32, facs *[7]*float32, rowBase int, stride int, others int)
+
 // mttkrpRuns2AVX2x4 adds 32 columns of a chunk's MTTKRP into its output rows, one store per run (see asmgen).
 //
 //go:noescape
 func mttkrpRuns2AVX2x4(dst []float32, out *uint32, vals []float32, inds *[7]*uint32, facs *[7]*float32, rowBase int, stride int, others int)
+
+// mttkrpScatter2AVX2x4 adds 32 columns of each nonzero's MTTKRP term into its output row (see asmgen).
+//
+//go:noescape
+func mttkrpScatter2AVX2x4(dst []float32, out *uint32, vals []float32, inds *[7]*uint32, facs *[7]*float32, rowBase int, stride int, others int)
 
 // mttkrpRunsNAVX2x4 adds 32 columns of a chunk's MTTKRP into its output rows, one store per run (see asmgen).
 //
 //go:noescape
 func mttkrpRunsNAVX2x4(dst []float32, out *uint32, vals []float32, inds *[7]*uint32, facs *[7]*float32, rowBase int, stride int, others int)
 
+// mttkrpScatterNAVX2x4 adds 32 columns of each nonzero's MTTKRP term into its output row (see asmgen).
+//
+//go:noescape
+func mttkrpScatterNAVX2x4(dst []float32, out *uint32, vals []float32, inds *[7]*uint32, facs *[7]*float32, rowBase int, stride int, others int)
+
 // csf3AVX2x4 sets 32 columns of the root rows of an order-3 CSF (see asmgen).
 //
 //go:noescape
 func csf3AVX2x4(out []float32, roots []uint32, ptr0 []uint32, idx1 *uint32, ptr1 *uint32, idx2 *uint32, vals *float32, a1 *float32, a2 *float32, stride int)
+
+// altoScatter3AVX2x4 adds 32 columns of each nonzero's MTTKRP term of an order-3 ALTO chunk into its output row (see asmgen).
+//
+//go:noescape
+func altoScatter3AVX2x4(dst []float32, lin []uint64, vals []float32, masks *[3]uint64, bases *[3]uint32, f0 *float32, f1 *float32, rowBase int, stride int)
 
 // csrAVX512x1 sets 16 columns of each row of a CSR row range (see asmgen).
 //
@@ -129,20 +189,40 @@ func ellSlotsAVX512x1(out []float32, col []uint32, vals []float32, u []float32, 
 //go:noescape
 func mttkrpRuns1AVX512x1(dst []float32, out *uint32, vals []float32, inds *[7]*uint32, facs *[7]*float32, rowBase int, stride int, others int)
 
+// mttkrpScatter1AVX512x1 adds 16 columns of each nonzero's MTTKRP term into its output row (see asmgen).
+//
+//go:noescape
+func mttkrpScatter1AVX512x1(dst []float32, out *uint32, vals []float32, inds *[7]*uint32, facs *[7]*float32, rowBase int, stride int, others int)
+
 // mttkrpRuns2AVX512x1 adds 16 columns of a chunk's MTTKRP into its output rows, one store per run (see asmgen).
 //
 //go:noescape
 func mttkrpRuns2AVX512x1(dst []float32, out *uint32, vals []float32, inds *[7]*uint32, facs *[7]*float32, rowBase int, stride int, others int)
+
+// mttkrpScatter2AVX512x1 adds 16 columns of each nonzero's MTTKRP term into its output row (see asmgen).
+//
+//go:noescape
+func mttkrpScatter2AVX512x1(dst []float32, out *uint32, vals []float32, inds *[7]*uint32, facs *[7]*float32, rowBase int, stride int, others int)
 
 // mttkrpRunsNAVX512x1 adds 16 columns of a chunk's MTTKRP into its output rows, one store per run (see asmgen).
 //
 //go:noescape
 func mttkrpRunsNAVX512x1(dst []float32, out *uint32, vals []float32, inds *[7]*uint32, facs *[7]*float32, rowBase int, stride int, others int)
 
+// mttkrpScatterNAVX512x1 adds 16 columns of each nonzero's MTTKRP term into its output row (see asmgen).
+//
+//go:noescape
+func mttkrpScatterNAVX512x1(dst []float32, out *uint32, vals []float32, inds *[7]*uint32, facs *[7]*float32, rowBase int, stride int, others int)
+
 // csf3AVX512x1 sets 16 columns of the root rows of an order-3 CSF (see asmgen).
 //
 //go:noescape
 func csf3AVX512x1(out []float32, roots []uint32, ptr0 []uint32, idx1 *uint32, ptr1 *uint32, idx2 *uint32, vals *float32, a1 *float32, a2 *float32, stride int)
+
+// altoScatter3AVX512x1 adds 16 columns of each nonzero's MTTKRP term of an order-3 ALTO chunk into its output row (see asmgen).
+//
+//go:noescape
+func altoScatter3AVX512x1(dst []float32, lin []uint64, vals []float32, masks *[3]uint64, bases *[3]uint32, f0 *float32, f1 *float32, rowBase int, stride int)
 
 // csrAVX512x2 sets 32 columns of each row of a CSR row range (see asmgen).
 //
@@ -164,20 +244,40 @@ func ellSlotsAVX512x2(out []float32, col []uint32, vals []float32, u []float32, 
 //go:noescape
 func mttkrpRuns1AVX512x2(dst []float32, out *uint32, vals []float32, inds *[7]*uint32, facs *[7]*float32, rowBase int, stride int, others int)
 
+// mttkrpScatter1AVX512x2 adds 32 columns of each nonzero's MTTKRP term into its output row (see asmgen).
+//
+//go:noescape
+func mttkrpScatter1AVX512x2(dst []float32, out *uint32, vals []float32, inds *[7]*uint32, facs *[7]*float32, rowBase int, stride int, others int)
+
 // mttkrpRuns2AVX512x2 adds 32 columns of a chunk's MTTKRP into its output rows, one store per run (see asmgen).
 //
 //go:noescape
 func mttkrpRuns2AVX512x2(dst []float32, out *uint32, vals []float32, inds *[7]*uint32, facs *[7]*float32, rowBase int, stride int, others int)
+
+// mttkrpScatter2AVX512x2 adds 32 columns of each nonzero's MTTKRP term into its output row (see asmgen).
+//
+//go:noescape
+func mttkrpScatter2AVX512x2(dst []float32, out *uint32, vals []float32, inds *[7]*uint32, facs *[7]*float32, rowBase int, stride int, others int)
 
 // mttkrpRunsNAVX512x2 adds 32 columns of a chunk's MTTKRP into its output rows, one store per run (see asmgen).
 //
 //go:noescape
 func mttkrpRunsNAVX512x2(dst []float32, out *uint32, vals []float32, inds *[7]*uint32, facs *[7]*float32, rowBase int, stride int, others int)
 
+// mttkrpScatterNAVX512x2 adds 32 columns of each nonzero's MTTKRP term into its output row (see asmgen).
+//
+//go:noescape
+func mttkrpScatterNAVX512x2(dst []float32, out *uint32, vals []float32, inds *[7]*uint32, facs *[7]*float32, rowBase int, stride int, others int)
+
 // csf3AVX512x2 sets 32 columns of the root rows of an order-3 CSF (see asmgen).
 //
 //go:noescape
 func csf3AVX512x2(out []float32, roots []uint32, ptr0 []uint32, idx1 *uint32, ptr1 *uint32, idx2 *uint32, vals *float32, a1 *float32, a2 *float32, stride int)
+
+// altoScatter3AVX512x2 adds 32 columns of each nonzero's MTTKRP term of an order-3 ALTO chunk into its output row (see asmgen).
+//
+//go:noescape
+func altoScatter3AVX512x2(dst []float32, lin []uint64, vals []float32, masks *[3]uint64, bases *[3]uint32, f0 *float32, f1 *float32, rowBase int, stride int)
 
 // csrAVX512x4 sets 64 columns of each row of a CSR row range (see asmgen).
 //
@@ -199,20 +299,40 @@ func ellSlotsAVX512x4(out []float32, col []uint32, vals []float32, u []float32, 
 //go:noescape
 func mttkrpRuns1AVX512x4(dst []float32, out *uint32, vals []float32, inds *[7]*uint32, facs *[7]*float32, rowBase int, stride int, others int)
 
+// mttkrpScatter1AVX512x4 adds 64 columns of each nonzero's MTTKRP term into its output row (see asmgen).
+//
+//go:noescape
+func mttkrpScatter1AVX512x4(dst []float32, out *uint32, vals []float32, inds *[7]*uint32, facs *[7]*float32, rowBase int, stride int, others int)
+
 // mttkrpRuns2AVX512x4 adds 64 columns of a chunk's MTTKRP into its output rows, one store per run (see asmgen).
 //
 //go:noescape
 func mttkrpRuns2AVX512x4(dst []float32, out *uint32, vals []float32, inds *[7]*uint32, facs *[7]*float32, rowBase int, stride int, others int)
+
+// mttkrpScatter2AVX512x4 adds 64 columns of each nonzero's MTTKRP term into its output row (see asmgen).
+//
+//go:noescape
+func mttkrpScatter2AVX512x4(dst []float32, out *uint32, vals []float32, inds *[7]*uint32, facs *[7]*float32, rowBase int, stride int, others int)
 
 // mttkrpRunsNAVX512x4 adds 64 columns of a chunk's MTTKRP into its output rows, one store per run (see asmgen).
 //
 //go:noescape
 func mttkrpRunsNAVX512x4(dst []float32, out *uint32, vals []float32, inds *[7]*uint32, facs *[7]*float32, rowBase int, stride int, others int)
 
+// mttkrpScatterNAVX512x4 adds 64 columns of each nonzero's MTTKRP term into its output row (see asmgen).
+//
+//go:noescape
+func mttkrpScatterNAVX512x4(dst []float32, out *uint32, vals []float32, inds *[7]*uint32, facs *[7]*float32, rowBase int, stride int, others int)
+
 // csf3AVX512x4 sets 64 columns of the root rows of an order-3 CSF (see asmgen).
 //
 //go:noescape
 func csf3AVX512x4(out []float32, roots []uint32, ptr0 []uint32, idx1 *uint32, ptr1 *uint32, idx2 *uint32, vals *float32, a1 *float32, a2 *float32, stride int)
+
+// altoScatter3AVX512x4 adds 64 columns of each nonzero's MTTKRP term of an order-3 ALTO chunk into its output row (see asmgen).
+//
+//go:noescape
+func altoScatter3AVX512x4(dst []float32, lin []uint64, vals []float32, masks *[3]uint64, bases *[3]uint32, f0 *float32, f1 *float32, rowBase int, stride int)
 
 // pextDecode sets dst[i] = base | pext(lin[i], mask) for i < len(dst); lin is at least as long.
 //

@@ -52,8 +52,10 @@ func main() {
 			ellSlots(s, nv)
 			for _, order := range []int{1, 2, 0} {
 				mttkrpRuns(s, nv, order)
+				mttkrpScatter(s, nv, order)
 			}
 			csf3(s, nv)
+			altoScatter3(s, nv)
 		}
 	}
 	pextDecode()
@@ -371,6 +373,179 @@ func mttkrpRuns(s isa, nv int, order int) {
 	}
 	CMPQ(k, n)
 	JB(LabelRef("run"))
+	Label("done")
+	VZEROUPPER()
+	RET()
+}
+
+// mttkrpScatter is mttkrpRuns without the runs: every nonzero's product
+// is added straight into its output row. Where consecutive nonzeros
+// seldom share an output index (ALTO and HiCOO order on most modes) a run
+// is one nonzero, and testing for runs costs a mispredicted branch per
+// nonzero without saving a store.
+func mttkrpScatter(s isa, nv int, order int) {
+	name := fmt.Sprintf("mttkrpScatter%d", order)
+	if order == 0 {
+		name = "mttkrpScatterN"
+	}
+	text(fn(name, s, nv), "func(dst []float32, out *uint32, vals []float32, inds *[7]*uint32, facs *[7]*float32, rowBase, stride, others int)")
+	Doc(fmt.Sprintf("%s%sx%d adds %d columns of each nonzero's MTTKRP term into its output row (see asmgen).", name, s.name, nv, nv*s.lanes))
+	outp := Load(Param("out"), GP64())
+	valp := Load(Param("vals").Base(), GP64())
+	n := Load(Param("vals").Len(), GP64())
+	indsp := Load(Param("inds"), GP64())
+	facsp := Load(Param("facs"), GP64())
+	sb := strideBytes()
+	// dst0 is the address of output row 0 (dst holds rows from rowBase
+	// on); it is only ever offset by an index of a row in dst.
+	dst0 := Load(Param("rowBase"), GP64())
+	IMULQ(sb, dst0)
+	NEGQ(dst0)
+	ADDQ(paramAddr(Param("dst").Base()), dst0)
+	k := GP64()
+	XORQ(k, k)
+	CMPQ(n, U8(0))
+	JE(LabelRef("done"))
+	t := vecs(s, nv)
+	d := vecs(s, nv)
+	v := s.vec()
+	var i0, f0, i1, f1 GPVirtual
+	if order == 1 || order == 2 {
+		i0, f0 = GP64(), GP64()
+		MOVQ(Mem{Base: indsp}, i0)
+		MOVQ(Mem{Base: facsp}, f0)
+	}
+	if order == 2 {
+		i1, f1 = GP64(), GP64()
+		MOVQ(Mem{Base: indsp, Disp: 8}, i1)
+		MOVQ(Mem{Base: facsp, Disp: 8}, f1)
+	}
+
+	Label("nnz")
+	row := rowOffset(outp, k, sb)
+	dst := Mem{Base: dst0, Index: row, Scale: 1}
+	for q := range d {
+		VMOVUPS(dst.Offset(4*s.lanes*q), d[q])
+	}
+	VBROADCASTSS(Mem{Base: valp, Index: k, Scale: 4}, v)
+	switch order {
+	case 1: // d += v·A0
+		a := rowOffset(i0, k, sb)
+		for q := range d {
+			VFMADD231PS(rowMem(s, f0, a, q), v, d[q])
+		}
+	case 2: // d += (v·A0)·A1
+		a := rowOffset(i0, k, sb)
+		for q := range t {
+			VMULPS(rowMem(s, f0, a, q), v, t[q])
+		}
+		b := rowOffset(i1, k, sb)
+		for q := range d {
+			VFMADD231PS(rowMem(s, f1, b, q), t[q], d[q])
+		}
+	default: // t = v·A0, t *= A_j for the middle factors, d += t·A_last
+		ia, fa := GP64(), GP64()
+		MOVQ(Mem{Base: indsp}, ia)
+		MOVQ(Mem{Base: facsp}, fa)
+		a := rowOffset(ia, k, sb)
+		for q := range t {
+			VMULPS(rowMem(s, fa, a, q), v, t[q])
+		}
+		j, last := GP64(), GP64()
+		MOVQ(U32(1), j)
+		Load(Param("others"), last)
+		DECQ(last)
+		Label("middle")
+		CMPQ(j, last)
+		JAE(LabelRef("lastfac"))
+		ij, fj := GP64(), GP64()
+		MOVQ(Mem{Base: indsp, Index: j, Scale: 8}, ij)
+		MOVQ(Mem{Base: facsp, Index: j, Scale: 8}, fj)
+		b := rowOffset(ij, k, sb)
+		for q := range t {
+			VMULPS(rowMem(s, fj, b, q), t[q], t[q])
+		}
+		INCQ(j)
+		JMP(LabelRef("middle"))
+		Label("lastfac")
+		il, fl := GP64(), GP64()
+		MOVQ(Mem{Base: indsp, Index: last, Scale: 8}, il)
+		MOVQ(Mem{Base: facsp, Index: last, Scale: 8}, fl)
+		c := rowOffset(il, k, sb)
+		for q := range d {
+			VFMADD231PS(rowMem(s, fl, c, q), t[q], d[q])
+		}
+	}
+	for q := range d {
+		VMOVUPS(d[q], dst.Offset(4*s.lanes*q))
+	}
+	INCQ(k)
+	CMPQ(k, n)
+	JB(LabelRef("nnz"))
+	Label("done")
+	VZEROUPPER()
+	RET()
+}
+
+// altoScatter3 is mttkrpScatter for an order-3 ALTO tensor with the index
+// extraction fused in: each nonzero's three indices are pulled out of its
+// linear index with BMI2's PEXT (masks[0] the output mode's bits, masks[1]
+// and masks[2] the other modes' in increasing order, bases the bits a BLCO
+// block's high word gives them), so no decoded index is stored and read
+// back.
+func altoScatter3(s isa, nv int) {
+	text(fn("altoScatter3", s, nv), "func(dst []float32, lin []uint64, vals []float32, masks *[3]uint64, bases *[3]uint32, f0, f1 *float32, rowBase, stride int)")
+	Doc(fmt.Sprintf("altoScatter3%sx%d adds %d columns of each nonzero's MTTKRP term of an order-3 ALTO chunk into its output row (see asmgen).", s.name, nv, nv*s.lanes))
+	linp := Load(Param("lin").Base(), GP64())
+	valp := Load(Param("vals").Base(), GP64())
+	n := Load(Param("vals").Len(), GP64())
+	f0 := Load(Param("f0"), GP64())
+	f1 := Load(Param("f1"), GP64())
+	sb := strideBytes()
+	dst0 := Load(Param("rowBase"), GP64())
+	IMULQ(sb, dst0)
+	NEGQ(dst0)
+	ADDQ(paramAddr(Param("dst").Base()), dst0)
+	mp := Load(Param("masks"), GP64())
+	mo, m0, m1 := GP64(), GP64(), GP64()
+	MOVQ(Mem{Base: mp}, mo)
+	MOVQ(Mem{Base: mp, Disp: 8}, m0)
+	MOVQ(Mem{Base: mp, Disp: 16}, m1)
+	bp := Load(Param("bases"), GP64())
+	k := GP64()
+	XORQ(k, k)
+	CMPQ(n, U8(0))
+	JE(LabelRef("done"))
+	t := vecs(s, nv)
+	d := vecs(s, nv)
+	v := s.vec()
+
+	Label("nnz")
+	x := GP64()
+	MOVQ(Mem{Base: linp, Index: k, Scale: 8}, x)
+	row, a, b := GP64(), GP64(), GP64()
+	PEXTQ(mo, x, row)
+	ORL(Mem{Base: bp}, row.As32())
+	IMULQ(sb, row)
+	PEXTQ(m0, x, a)
+	ORL(Mem{Base: bp, Disp: 4}, a.As32())
+	IMULQ(sb, a)
+	PEXTQ(m1, x, b)
+	ORL(Mem{Base: bp, Disp: 8}, b.As32())
+	IMULQ(sb, b)
+	dst := Mem{Base: dst0, Index: row, Scale: 1}
+	VBROADCASTSS(Mem{Base: valp, Index: k, Scale: 4}, v)
+	for q := range t {
+		VMULPS(rowMem(s, f0, a, q), v, t[q])
+	}
+	for q := range d {
+		VMOVUPS(dst.Offset(4*s.lanes*q), d[q])
+		VFMADD231PS(rowMem(s, f1, b, q), t[q], d[q])
+		VMOVUPS(d[q], dst.Offset(4*s.lanes*q))
+	}
+	INCQ(k)
+	CMPQ(k, n)
+	JB(LabelRef("nnz"))
 	Label("done")
 	VZEROUPPER()
 	RET()
