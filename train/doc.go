@@ -2,4 +2,22 @@
 // SuiteSparse matrices, labels them by measuring every format on the
 // devices at hand (resumably), trains the SPT-GCN and the baselines, and
 // reports cross-validated accuracy. The runtime path never imports it.
+//
+// # Generating tensors
+//
+// Generate turns a real matrix M into an order-3 or order-4 tensor that
+// keeps M's structure, as a Spec describes: a chain of generators, each
+// adding one mode — GenSlices (sampled, partly relabelled copies of M),
+// GenLift (M times a sparse random vector, Zipf slice sizes), GenBand
+// (copies shifted along the diagonal) and GenBursts (a time mode, each
+// nonzero occurring in bursts). A Spec's TargetNNZ sets the size; every
+// random draw comes from PCGs seeded by the Spec alone, so a Spec and the
+// matrix file rebuild the tensor bit for bit.
+//
+// Plan draws a training set over a directory of matrices (ScanMatrices),
+// spread over nonzero buckets from tens to millions; BenchPreset is the
+// fixed set of large tensors the kernel benchmarks use. WriteSet writes a
+// set and its manifest (one JSON Entry per tensor, ReadManifest, Rebuild),
+// resumably. docs/generate.md describes the generators, the plan, the
+// manifest and the preset.
 package train
