@@ -95,12 +95,13 @@ func (d *CPUDevice) MTTKRP(x formats.TensorFormat, mode int, factors []*kernels.
 	if err != nil {
 		return nil, err
 	}
-	return &cpuJob{run: func() error { return p.Run(out, factors) }, flops: p.Flops(), bytes: p.Bytes()}, nil
+	return &cpuJob{run: func() error { return p.Run(out, factors) }, flops: p.Flops(), bytes: p.Bytes(), workspace: p.WorkspaceBytes()}, nil
 }
 
 type cpuJob struct {
 	run          func() error
 	flops, bytes float64
+	workspace    int64
 }
 
 func (j *cpuJob) Run() (Timing, error) {
@@ -112,3 +113,7 @@ func (j *cpuJob) Run() (Timing, error) {
 func (j *cpuJob) Flops() float64 { return j.flops }
 func (j *cpuJob) Bytes() float64 { return j.bytes }
 func (j *cpuJob) Close() error   { return nil }
+
+// WorkspaceBytes returns the host memory the kernel plan holds beside the
+// format and the dense matrices (MTTKRP's private output copies).
+func (j *cpuJob) WorkspaceBytes() int64 { return j.workspace }

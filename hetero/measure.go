@@ -27,6 +27,12 @@ type Measurement struct {
 	HostToDevice   float64 // median transfer times (0 on the CPU)
 	DeviceToHost   float64
 	ConvertSeconds float64 // COO to the format, on the host
+	// FormatBytes is the memory of the format's arrays (for SpTTM with the
+	// fiber coordinates every format shares); WorkspaceBytes what the
+	// kernel plan holds beside it (private output copies), where the device
+	// can tell. Their sum and the dense matrices are the run's peak memory.
+	FormatBytes    int64
+	WorkspaceBytes int64
 	Flops          float64
 	Bytes          float64
 	GFlops         float64 // Flops / Seconds / 1e9
@@ -74,6 +80,7 @@ func Measure(d Device, x *formats.COO, op Op, mode int, format string, rank, ite
 			return nil, err
 		}
 		m.ConvertSeconds = time.Since(start).Seconds()
+		m.FormatBytes = f.Bytes() + fm.FiberBytes()
 		ut := randomMatrix(rng, x.Dims[mode], rank)
 		out := kernels.NewMatrix(fm.Rows(), rank)
 		if job, err = d.SpTTM(f, ut, out); IsUnsupported(err) {
@@ -89,6 +96,7 @@ func Measure(d Device, x *formats.COO, op Op, mode int, format string, rank, ite
 			return nil, err
 		}
 		m.ConvertSeconds = time.Since(start).Seconds()
+		m.FormatBytes = f.Bytes()
 		factors := make([]*kernels.Matrix, x.Order())
 		for k, dim := range x.Dims {
 			if k != mode {
@@ -106,6 +114,9 @@ func Measure(d Device, x *formats.COO, op Op, mode int, format string, rank, ite
 		return nil, fmt.Errorf("unknown op %v", op)
 	}
 	defer job.Close()
+	if w, ok := job.(interface{ WorkspaceBytes() int64 }); ok {
+		m.WorkspaceBytes = w.WorkspaceBytes()
+	}
 	if _, err := job.Run(); err != nil {
 		return nil, err
 	}

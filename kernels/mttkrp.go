@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"runtime"
 	"sync"
+	"unsafe"
 
 	"github.com/sparsetune/sparsetune/formats"
 )
@@ -233,6 +234,23 @@ func (p *MTTKRP) Bytes() float64 {
 	b := float64(p.xbytes)
 	for _, d := range p.dims {
 		b += 4 * float64(d) * float64(p.rank)
+	}
+	return b
+}
+
+// WorkspaceBytes returns the bytes the plan holds beside the tensor and
+// the dense matrices: the private output copies of parts whose rows
+// overlap (see placeRows) and the per-part scratch.
+func (p *MTTKRP) WorkspaceBytes() int64 {
+	var b int64
+	for _, pv := range p.priv {
+		b += 4 * int64(len(pv))
+	}
+	for _, ws := range p.ws {
+		b += int64(unsafe.Sizeof(*ws))
+		for _, idx := range ws.idx {
+			b += 4 * int64(cap(idx))
+		}
 	}
 	return b
 }

@@ -25,8 +25,13 @@ func newBenchCmd(v *viper.Viper) *cobra.Command {
 		Short: "Time SpTTM and MTTKRP in every format on a device",
 		Long: `Time SpTTM and MTTKRP on a tensor in every storage format, per mode
 (1-based), on one device: the median kernel time over --iters runs after a
-warm-up run, GFLOP/s, effective GB/s, and the time to convert the tensor
-from COO into the format. The fastest format per op and mode is marked.
+warm-up run, GFLOP/s, effective GB/s, the time to convert the tensor from
+COO into the format (also as a multiple of one kernel run, conv/run), and
+the memory of the format plus the kernel plan's workspace (MiB; JSON:
+format_bytes, workspace_bytes). The fastest format per op and mode is
+marked. The header names the inner loops the CPU kernels run (avx512,
+avx2 or scalar; SPARSETUNE_INNER_LOOPS=scalar|avx2 asks for a narrower
+one).
 
 Flops: SpTTM 2·nnz·R, MTTKRP N·nnz·R. GB/s: the compulsory-traffic model
 (format arrays and each dense matrix moved once; docs/kernels.md), set
@@ -132,6 +137,9 @@ type benchRow struct {
 	GBs            float64 `json:"gb_per_s"`
 	MemoryGBs      float64 `json:"memory_gb_per_s,omitempty"` // the bandwidth probe's rate
 	ConvertSeconds float64 `json:"convert_seconds"`
+	ConvertRuns    float64 `json:"convert_runs"` // convert_seconds / seconds
+	FormatBytes    int64   `json:"format_bytes"`
+	WorkspaceBytes int64   `json:"workspace_bytes"`
 	HostToDevice   float64 `json:"h2d_seconds"`
 	DeviceToHost   float64 `json:"d2h_seconds"`
 	Flops          float64 `json:"flops"`
@@ -179,7 +187,7 @@ func runBench(stdout, stderr io.Writer, name string, t *formats.COO, c benchConf
 		fmt.Fprintln(stdout)
 		// Fixed widths rather than a tabwriter: each row is printed as soon
 		// as it is measured.
-		fmt.Fprintf(stdout, "%-6s %4s  %-6s %11s %9s %8s %11s\n", "op", "mode", "format", "seconds", "GFLOP/s", "GB/s", "convert s")
+		fmt.Fprintf(stdout, "%-6s %4s  %-6s %11s %9s %8s %11s %8s %9s\n", "op", "mode", "format", "seconds", "GFLOP/s", "GB/s", "convert s", "conv/run", "MiB")
 	}
 	var rows []benchRow
 	for _, op := range c.ops {
@@ -199,13 +207,18 @@ func runBench(stdout, stderr io.Writer, name string, t *formats.COO, c benchConf
 				rows = append(rows, benchRow{Op: op.String(), Mode: mode + 1, Format: format, Device: m.Device,
 					Rank: m.Rank, Iters: m.Iters, Seconds: m.Seconds, MinSeconds: m.MinSeconds, GFlops: m.GFlops,
 					GBs: m.GBs, MemoryGBs: mem, ConvertSeconds: m.ConvertSeconds, HostToDevice: m.HostToDevice,
-					DeviceToHost: m.DeviceToHost, Flops: m.Flops, Bytes: m.Bytes, Skipped: m.Skipped})
+					DeviceToHost: m.DeviceToHost, Flops: m.Flops, Bytes: m.Bytes, Skipped: m.Skipped,
+					FormatBytes: m.FormatBytes, WorkspaceBytes: m.WorkspaceBytes})
+				if r := &rows[len(rows)-1]; r.Seconds > 0 {
+					r.ConvertRuns = r.ConvertSeconds / r.Seconds
+				}
 				if !asJSON {
 					r := rows[len(rows)-1]
 					if r.Skipped != "" {
 						fmt.Fprintf(stdout, "%-6s %4d  %-6s skipped: %s\n", r.Op, r.Mode, r.Format, r.Skipped)
 					} else {
-						fmt.Fprintf(stdout, "%-6s %4d  %-6s %11.3e %9.2f %8.2f %11.3e\n", r.Op, r.Mode, r.Format, r.Seconds, r.GFlops, r.GBs, r.ConvertSeconds)
+						fmt.Fprintf(stdout, "%-6s %4d  %-6s %11.3e %9.2f %8.2f %11.3e %8.1f %9.1f\n", r.Op, r.Mode, r.Format, r.Seconds, r.GFlops, r.GBs,
+							r.ConvertSeconds, r.ConvertRuns, float64(r.FormatBytes+r.WorkspaceBytes)/(1<<20))
 					}
 				}
 			}
