@@ -1,0 +1,97 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/sparsetune/sparsetune/formats"
+	"github.com/sparsetune/sparsetune/train"
+)
+
+// matrixDir holds the shared SuiteSparse matrices.
+var matrixDir = filepath.Join(dataDir, "suitesparse")
+
+func skipWithoutMatrices(t *testing.T) {
+	t.Helper()
+	if _, err := os.Stat(matrixDir); err != nil {
+		t.Skipf("real data absent (%v): skipping", err)
+	}
+}
+
+// TestGen writes a small set as .tns, checks the files against the
+// manifest, and runs again to see every tensor skipped.
+func TestGen(t *testing.T) {
+	skipWithoutMatrices(t)
+	out := filepath.Join(t.TempDir(), "set")
+	args := []string{"gen", "--from", matrixDir, "--out", out, "--count", "6", "--seed", "3", "--max-nnz", "20000", "--format", "tns"}
+	stdout, stderr, err := run(t, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lines := strings.Split(strings.TrimSpace(stderr), "\n"); len(lines) != 6 || !strings.HasPrefix(lines[5], "[6/6] ") {
+		t.Fatalf("progress: want one line per tensor, found %q", stderr)
+	}
+	if !strings.Contains(stdout, "6 written") {
+		t.Fatalf("stdout %q", stdout)
+	}
+	f, err := os.Open(filepath.Join(out, train.ManifestName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	entries, err := train.ReadManifest(f, train.ManifestName)
+	f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(entries) != 6 {
+		t.Fatalf("%d manifest lines, want 6", len(entries))
+	}
+	for _, e := range entries {
+		x, err := formats.ReadFile(filepath.Join(out, e.File))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.HasSuffix(e.File, ".tns") || x.NNZ() != e.NNZ || formats.FormatDims(x.Dims) != formats.FormatDims(e.Dims) || x.Order() != e.Order {
+			t.Fatalf("%s: file %v with %d nonzeros, manifest %+v", e.File, x.Dims, x.NNZ(), e)
+		}
+	}
+	stdout, stderr, err = run(t, append(args, "--json")...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep genReport
+	if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
+		t.Fatalf("bad JSON: %v\n%s", err, stdout)
+	}
+	if rep.Written != 0 || rep.Skipped != 6 || len(rep.Tensors) != 6 || strings.Count(stderr, "skipped") != 6 {
+		t.Fatalf("second run: %+v\n%s", rep, stderr)
+	}
+}
+
+func TestGenErrors(t *testing.T) {
+	skipWithoutMatrices(t)
+	out := t.TempDir()
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--out", out, "--count", "2"}, "needs --from DIR"},
+		{[]string{"--from", matrixDir, "--out", out}, "needs --count N"},
+		{[]string{"--from", filepath.Join(out, "nowhere"), "--out", out, "--count", "2"}, "nowhere: no such file"},
+		{[]string{"--from", dataDir, "--out", out, "--count", "2"}, "no MatrixMarket matrices"},
+		{[]string{"--from", matrixDir, "--out", out, "--count", "2", "--format", "csv"}, "--format must be"},
+		{[]string{"--from", matrixDir, "--out", out, "--count", "2", "--min-nnz", "50", "--max-nnz", "10"}, "--min-nnz and --max-nnz"},
+		{[]string{"--from", matrixDir, "--out", out, "--preset", "bench", "--seed", "2"}, "--seed does not apply"},
+		{[]string{"--from", matrixDir, "--out", out, "--preset", "huge"}, `unknown preset "huge"`},
+		{[]string{"--from", filepath.Join(dataDir, "tensors"), "--out", out, "--preset", "bench"}, "bcsstk33.mtx: no such matrix file"},
+	}
+	for _, c := range cases {
+		_, _, err := run(t, append([]string{"gen"}, c.args...)...)
+		if err == nil || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("gen %v: error %v, want one line containing %q", c.args, err, c.want)
+		}
+	}
+}
