@@ -76,18 +76,49 @@ func NewHiCOOMTTKRP(x *formats.HiCOO, mode, rank, threads int) (*MTTKRP, error) 
 
 func (k *hicooMTTKRP) compute(p *MTTKRP, t int, dst []float32, rowBase int) {
 	x, ws := k.x, p.ws[t]
+	if p.scatter && x.Order() == 3 && p.widths[len(p.widths)-1] >= 8 {
+		// Order 3, short runs: the vector loop rebuilds the indices itself.
+		modes := [3]int{p.mode, p.others[0], p.others[1]}
+		f0, f1 := p.fac[modes[1]], p.fac[modes[2]]
+		r0 := 0
+		fused := true
+		for _, w := range p.widths {
+			fused = fused && hicooScatter3Vec(dst, x, k.first[t], k.first[t+1], modes, f0, f1, rowBase, p.rank, r0, w)
+			r0 += w
+		}
+		if fused {
+			return
+		}
+	}
 	var inds [formats.MaxOrder][]uint32
+	// Blocks of a sparse tensor often hold a few nonzeros each, so chunks
+	// are filled across block boundaries: one kernel call per chunkNNZ
+	// nonzeros, not one per block.
+	fill, start := 0, int(x.BlockPtr[k.first[t]])
+	flush := func() {
+		for m := range x.ElemInds {
+			inds[m] = ws.idx[m][:fill]
+		}
+		p.cooChunk(ws, &inds, x.Vals[start:start+fill], dst, rowBase)
+		start += fill
+		fill = 0
+	}
 	for b := k.first[t]; b < k.first[t+1]; b++ {
 		end := int(x.BlockPtr[b+1])
-		for a := int(x.BlockPtr[b]); a < end; a += chunkNNZ {
-			c := min(a+chunkNNZ, end)
+		for a := int(x.BlockPtr[b]); a < end; {
+			c := min(end, a+chunkNNZ-fill)
 			for m, elems := range x.ElemInds {
-				base := x.BlockInds[m][b] << x.BlockBits
-				inds[m] = ws.idx[m][:c-a]
-				decodeOffsets(inds[m], elems[a:c], base)
+				decodeOffsets(ws.idx[m][fill:fill+c-a], elems[a:c], x.BlockInds[m][b]<<x.BlockBits)
 			}
-			p.cooChunk(ws, &inds, x.Vals[a:c], dst, rowBase)
+			fill += c - a
+			a = c
+			if fill == chunkNNZ {
+				flush()
+			}
 		}
+	}
+	if fill > 0 {
+		flush()
 	}
 }
 

@@ -2,6 +2,8 @@
 
 package kernels
 
+import "github.com/sparsetune/sparsetune/formats"
+
 // Without amd64 assembly (other architectures, or the purego tag) there
 // are no vector loops: every function below reports false and the
 // portable Go runs.
@@ -31,6 +33,10 @@ func csf3Vector(out []float32, roots, ptr0, idx1, ptr1, idx2 []uint32, vals, A1,
 }
 
 func altoScatter3Vec(dst []float32, lin []uint64, vals []float32, masks *[3]uint64, bases *[3]uint32, f0, f1 []float32, rowBase, R, r0, w int) bool {
+	return false
+}
+
+func hicooScatter3Vec(dst []float32, x *formats.HiCOO, blk0, blk1 int, modes [3]int, f0, f1 []float32, rowBase, R, r0, w int) bool {
 	return false
 }
 

@@ -59,6 +59,11 @@ func csf3AVX2x1(out []float32, roots []uint32, ptr0 []uint32, idx1 *uint32, ptr1
 //go:noescape
 func altoScatter3AVX2x1(dst []float32, lin []uint64, vals []float32, masks *[3]uint64, bases *[3]uint32, f0 *float32, f1 *float32, rowBase int, stride int)
 
+// hicooScatter3AVX2x1 adds 8 columns of each nonzero's MTTKRP term of a range of order-3 HiCOO blocks into its output row (see asmgen).
+//
+//go:noescape
+func hicooScatter3AVX2x1(dst []float32, bptr []uint32, bo *uint32, b0 *uint32, b1 *uint32, eo *uint8, e0 *uint8, e1 *uint8, vals *float32, f0 *float32, f1 *float32, rowBase int, stride int, bits int)
+
 // csrAVX2x2 sets 16 columns of each row of a CSR row range (see asmgen).
 //
 //go:noescape
@@ -113,6 +118,11 @@ func csf3AVX2x2(out []float32, roots []uint32, ptr0 []uint32, idx1 *uint32, ptr1
 //
 //go:noescape
 func altoScatter3AVX2x2(dst []float32, lin []uint64, vals []float32, masks *[3]uint64, bases *[3]uint32, f0 *float32, f1 *float32, rowBase int, stride int)
+
+// hicooScatter3AVX2x2 adds 16 columns of each nonzero's MTTKRP term of a range of order-3 HiCOO blocks into its output row (see asmgen).
+//
+//go:noescape
+func hicooScatter3AVX2x2(dst []float32, bptr []uint32, bo *uint32, b0 *uint32, b1 *uint32, eo *uint8, e0 *uint8, e1 *uint8, vals *float32, f0 *float32, f1 *float32, rowBase int, stride int, bits int)
 
 // csrAVX2x4 sets 32 columns of each row of a CSR row range (see asmgen).
 //
@@ -169,6 +179,11 @@ func csf3AVX2x4(out []float32, roots []uint32, ptr0 []uint32, idx1 *uint32, ptr1
 //go:noescape
 func altoScatter3AVX2x4(dst []float32, lin []uint64, vals []float32, masks *[3]uint64, bases *[3]uint32, f0 *float32, f1 *float32, rowBase int, stride int)
 
+// hicooScatter3AVX2x4 adds 32 columns of each nonzero's MTTKRP term of a range of order-3 HiCOO blocks into its output row (see asmgen).
+//
+//go:noescape
+func hicooScatter3AVX2x4(dst []float32, bptr []uint32, bo *uint32, b0 *uint32, b1 *uint32, eo *uint8, e0 *uint8, e1 *uint8, vals *float32, f0 *float32, f1 *float32, rowBase int, stride int, bits int)
+
 // csrAVX512x1 sets 16 columns of each row of a CSR row range (see asmgen).
 //
 //go:noescape
@@ -223,6 +238,11 @@ func csf3AVX512x1(out []float32, roots []uint32, ptr0 []uint32, idx1 *uint32, pt
 //
 //go:noescape
 func altoScatter3AVX512x1(dst []float32, lin []uint64, vals []float32, masks *[3]uint64, bases *[3]uint32, f0 *float32, f1 *float32, rowBase int, stride int)
+
+// hicooScatter3AVX512x1 adds 16 columns of each nonzero's MTTKRP term of a range of order-3 HiCOO blocks into its output row (see asmgen).
+//
+//go:noescape
+func hicooScatter3AVX512x1(dst []float32, bptr []uint32, bo *uint32, b0 *uint32, b1 *uint32, eo *uint8, e0 *uint8, e1 *uint8, vals *float32, f0 *float32, f1 *float32, rowBase int, stride int, bits int)
 
 // csrAVX512x2 sets 32 columns of each row of a CSR row range (see asmgen).
 //
@@ -279,6 +299,11 @@ func csf3AVX512x2(out []float32, roots []uint32, ptr0 []uint32, idx1 *uint32, pt
 //go:noescape
 func altoScatter3AVX512x2(dst []float32, lin []uint64, vals []float32, masks *[3]uint64, bases *[3]uint32, f0 *float32, f1 *float32, rowBase int, stride int)
 
+// hicooScatter3AVX512x2 adds 32 columns of each nonzero's MTTKRP term of a range of order-3 HiCOO blocks into its output row (see asmgen).
+//
+//go:noescape
+func hicooScatter3AVX512x2(dst []float32, bptr []uint32, bo *uint32, b0 *uint32, b1 *uint32, eo *uint8, e0 *uint8, e1 *uint8, vals *float32, f0 *float32, f1 *float32, rowBase int, stride int, bits int)
+
 // csrAVX512x4 sets 64 columns of each row of a CSR row range (see asmgen).
 //
 //go:noescape
@@ -333,6 +358,11 @@ func csf3AVX512x4(out []float32, roots []uint32, ptr0 []uint32, idx1 *uint32, pt
 //
 //go:noescape
 func altoScatter3AVX512x4(dst []float32, lin []uint64, vals []float32, masks *[3]uint64, bases *[3]uint32, f0 *float32, f1 *float32, rowBase int, stride int)
+
+// hicooScatter3AVX512x4 adds 64 columns of each nonzero's MTTKRP term of a range of order-3 HiCOO blocks into its output row (see asmgen).
+//
+//go:noescape
+func hicooScatter3AVX512x4(dst []float32, bptr []uint32, bo *uint32, b0 *uint32, b1 *uint32, eo *uint8, e0 *uint8, e1 *uint8, vals *float32, f0 *float32, f1 *float32, rowBase int, stride int, bits int)
 
 // pextDecode sets dst[i] = base | pext(lin[i], mask) for i < len(dst); lin is at least as long.
 //

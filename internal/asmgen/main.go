@@ -56,6 +56,7 @@ func main() {
 			}
 			csf3(s, nv)
 			altoScatter3(s, nv)
+			hicooScatter3(s, nv)
 		}
 	}
 	pextDecode()
@@ -546,6 +547,97 @@ func altoScatter3(s isa, nv int) {
 	INCQ(k)
 	CMPQ(k, n)
 	JB(LabelRef("nnz"))
+	Label("done")
+	VZEROUPPER()
+	RET()
+}
+
+// hicooScatter3 is mttkrpScatter for a range of blocks of an order-3
+// HiCOO tensor with the index rebuild fused in: a nonzero's index in mode
+// m is its block's coordinate << bits plus its 8-bit offset. bptr holds the
+// range's block pointers (absolute nonzero positions); bo, b0 and b1 point
+// at the first block's coordinate in the output mode and the two others;
+// eo, e0, e1 and vals at the whole offset and value arrays. Per block, each
+// mode's block base is folded into a row pointer, so a nonzero costs one
+// byte load, one multiply and one add per mode.
+func hicooScatter3(s isa, nv int) {
+	text(fn("hicooScatter3", s, nv), "func(dst []float32, bptr []uint32, bo, b0, b1 *uint32, eo, e0, e1 *uint8, vals *float32, f0, f1 *float32, rowBase, stride, bits int)")
+	Doc(fmt.Sprintf("hicooScatter3%sx%d adds %d columns of each nonzero's MTTKRP term of a range of order-3 HiCOO blocks into its output row (see asmgen).", s.name, nv, nv*s.lanes))
+	// Block-level state lives in stack slots: the nonzero loop needs
+	// thirteen general registers of its own.
+	bSlot, dstSlot, scaleSlot := AllocLocal(8), AllocLocal(8), AllocLocal(8)
+	sb := strideBytes()
+	x := Load(Param("rowBase"), GP64())
+	IMULQ(sb, x)
+	NEGQ(x)
+	ADDQ(paramAddr(Param("dst").Base()), x)
+	MOVQ(x, dstSlot)
+	y := Load(Param("bits"), GP64())
+	MOVQ(y, RCX)
+	MOVQ(sb, x)
+	SHLQ(CL, x)
+	MOVQ(x, scaleSlot)
+	MOVQ(U32(0), bSlot)
+	n := Load(Param("bptr").Len(), GP64())
+	CMPQ(n, U8(1))
+	JBE(LabelRef("done"))
+	valp := Load(Param("vals"), GP64())
+	eo := Load(Param("eo"), GP64())
+	e0 := Load(Param("e0"), GP64())
+	e1 := Load(Param("e1"), GP64())
+	t := vecs(s, nv)
+	d := vecs(s, nv)
+	v := s.vec()
+	k, kend := GP64(), GP64()
+	bo, b0, b1 := GP64(), GP64(), GP64()
+
+	Label("block")
+	b := GP64()
+	MOVQ(bSlot, b)
+	bp := Load(Param("bptr").Base(), GP64())
+	MOVL(Mem{Base: bp, Index: b, Scale: 4}, k.As32())
+	MOVL(Mem{Base: bp, Index: b, Scale: 4, Disp: 4}, kend.As32())
+	// Row pointers of the block's base in each mode.
+	for _, c := range []struct {
+		reg   GPVirtual
+		coord string
+		base  Op
+	}{{bo, "bo", dstSlot}, {b0, "b0", paramAddr(Param("f0"))}, {b1, "b1", paramAddr(Param("f1"))}} {
+		p := Load(Param(c.coord), GP64())
+		MOVL(Mem{Base: p, Index: b, Scale: 4}, c.reg.As32())
+		IMULQ(scaleSlot, c.reg)
+		ADDQ(c.base, c.reg)
+	}
+	CMPQ(k, kend)
+	JAE(LabelRef("next"))
+	Label("nnz")
+	row, a, c := GP64(), GP64(), GP64()
+	MOVBQZX(Mem{Base: eo, Index: k, Scale: 1}, row)
+	IMULQ(sb, row)
+	MOVBQZX(Mem{Base: e0, Index: k, Scale: 1}, a)
+	IMULQ(sb, a)
+	MOVBQZX(Mem{Base: e1, Index: k, Scale: 1}, c)
+	IMULQ(sb, c)
+	VBROADCASTSS(Mem{Base: valp, Index: k, Scale: 4}, v)
+	for q := range t {
+		VMULPS(Mem{Base: b0, Index: a, Scale: 1, Disp: 4 * s.lanes * q}, v, t[q])
+	}
+	dst := Mem{Base: bo, Index: row, Scale: 1}
+	for q := range d {
+		VMOVUPS(dst.Offset(4*s.lanes*q), d[q])
+		VFMADD231PS(Mem{Base: b1, Index: c, Scale: 1, Disp: 4 * s.lanes * q}, t[q], d[q])
+		VMOVUPS(d[q], dst.Offset(4*s.lanes*q))
+	}
+	INCQ(k)
+	CMPQ(k, kend)
+	JB(LabelRef("nnz"))
+	Label("next")
+	MOVQ(bSlot, b)
+	INCQ(b)
+	MOVQ(b, bSlot)
+	INCQ(b)
+	CMPQ(b, paramAddr(Param("bptr").Len()))
+	JB(LabelRef("block"))
 	Label("done")
 	VZEROUPPER()
 	RET()
