@@ -43,6 +43,10 @@ const Version = 1
 // a mistyped parameter fails at once instead of exhausting memory.
 const MaxNNZ = 200_000_000
 
+// MaxSize is the largest extent of a new mode: generators keep arrays of
+// that length.
+const MaxSize = 1 << 24
+
 // Spec describes one generated tensor completely: the same Spec applied to
 // the same matrix file always gives the same tensor, bit for bit (on one
 // architecture; see Generate).
@@ -240,6 +244,11 @@ func (s Spec) resolve(srcNNZ int, srcDims []int) (Spec, error) {
 		if dims, err = st.resolve(dims, grows[i]); err != nil {
 			return r, fmt.Errorf("stage %d (%s): %w", i+1, st.Generator, err)
 		}
+		// slices visits every row, column and nonzero once per slice.
+		if st.Generator == GenSlices && float64(st.Size)*(float64(dims[0]+dims[1])+nnz) > 4*MaxNNZ {
+			return r, fmt.Errorf("stage %d (slices): %d slices of a %s input with %.3g nonzeros are too much work: use fewer slices or a larger frac",
+				i+1, st.Size, formats.FormatDims(dims[:2]), nnz)
+		}
 		nnz *= st.Grow
 	}
 	if nnz > MaxNNZ {
@@ -402,6 +411,9 @@ func (st *Stage) resolve(in []int, g float64) ([]int, error) {
 	if p.At > len(in)+1 {
 		return nil, fmt.Errorf("at %d is past the output's last mode %d", p.At, len(in)+1)
 	}
+	if p.Size > MaxSize {
+		return nil, fmt.Errorf("size %d exceeds %d", p.Size, MaxSize)
+	}
 	out := st.outDims(in)
 	if err := formats.CheckDims(out); err != nil {
 		return nil, err
@@ -445,10 +457,7 @@ func (s Spec) run(src *formats.COO) (*formats.COO, error) {
 		t := src
 		for i, st := range s.Stages {
 			rng := rand.New(rand.NewPCG(s.Seed, stageStream+uint64(attempt)<<8+uint64(i)))
-			var err error
-			if t, err = st.apply(t, rng); err != nil {
-				return nil, fmt.Errorf("stage %d (%s): %w", i+1, st.Generator, err)
-			}
+			t = st.apply(t, rng)
 		}
 		if t.NNZ() > 0 {
 			// Indices past the dims would corrupt the sort's packed keys:

@@ -381,6 +381,8 @@ func TestGenerateErrors(t *testing.T) {
 		{"bursts zipf", m, one(GenBursts, Params{Zipf: 0.5}, 100, 1), "zipf must be > 1"},
 		{"grow conflicts", m, one(GenSlices, Params{Size: 2, Frac: 0.5, Grow: 3}, 0, 1), "disagrees"},
 		{"at past end", m, one(GenLift, Params{At: 5}, 100, 1), "past the output's last mode"},
+		{"size", m, one(GenBursts, Params{Size: MaxSize + 1}, 100, 1), "exceeds"},
+		{"slices work", m, one(GenSlices, Params{Size: 1 << 24, Frac: 0.001}, 0, 1), "too much work"},
 		{"order 9", m, Spec{Stages: make([]Stage, 7), TargetNNZ: 100}, "at most 8"},
 	}
 	for _, c := range cases {

@@ -51,7 +51,7 @@ func (b *builder) add(e int, i, j, k uint32, v float32) {
 }
 
 // apply runs the resolved stage on in.
-func (st *Stage) apply(in *formats.COO, rng *rand.Rand) (*formats.COO, error) {
+func (st *Stage) apply(in *formats.COO, rng *rand.Rand) *formats.COO {
 	p := st.Params
 	b := newBuilder(in, st.outDims(in.Dims), p.At, float64(in.NNZ())*p.Grow)
 	switch st.Generator {
@@ -64,7 +64,7 @@ func (st *Stage) apply(in *formats.COO, rng *rand.Rand) (*formats.COO, error) {
 	case GenBursts:
 		applyBursts(b, p, rng)
 	}
-	return b.out, nil
+	return b.out
 }
 
 // applySlices stacks p.Size slices of the input. Slice k keeps each row and
