@@ -254,9 +254,12 @@ func (m MeasureAll) Predict(x *formats.COO, op hetero.Op, mode int, kind hetero.
 			return nil, err
 		}
 	}
+	// The fastest over every format measured, cut ones included: under
+	// load a candidate's median can come out slower than a cut format's
+	// single run, and a score must stay in [0, 1].
 	fastest := 0.0
-	for _, i := range candidates {
-		if s := secs[i]; s > 0 && (fastest == 0 || s < fastest) {
+	for _, s := range secs {
+		if s > 0 && (fastest == 0 || s < fastest) {
 			fastest = s
 		}
 	}
