@@ -98,9 +98,7 @@ func (k *csfMTTKRP) compute(p *MTTKRP, t int, out []float32, _ int) {
 	}
 	r0 := 0
 	for _, w := range p.widths {
-		x := k.x
-		if w >= 8 && x.Order() == 3 && csf3Vector(out, x.FiberIdx[0][f0:f1], x.FiberPtr[0][f0:f1+1], x.FiberIdx[1], x.FiberPtr[1],
-			x.FiberIdx[2], x.Vals, p.fac[x.ModeOrder[1]], p.fac[x.ModeOrder[2]], R, r0, w/8) {
+		if w >= 8 && csfVector(out, k.x, f0, f1, &p.fac, R, r0, w/8) {
 			r0 += w
 			continue
 		}

@@ -485,6 +485,93 @@ done:
 	VZEROUPPER
 	RET
 
+// func csf4AVX2x1(out []float32, roots []uint32, ptr0 []uint32, idx1 *uint32, ptr1 *uint32, idx2 *uint32, ptr2 *uint32, idx3 *uint32, vals *float32, a1 *float32, a2 *float32, a3 *float32, stride int)
+// Requires: AVX, FMA3
+TEXT ·csf4AVX2x1(SB), NOSPLIT, $24-152
+	MOVQ ptr2+96(FP), AX
+	MOVQ idx2+88(FP), CX
+	MOVQ idx3+104(FP), DX
+	MOVQ vals+112(FP), BX
+	MOVQ a2+128(FP), SI
+	MOVQ a3+136(FP), DI
+	MOVQ stride+144(FP), R8
+	SHLQ $0x02, R8
+	MOVQ $0x00000000, (SP)
+	MOVQ roots_len+32(FP), R9
+	CMPQ R9, $0x00
+	JE   done
+
+root:
+	VXORPS Y0, Y0, Y0
+	MOVQ   (SP), R9
+	MOVQ   ptr0_base+48(FP), R10
+	MOVL   (R10)(R9*4), R11
+	MOVQ   R11, 8(SP)
+	MOVL   4(R10)(R9*4), R11
+	MOVQ   R11, 16(SP)
+
+level1:
+	MOVQ   8(SP), R10
+	CMPQ   R10, 16(SP)
+	JAE    store
+	VXORPS Y1, Y1, Y1
+	MOVQ   ptr1+80(FP), R11
+	MOVL   (R11)(R10*4), R9
+	MOVL   4(R11)(R10*4), R10
+	CMPQ   R9, R10
+	JAE    hoist1
+
+level2:
+	VXORPS Y2, Y2, Y2
+	MOVL   (AX)(R9*4), R11
+	MOVL   4(AX)(R9*4), R12
+	CMPQ   R11, R12
+	JAE    hoist2
+
+leaf:
+	MOVL         (DX)(R11*4), R13
+	IMULQ        R8, R13
+	VBROADCASTSS (BX)(R11*4), Y3
+	VFMADD231PS  (DI)(R13*1), Y3, Y2
+	INCQ         R11
+	CMPQ         R11, R12
+	JB           leaf
+
+hoist2:
+	MOVL        (CX)(R9*4), R11
+	IMULQ       R8, R11
+	VFMADD231PS (SI)(R11*1), Y2, Y1
+	INCQ        R9
+	CMPQ        R9, R10
+	JB          level2
+
+hoist1:
+	MOVQ        8(SP), R9
+	MOVQ        idx1+72(FP), R10
+	MOVL        (R10)(R9*4), R10
+	IMULQ       R8, R10
+	MOVQ        a1+120(FP), R11
+	VFMADD231PS (R11)(R10*1), Y1, Y0
+	INCQ        R9
+	MOVQ        R9, 8(SP)
+	JMP         level1
+
+store:
+	MOVQ    (SP), R9
+	MOVQ    roots_base+24(FP), R10
+	MOVL    (R10)(R9*4), R10
+	IMULQ   R8, R10
+	MOVQ    out_base+0(FP), R11
+	VMOVUPS Y0, (R11)(R10*1)
+	INCQ    R9
+	MOVQ    R9, (SP)
+	CMPQ    R9, roots_len+32(FP)
+	JB      root
+
+done:
+	VZEROUPPER
+	RET
+
 // func altoScatter3AVX2x1(dst []float32, lin []uint64, vals []float32, masks *[3]uint64, bases *[3]uint32, f0 *float32, f1 *float32, rowBase int, stride int)
 // Requires: AVX, BMI2, FMA3
 TEXT ·altoScatter3AVX2x1(SB), NOSPLIT, $8-120
@@ -1119,6 +1206,100 @@ store:
 	VMOVUPS Y0, (R11)(R10*1)
 	VMOVUPS Y1, 32(R11)(R10*1)
 	INCQ    R9
+	CMPQ    R9, roots_len+32(FP)
+	JB      root
+
+done:
+	VZEROUPPER
+	RET
+
+// func csf4AVX2x2(out []float32, roots []uint32, ptr0 []uint32, idx1 *uint32, ptr1 *uint32, idx2 *uint32, ptr2 *uint32, idx3 *uint32, vals *float32, a1 *float32, a2 *float32, a3 *float32, stride int)
+// Requires: AVX, FMA3
+TEXT ·csf4AVX2x2(SB), NOSPLIT, $24-152
+	MOVQ ptr2+96(FP), AX
+	MOVQ idx2+88(FP), CX
+	MOVQ idx3+104(FP), DX
+	MOVQ vals+112(FP), BX
+	MOVQ a2+128(FP), SI
+	MOVQ a3+136(FP), DI
+	MOVQ stride+144(FP), R8
+	SHLQ $0x02, R8
+	MOVQ $0x00000000, (SP)
+	MOVQ roots_len+32(FP), R9
+	CMPQ R9, $0x00
+	JE   done
+
+root:
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	MOVQ   (SP), R9
+	MOVQ   ptr0_base+48(FP), R10
+	MOVL   (R10)(R9*4), R11
+	MOVQ   R11, 8(SP)
+	MOVL   4(R10)(R9*4), R11
+	MOVQ   R11, 16(SP)
+
+level1:
+	MOVQ   8(SP), R10
+	CMPQ   R10, 16(SP)
+	JAE    store
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	MOVQ   ptr1+80(FP), R11
+	MOVL   (R11)(R10*4), R9
+	MOVL   4(R11)(R10*4), R10
+	CMPQ   R9, R10
+	JAE    hoist1
+
+level2:
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	MOVL   (AX)(R9*4), R11
+	MOVL   4(AX)(R9*4), R12
+	CMPQ   R11, R12
+	JAE    hoist2
+
+leaf:
+	MOVL         (DX)(R11*4), R13
+	IMULQ        R8, R13
+	VBROADCASTSS (BX)(R11*4), Y6
+	VFMADD231PS  (DI)(R13*1), Y6, Y4
+	VFMADD231PS  32(DI)(R13*1), Y6, Y5
+	INCQ         R11
+	CMPQ         R11, R12
+	JB           leaf
+
+hoist2:
+	MOVL        (CX)(R9*4), R11
+	IMULQ       R8, R11
+	VFMADD231PS (SI)(R11*1), Y4, Y2
+	VFMADD231PS 32(SI)(R11*1), Y5, Y3
+	INCQ        R9
+	CMPQ        R9, R10
+	JB          level2
+
+hoist1:
+	MOVQ        8(SP), R9
+	MOVQ        idx1+72(FP), R10
+	MOVL        (R10)(R9*4), R10
+	IMULQ       R8, R10
+	MOVQ        a1+120(FP), R11
+	VFMADD231PS (R11)(R10*1), Y2, Y0
+	VFMADD231PS 32(R11)(R10*1), Y3, Y1
+	INCQ        R9
+	MOVQ        R9, 8(SP)
+	JMP         level1
+
+store:
+	MOVQ    (SP), R9
+	MOVQ    roots_base+24(FP), R10
+	MOVL    (R10)(R9*4), R10
+	IMULQ   R8, R10
+	MOVQ    out_base+0(FP), R11
+	VMOVUPS Y0, (R11)(R10*1)
+	VMOVUPS Y1, 32(R11)(R10*1)
+	INCQ    R9
+	MOVQ    R9, (SP)
 	CMPQ    R9, roots_len+32(FP)
 	JB      root
 
@@ -1859,6 +2040,114 @@ done:
 	VZEROUPPER
 	RET
 
+// func csf4AVX2x4(out []float32, roots []uint32, ptr0 []uint32, idx1 *uint32, ptr1 *uint32, idx2 *uint32, ptr2 *uint32, idx3 *uint32, vals *float32, a1 *float32, a2 *float32, a3 *float32, stride int)
+// Requires: AVX, FMA3
+TEXT ·csf4AVX2x4(SB), NOSPLIT, $24-152
+	MOVQ ptr2+96(FP), AX
+	MOVQ idx2+88(FP), CX
+	MOVQ idx3+104(FP), DX
+	MOVQ vals+112(FP), BX
+	MOVQ a2+128(FP), SI
+	MOVQ a3+136(FP), DI
+	MOVQ stride+144(FP), R8
+	SHLQ $0x02, R8
+	MOVQ $0x00000000, (SP)
+	MOVQ roots_len+32(FP), R9
+	CMPQ R9, $0x00
+	JE   done
+
+root:
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	MOVQ   (SP), R9
+	MOVQ   ptr0_base+48(FP), R10
+	MOVL   (R10)(R9*4), R11
+	MOVQ   R11, 8(SP)
+	MOVL   4(R10)(R9*4), R11
+	MOVQ   R11, 16(SP)
+
+level1:
+	MOVQ   8(SP), R10
+	CMPQ   R10, 16(SP)
+	JAE    store
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	MOVQ   ptr1+80(FP), R11
+	MOVL   (R11)(R10*4), R9
+	MOVL   4(R11)(R10*4), R10
+	CMPQ   R9, R10
+	JAE    hoist1
+
+level2:
+	VXORPS Y8, Y8, Y8
+	VXORPS Y9, Y9, Y9
+	VXORPS Y10, Y10, Y10
+	VXORPS Y11, Y11, Y11
+	MOVL   (AX)(R9*4), R11
+	MOVL   4(AX)(R9*4), R12
+	CMPQ   R11, R12
+	JAE    hoist2
+
+leaf:
+	MOVL         (DX)(R11*4), R13
+	IMULQ        R8, R13
+	VBROADCASTSS (BX)(R11*4), Y12
+	VFMADD231PS  (DI)(R13*1), Y12, Y8
+	VFMADD231PS  32(DI)(R13*1), Y12, Y9
+	VFMADD231PS  64(DI)(R13*1), Y12, Y10
+	VFMADD231PS  96(DI)(R13*1), Y12, Y11
+	INCQ         R11
+	CMPQ         R11, R12
+	JB           leaf
+
+hoist2:
+	MOVL        (CX)(R9*4), R11
+	IMULQ       R8, R11
+	VFMADD231PS (SI)(R11*1), Y8, Y4
+	VFMADD231PS 32(SI)(R11*1), Y9, Y5
+	VFMADD231PS 64(SI)(R11*1), Y10, Y6
+	VFMADD231PS 96(SI)(R11*1), Y11, Y7
+	INCQ        R9
+	CMPQ        R9, R10
+	JB          level2
+
+hoist1:
+	MOVQ        8(SP), R9
+	MOVQ        idx1+72(FP), R10
+	MOVL        (R10)(R9*4), R10
+	IMULQ       R8, R10
+	MOVQ        a1+120(FP), R11
+	VFMADD231PS (R11)(R10*1), Y4, Y0
+	VFMADD231PS 32(R11)(R10*1), Y5, Y1
+	VFMADD231PS 64(R11)(R10*1), Y6, Y2
+	VFMADD231PS 96(R11)(R10*1), Y7, Y3
+	INCQ        R9
+	MOVQ        R9, 8(SP)
+	JMP         level1
+
+store:
+	MOVQ    (SP), R9
+	MOVQ    roots_base+24(FP), R10
+	MOVL    (R10)(R9*4), R10
+	IMULQ   R8, R10
+	MOVQ    out_base+0(FP), R11
+	VMOVUPS Y0, (R11)(R10*1)
+	VMOVUPS Y1, 32(R11)(R10*1)
+	VMOVUPS Y2, 64(R11)(R10*1)
+	VMOVUPS Y3, 96(R11)(R10*1)
+	INCQ    R9
+	MOVQ    R9, (SP)
+	CMPQ    R9, roots_len+32(FP)
+	JB      root
+
+done:
+	VZEROUPPER
+	RET
+
 // func altoScatter3AVX2x4(dst []float32, lin []uint64, vals []float32, masks *[3]uint64, bases *[3]uint32, f0 *float32, f1 *float32, rowBase int, stride int)
 // Requires: AVX, BMI2, FMA3
 TEXT ·altoScatter3AVX2x4(SB), NOSPLIT, $8-120
@@ -2475,6 +2764,93 @@ store:
 	MOVQ    out_base+0(FP), R11
 	VMOVUPS Z0, (R11)(R10*1)
 	INCQ    R9
+	CMPQ    R9, roots_len+32(FP)
+	JB      root
+
+done:
+	VZEROUPPER
+	RET
+
+// func csf4AVX512x1(out []float32, roots []uint32, ptr0 []uint32, idx1 *uint32, ptr1 *uint32, idx2 *uint32, ptr2 *uint32, idx3 *uint32, vals *float32, a1 *float32, a2 *float32, a3 *float32, stride int)
+// Requires: AVX, AVX512DQ, AVX512F
+TEXT ·csf4AVX512x1(SB), NOSPLIT, $24-152
+	MOVQ ptr2+96(FP), AX
+	MOVQ idx2+88(FP), CX
+	MOVQ idx3+104(FP), DX
+	MOVQ vals+112(FP), BX
+	MOVQ a2+128(FP), SI
+	MOVQ a3+136(FP), DI
+	MOVQ stride+144(FP), R8
+	SHLQ $0x02, R8
+	MOVQ $0x00000000, (SP)
+	MOVQ roots_len+32(FP), R9
+	CMPQ R9, $0x00
+	JE   done
+
+root:
+	VXORPS Z0, Z0, Z0
+	MOVQ   (SP), R9
+	MOVQ   ptr0_base+48(FP), R10
+	MOVL   (R10)(R9*4), R11
+	MOVQ   R11, 8(SP)
+	MOVL   4(R10)(R9*4), R11
+	MOVQ   R11, 16(SP)
+
+level1:
+	MOVQ   8(SP), R10
+	CMPQ   R10, 16(SP)
+	JAE    store
+	VXORPS Z1, Z1, Z1
+	MOVQ   ptr1+80(FP), R11
+	MOVL   (R11)(R10*4), R9
+	MOVL   4(R11)(R10*4), R10
+	CMPQ   R9, R10
+	JAE    hoist1
+
+level2:
+	VXORPS Z2, Z2, Z2
+	MOVL   (AX)(R9*4), R11
+	MOVL   4(AX)(R9*4), R12
+	CMPQ   R11, R12
+	JAE    hoist2
+
+leaf:
+	MOVL         (DX)(R11*4), R13
+	IMULQ        R8, R13
+	VBROADCASTSS (BX)(R11*4), Z3
+	VFMADD231PS  (DI)(R13*1), Z3, Z2
+	INCQ         R11
+	CMPQ         R11, R12
+	JB           leaf
+
+hoist2:
+	MOVL        (CX)(R9*4), R11
+	IMULQ       R8, R11
+	VFMADD231PS (SI)(R11*1), Z2, Z1
+	INCQ        R9
+	CMPQ        R9, R10
+	JB          level2
+
+hoist1:
+	MOVQ        8(SP), R9
+	MOVQ        idx1+72(FP), R10
+	MOVL        (R10)(R9*4), R10
+	IMULQ       R8, R10
+	MOVQ        a1+120(FP), R11
+	VFMADD231PS (R11)(R10*1), Z1, Z0
+	INCQ        R9
+	MOVQ        R9, 8(SP)
+	JMP         level1
+
+store:
+	MOVQ    (SP), R9
+	MOVQ    roots_base+24(FP), R10
+	MOVL    (R10)(R9*4), R10
+	IMULQ   R8, R10
+	MOVQ    out_base+0(FP), R11
+	VMOVUPS Z0, (R11)(R10*1)
+	INCQ    R9
+	MOVQ    R9, (SP)
 	CMPQ    R9, roots_len+32(FP)
 	JB      root
 
@@ -3116,6 +3492,100 @@ store:
 	VMOVUPS Z0, (R11)(R10*1)
 	VMOVUPS Z1, 64(R11)(R10*1)
 	INCQ    R9
+	CMPQ    R9, roots_len+32(FP)
+	JB      root
+
+done:
+	VZEROUPPER
+	RET
+
+// func csf4AVX512x2(out []float32, roots []uint32, ptr0 []uint32, idx1 *uint32, ptr1 *uint32, idx2 *uint32, ptr2 *uint32, idx3 *uint32, vals *float32, a1 *float32, a2 *float32, a3 *float32, stride int)
+// Requires: AVX, AVX512DQ, AVX512F
+TEXT ·csf4AVX512x2(SB), NOSPLIT, $24-152
+	MOVQ ptr2+96(FP), AX
+	MOVQ idx2+88(FP), CX
+	MOVQ idx3+104(FP), DX
+	MOVQ vals+112(FP), BX
+	MOVQ a2+128(FP), SI
+	MOVQ a3+136(FP), DI
+	MOVQ stride+144(FP), R8
+	SHLQ $0x02, R8
+	MOVQ $0x00000000, (SP)
+	MOVQ roots_len+32(FP), R9
+	CMPQ R9, $0x00
+	JE   done
+
+root:
+	VXORPS Z0, Z0, Z0
+	VXORPS Z1, Z1, Z1
+	MOVQ   (SP), R9
+	MOVQ   ptr0_base+48(FP), R10
+	MOVL   (R10)(R9*4), R11
+	MOVQ   R11, 8(SP)
+	MOVL   4(R10)(R9*4), R11
+	MOVQ   R11, 16(SP)
+
+level1:
+	MOVQ   8(SP), R10
+	CMPQ   R10, 16(SP)
+	JAE    store
+	VXORPS Z2, Z2, Z2
+	VXORPS Z3, Z3, Z3
+	MOVQ   ptr1+80(FP), R11
+	MOVL   (R11)(R10*4), R9
+	MOVL   4(R11)(R10*4), R10
+	CMPQ   R9, R10
+	JAE    hoist1
+
+level2:
+	VXORPS Z4, Z4, Z4
+	VXORPS Z5, Z5, Z5
+	MOVL   (AX)(R9*4), R11
+	MOVL   4(AX)(R9*4), R12
+	CMPQ   R11, R12
+	JAE    hoist2
+
+leaf:
+	MOVL         (DX)(R11*4), R13
+	IMULQ        R8, R13
+	VBROADCASTSS (BX)(R11*4), Z6
+	VFMADD231PS  (DI)(R13*1), Z6, Z4
+	VFMADD231PS  64(DI)(R13*1), Z6, Z5
+	INCQ         R11
+	CMPQ         R11, R12
+	JB           leaf
+
+hoist2:
+	MOVL        (CX)(R9*4), R11
+	IMULQ       R8, R11
+	VFMADD231PS (SI)(R11*1), Z4, Z2
+	VFMADD231PS 64(SI)(R11*1), Z5, Z3
+	INCQ        R9
+	CMPQ        R9, R10
+	JB          level2
+
+hoist1:
+	MOVQ        8(SP), R9
+	MOVQ        idx1+72(FP), R10
+	MOVL        (R10)(R9*4), R10
+	IMULQ       R8, R10
+	MOVQ        a1+120(FP), R11
+	VFMADD231PS (R11)(R10*1), Z2, Z0
+	VFMADD231PS 64(R11)(R10*1), Z3, Z1
+	INCQ        R9
+	MOVQ        R9, 8(SP)
+	JMP         level1
+
+store:
+	MOVQ    (SP), R9
+	MOVQ    roots_base+24(FP), R10
+	MOVL    (R10)(R9*4), R10
+	IMULQ   R8, R10
+	MOVQ    out_base+0(FP), R11
+	VMOVUPS Z0, (R11)(R10*1)
+	VMOVUPS Z1, 64(R11)(R10*1)
+	INCQ    R9
+	MOVQ    R9, (SP)
 	CMPQ    R9, roots_len+32(FP)
 	JB      root
 
@@ -3849,6 +4319,114 @@ store:
 	VMOVUPS Z2, 128(R11)(R10*1)
 	VMOVUPS Z3, 192(R11)(R10*1)
 	INCQ    R9
+	CMPQ    R9, roots_len+32(FP)
+	JB      root
+
+done:
+	VZEROUPPER
+	RET
+
+// func csf4AVX512x4(out []float32, roots []uint32, ptr0 []uint32, idx1 *uint32, ptr1 *uint32, idx2 *uint32, ptr2 *uint32, idx3 *uint32, vals *float32, a1 *float32, a2 *float32, a3 *float32, stride int)
+// Requires: AVX, AVX512DQ, AVX512F
+TEXT ·csf4AVX512x4(SB), NOSPLIT, $24-152
+	MOVQ ptr2+96(FP), AX
+	MOVQ idx2+88(FP), CX
+	MOVQ idx3+104(FP), DX
+	MOVQ vals+112(FP), BX
+	MOVQ a2+128(FP), SI
+	MOVQ a3+136(FP), DI
+	MOVQ stride+144(FP), R8
+	SHLQ $0x02, R8
+	MOVQ $0x00000000, (SP)
+	MOVQ roots_len+32(FP), R9
+	CMPQ R9, $0x00
+	JE   done
+
+root:
+	VXORPS Z0, Z0, Z0
+	VXORPS Z1, Z1, Z1
+	VXORPS Z2, Z2, Z2
+	VXORPS Z3, Z3, Z3
+	MOVQ   (SP), R9
+	MOVQ   ptr0_base+48(FP), R10
+	MOVL   (R10)(R9*4), R11
+	MOVQ   R11, 8(SP)
+	MOVL   4(R10)(R9*4), R11
+	MOVQ   R11, 16(SP)
+
+level1:
+	MOVQ   8(SP), R10
+	CMPQ   R10, 16(SP)
+	JAE    store
+	VXORPS Z4, Z4, Z4
+	VXORPS Z5, Z5, Z5
+	VXORPS Z6, Z6, Z6
+	VXORPS Z7, Z7, Z7
+	MOVQ   ptr1+80(FP), R11
+	MOVL   (R11)(R10*4), R9
+	MOVL   4(R11)(R10*4), R10
+	CMPQ   R9, R10
+	JAE    hoist1
+
+level2:
+	VXORPS Z8, Z8, Z8
+	VXORPS Z9, Z9, Z9
+	VXORPS Z10, Z10, Z10
+	VXORPS Z11, Z11, Z11
+	MOVL   (AX)(R9*4), R11
+	MOVL   4(AX)(R9*4), R12
+	CMPQ   R11, R12
+	JAE    hoist2
+
+leaf:
+	MOVL         (DX)(R11*4), R13
+	IMULQ        R8, R13
+	VBROADCASTSS (BX)(R11*4), Z12
+	VFMADD231PS  (DI)(R13*1), Z12, Z8
+	VFMADD231PS  64(DI)(R13*1), Z12, Z9
+	VFMADD231PS  128(DI)(R13*1), Z12, Z10
+	VFMADD231PS  192(DI)(R13*1), Z12, Z11
+	INCQ         R11
+	CMPQ         R11, R12
+	JB           leaf
+
+hoist2:
+	MOVL        (CX)(R9*4), R11
+	IMULQ       R8, R11
+	VFMADD231PS (SI)(R11*1), Z8, Z4
+	VFMADD231PS 64(SI)(R11*1), Z9, Z5
+	VFMADD231PS 128(SI)(R11*1), Z10, Z6
+	VFMADD231PS 192(SI)(R11*1), Z11, Z7
+	INCQ        R9
+	CMPQ        R9, R10
+	JB          level2
+
+hoist1:
+	MOVQ        8(SP), R9
+	MOVQ        idx1+72(FP), R10
+	MOVL        (R10)(R9*4), R10
+	IMULQ       R8, R10
+	MOVQ        a1+120(FP), R11
+	VFMADD231PS (R11)(R10*1), Z4, Z0
+	VFMADD231PS 64(R11)(R10*1), Z5, Z1
+	VFMADD231PS 128(R11)(R10*1), Z6, Z2
+	VFMADD231PS 192(R11)(R10*1), Z7, Z3
+	INCQ        R9
+	MOVQ        R9, 8(SP)
+	JMP         level1
+
+store:
+	MOVQ    (SP), R9
+	MOVQ    roots_base+24(FP), R10
+	MOVL    (R10)(R9*4), R10
+	IMULQ   R8, R10
+	MOVQ    out_base+0(FP), R11
+	VMOVUPS Z0, (R11)(R10*1)
+	VMOVUPS Z1, 64(R11)(R10*1)
+	VMOVUPS Z2, 128(R11)(R10*1)
+	VMOVUPS Z3, 192(R11)(R10*1)
+	INCQ    R9
+	MOVQ    R9, (SP)
 	CMPQ    R9, roots_len+32(FP)
 	JB      root
 

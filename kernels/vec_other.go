@@ -28,7 +28,7 @@ func mttkrpRunsVec(dst []float32, rowBase, R, r0, w int, o *mttkrpOperands) bool
 	return false
 }
 
-func csf3Vector(out []float32, roots, ptr0, idx1, ptr1, idx2 []uint32, vals, A1, A2 []float32, R, r0, groups int) bool {
+func csfVector(out []float32, x *formats.CSF, f0, f1 int, fac *[formats.MaxOrder][]float32, R, r0, groups int) bool {
 	return false
 }
 

@@ -54,6 +54,11 @@ func mttkrpScatterNAVX2x1(dst []float32, out *uint32, vals []float32, inds *[7]*
 //go:noescape
 func csf3AVX2x1(out []float32, roots []uint32, ptr0 []uint32, idx1 *uint32, ptr1 *uint32, idx2 *uint32, vals *float32, a1 *float32, a2 *float32, stride int)
 
+// csf4AVX2x1 sets 8 columns of the root rows of an order-4 CSF (see asmgen).
+//
+//go:noescape
+func csf4AVX2x1(out []float32, roots []uint32, ptr0 []uint32, idx1 *uint32, ptr1 *uint32, idx2 *uint32, ptr2 *uint32, idx3 *uint32, vals *float32, a1 *float32, a2 *float32, a3 *float32, stride int)
+
 // altoScatter3AVX2x1 adds 8 columns of each nonzero's MTTKRP term of an order-3 ALTO chunk into its output row (see asmgen).
 //
 //go:noescape
@@ -113,6 +118,11 @@ func mttkrpScatterNAVX2x2(dst []float32, out *uint32, vals []float32, inds *[7]*
 //
 //go:noescape
 func csf3AVX2x2(out []float32, roots []uint32, ptr0 []uint32, idx1 *uint32, ptr1 *uint32, idx2 *uint32, vals *float32, a1 *float32, a2 *float32, stride int)
+
+// csf4AVX2x2 sets 16 columns of the root rows of an order-4 CSF (see asmgen).
+//
+//go:noescape
+func csf4AVX2x2(out []float32, roots []uint32, ptr0 []uint32, idx1 *uint32, ptr1 *uint32, idx2 *uint32, ptr2 *uint32, idx3 *uint32, vals *float32, a1 *float32, a2 *float32, a3 *float32, stride int)
 
 // altoScatter3AVX2x2 adds 16 columns of each nonzero's MTTKRP term of an order-3 ALTO chunk into its output row (see asmgen).
 //
@@ -174,6 +184,11 @@ func mttkrpScatterNAVX2x4(dst []float32, out *uint32, vals []float32, inds *[7]*
 //go:noescape
 func csf3AVX2x4(out []float32, roots []uint32, ptr0 []uint32, idx1 *uint32, ptr1 *uint32, idx2 *uint32, vals *float32, a1 *float32, a2 *float32, stride int)
 
+// csf4AVX2x4 sets 32 columns of the root rows of an order-4 CSF (see asmgen).
+//
+//go:noescape
+func csf4AVX2x4(out []float32, roots []uint32, ptr0 []uint32, idx1 *uint32, ptr1 *uint32, idx2 *uint32, ptr2 *uint32, idx3 *uint32, vals *float32, a1 *float32, a2 *float32, a3 *float32, stride int)
+
 // altoScatter3AVX2x4 adds 32 columns of each nonzero's MTTKRP term of an order-3 ALTO chunk into its output row (see asmgen).
 //
 //go:noescape
@@ -233,6 +248,11 @@ func mttkrpScatterNAVX512x1(dst []float32, out *uint32, vals []float32, inds *[7
 //
 //go:noescape
 func csf3AVX512x1(out []float32, roots []uint32, ptr0 []uint32, idx1 *uint32, ptr1 *uint32, idx2 *uint32, vals *float32, a1 *float32, a2 *float32, stride int)
+
+// csf4AVX512x1 sets 16 columns of the root rows of an order-4 CSF (see asmgen).
+//
+//go:noescape
+func csf4AVX512x1(out []float32, roots []uint32, ptr0 []uint32, idx1 *uint32, ptr1 *uint32, idx2 *uint32, ptr2 *uint32, idx3 *uint32, vals *float32, a1 *float32, a2 *float32, a3 *float32, stride int)
 
 // altoScatter3AVX512x1 adds 16 columns of each nonzero's MTTKRP term of an order-3 ALTO chunk into its output row (see asmgen).
 //
@@ -294,6 +314,11 @@ func mttkrpScatterNAVX512x2(dst []float32, out *uint32, vals []float32, inds *[7
 //go:noescape
 func csf3AVX512x2(out []float32, roots []uint32, ptr0 []uint32, idx1 *uint32, ptr1 *uint32, idx2 *uint32, vals *float32, a1 *float32, a2 *float32, stride int)
 
+// csf4AVX512x2 sets 32 columns of the root rows of an order-4 CSF (see asmgen).
+//
+//go:noescape
+func csf4AVX512x2(out []float32, roots []uint32, ptr0 []uint32, idx1 *uint32, ptr1 *uint32, idx2 *uint32, ptr2 *uint32, idx3 *uint32, vals *float32, a1 *float32, a2 *float32, a3 *float32, stride int)
+
 // altoScatter3AVX512x2 adds 32 columns of each nonzero's MTTKRP term of an order-3 ALTO chunk into its output row (see asmgen).
 //
 //go:noescape
@@ -353,6 +378,11 @@ func mttkrpScatterNAVX512x4(dst []float32, out *uint32, vals []float32, inds *[7
 //
 //go:noescape
 func csf3AVX512x4(out []float32, roots []uint32, ptr0 []uint32, idx1 *uint32, ptr1 *uint32, idx2 *uint32, vals *float32, a1 *float32, a2 *float32, stride int)
+
+// csf4AVX512x4 sets 64 columns of the root rows of an order-4 CSF (see asmgen).
+//
+//go:noescape
+func csf4AVX512x4(out []float32, roots []uint32, ptr0 []uint32, idx1 *uint32, ptr1 *uint32, idx2 *uint32, ptr2 *uint32, idx3 *uint32, vals *float32, a1 *float32, a2 *float32, a3 *float32, stride int)
 
 // altoScatter3AVX512x4 adds 64 columns of each nonzero's MTTKRP term of an order-3 ALTO chunk into its output row (see asmgen).
 //
