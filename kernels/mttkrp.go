@@ -107,12 +107,14 @@ func runChanges(ind []uint32) int {
 }
 
 // shortRuns reports whether runs of equal output index average fewer than
-// 4 nonzeros. Below that, summing a run in registers before its one store
-// costs more (a mispredicted branch per run, and the run kernel's
-// separately decoded indices) than adding every nonzero into its row;
-// measured on ALTO order, where runs of 1.5 to 3 nonzeros ran 2 to 3
-// times faster scattered.
-func shortRuns(changes, n int) bool { return 4*changes > n }
+// 16 nonzeros. Below that, summing a run in registers before its one
+// store costs more (a branch mispredicted at the end of every run, and
+// for HiCOO and order-4 ALTO the separately decoded indices) than adding
+// every nonzero into its row. Measured on ALTO order: runs of 1.5 to 3
+// nonzeros ran 2 to 3 times faster scattered, and runs of 4.5 (a short
+// mode of a banded tensor) still 1.3 to 1.5 times; sorted COO, with runs
+// of hundreds, is faster with them.
+func shortRuns(changes, n int) bool { return 16*changes > n }
 
 // errNotRoot is returned by NewCSFMTTKRP for a CSF not rooted at the mode.
 var errNotRoot = errors.New("the CSF must be rooted at the output mode (build one CSF per mode with that mode first in ModeOrder)")

@@ -98,7 +98,7 @@ func (k *altoMTTKRP) high(e *formats.ALTOMode, b int) uint32 {
 
 func (k *altoMTTKRP) compute(p *MTTKRP, t int, dst []float32, rowBase int) {
 	x, ws := k.x, p.ws[t]
-	if p.scatter && x.Order() == 3 && k.computeFused(p, t, dst, rowBase) {
+	if x.Order() == 3 && k.computeFused(p, t, dst, rowBase) {
 		return
 	}
 	var inds [formats.MaxOrder][]uint32
@@ -113,11 +113,11 @@ func (k *altoMTTKRP) compute(p *MTTKRP, t int, dst []float32, rowBase int) {
 }
 
 // computeFused runs part t of an order-3 ALTO MTTKRP with the index
-// extraction inside the vector loop (altoScatter3Vec), when every rank
+// extraction inside the vector loop (alto3Vec), when every rank
 // block is a multiple of 8 wide and the CPU has the instructions; it
 // reports false, doing nothing, otherwise.
 func (k *altoMTTKRP) computeFused(p *MTTKRP, t int, dst []float32, rowBase int) bool {
-	if p.widths[len(p.widths)-1] < 8 || !altoScatter3Vec(nil, nil, nil, nil, nil, nil, nil, 0, 0, 0, 8) {
+	if p.widths[len(p.widths)-1] < 8 || !alto3Vec(nil, nil, nil, nil, nil, nil, nil, 0, 0, 0, 8, true) {
 		return false
 	}
 	x, ws := k.x, p.ws[t]
@@ -132,7 +132,7 @@ func (k *altoMTTKRP) computeFused(p *MTTKRP, t int, dst []float32, rowBase int) 
 		}
 		r0 := 0
 		for _, w := range p.widths {
-			altoScatter3Vec(dst, x.Lin[a:c], x.Vals[a:c], &ws.altoMasks, &ws.altoBases, f0, f1, rowBase, p.rank, r0, w)
+			alto3Vec(dst, x.Lin[a:c], x.Vals[a:c], &ws.altoMasks, &ws.altoBases, f0, f1, rowBase, p.rank, r0, w, p.scatter)
 			r0 += w
 		}
 	})

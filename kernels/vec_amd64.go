@@ -111,6 +111,10 @@ var (
 			4: {mttkrpScatterNAVX512x4, mttkrpScatter1AVX512x4, mttkrpScatter2AVX512x4},
 		},
 	}
+	altoRuns3Fns = [3][5]altoFn{
+		vecAVX2:   {1: altoRuns3AVX2x1, 2: altoRuns3AVX2x2, 4: altoRuns3AVX2x4},
+		vecAVX512: {1: altoRuns3AVX512x1, 2: altoRuns3AVX512x2, 4: altoRuns3AVX512x4},
+	}
 	altoScatter3Fns = [3][5]altoFn{
 		vecAVX2:   {1: altoScatter3AVX2x1, 2: altoScatter3AVX2x2, 4: altoScatter3AVX2x4},
 		vecAVX512: {1: altoScatter3AVX512x1, 2: altoScatter3AVX512x2, 4: altoScatter3AVX512x4},
@@ -243,12 +247,13 @@ func csfVector(out []float32, x *formats.CSF, f0, f1 int, fac *[formats.MaxOrder
 	return true
 }
 
-// altoScatter3Vec adds columns [r0, r0+w) of the MTTKRP terms of an
-// order-3 ALTO chunk (lin, vals) into dst, extracting indices with PEXT
-// (see asmgen's altoScatter3 for masks and bases); f0 and f1 are the
-// factors of the other two modes. It reports false, doing nothing, where
-// PEXT or the vector unit is missing.
-func altoScatter3Vec(dst []float32, lin []uint64, vals []float32, masks *[3]uint64, bases *[3]uint32, f0, f1 []float32, rowBase, R, r0, w int) bool {
+// alto3Vec adds columns [r0, r0+w) of the MTTKRP terms of an order-3
+// ALTO chunk (lin, vals) into dst, extracting indices with PEXT (see
+// asmgen's altoScatter3 for masks and bases): every term into its row
+// (scatter), or one add per run of equal rows. f0 and f1 are the factors
+// of the other two modes. It reports false, doing nothing, where PEXT or
+// the vector unit is missing.
+func alto3Vec(dst []float32, lin []uint64, vals []float32, masks *[3]uint64, bases *[3]uint32, f0, f1 []float32, rowBase, R, r0, w int, scatter bool) bool {
 	if !usePEXT || vec == vecScalar || w < 8 {
 		return false
 	}
@@ -258,7 +263,11 @@ func altoScatter3Vec(dst []float32, lin []uint64, vals []float32, masks *[3]uint
 	lin = lin[:len(vals)]
 	for off := 0; off < w; {
 		u, nv, cols := vecPiece(w - off)
-		altoScatter3Fns[u][nv](dst[r0+off:], lin, vals, masks, bases, &f0[r0+off], &f1[r0+off], rowBase, R)
+		fns := &altoRuns3Fns
+		if scatter {
+			fns = &altoScatter3Fns
+		}
+		fns[u][nv](dst[r0+off:], lin, vals, masks, bases, &f0[r0+off], &f1[r0+off], rowBase, R)
 		off += cols
 	}
 	return true

@@ -619,6 +619,62 @@ done:
 	VZEROUPPER
 	RET
 
+// func altoRuns3AVX2x1(dst []float32, lin []uint64, vals []float32, masks *[3]uint64, bases *[3]uint32, f0 *float32, f1 *float32, rowBase int, stride int)
+// Requires: AVX, BMI2, FMA3
+TEXT ·altoRuns3AVX2x1(SB), NOSPLIT, $0-120
+	MOVQ   lin_base+24(FP), AX
+	MOVQ   vals_base+48(FP), CX
+	MOVQ   f0+88(FP), DX
+	MOVQ   f1+96(FP), BX
+	MOVQ   stride+112(FP), SI
+	SHLQ   $0x02, SI
+	MOVQ   rowBase+104(FP), DI
+	IMULQ  SI, DI
+	NEGQ   DI
+	ADDQ   dst_base+0(FP), DI
+	MOVQ   masks+72(FP), R8
+	MOVQ   bases+80(FP), R9
+	XORQ   R10, R10
+	CMPQ   vals_len+56(FP), $0x00
+	JE     done
+	MOVQ   (AX), R12
+	PEXTQ  (R8), R12, R11
+	ORL    (R9), R11
+	IMULQ  SI, R11
+	VXORPS Y0, Y0, Y0
+
+nnz:
+	MOVQ    (AX)(R10*8), R12
+	PEXTQ   (R8), R12, R13
+	ORL     (R9), R13
+	IMULQ   SI, R13
+	CMPQ    R13, R11
+	JE      same
+	VADDPS  (DI)(R11*1), Y0, Y0
+	VMOVUPS Y0, (DI)(R11*1)
+	VXORPS  Y0, Y0, Y0
+	MOVQ    R13, R11
+
+same:
+	PEXTQ        8(R8), R12, R13
+	ORL          4(R9), R13
+	IMULQ        SI, R13
+	PEXTQ        16(R8), R12, R12
+	ORL          8(R9), R12
+	IMULQ        SI, R12
+	VBROADCASTSS (CX)(R10*4), Y1
+	VMULPS       (DX)(R13*1), Y1, Y1
+	VFMADD231PS  (BX)(R12*1), Y1, Y0
+	INCQ         R10
+	CMPQ         R10, vals_len+56(FP)
+	JB           nnz
+	VADDPS       (DI)(R11*1), Y0, Y0
+	VMOVUPS      Y0, (DI)(R11*1)
+
+done:
+	VZEROUPPER
+	RET
+
 // func hicooScatter3AVX2x1(dst []float32, bptr []uint32, bo *uint32, b0 *uint32, b1 *uint32, eo *uint8, e0 *uint8, e1 *uint8, vals *float32, f0 *float32, f1 *float32, rowBase int, stride int, bits int)
 // Requires: AVX, FMA3
 TEXT ·hicooScatter3AVX2x1(SB), NOSPLIT, $24-144
@@ -1353,6 +1409,70 @@ nnz:
 	INCQ         R13
 	CMPQ         R13, DX
 	JB           nnz
+
+done:
+	VZEROUPPER
+	RET
+
+// func altoRuns3AVX2x2(dst []float32, lin []uint64, vals []float32, masks *[3]uint64, bases *[3]uint32, f0 *float32, f1 *float32, rowBase int, stride int)
+// Requires: AVX, BMI2, FMA3
+TEXT ·altoRuns3AVX2x2(SB), NOSPLIT, $0-120
+	MOVQ   lin_base+24(FP), AX
+	MOVQ   vals_base+48(FP), CX
+	MOVQ   f0+88(FP), DX
+	MOVQ   f1+96(FP), BX
+	MOVQ   stride+112(FP), SI
+	SHLQ   $0x02, SI
+	MOVQ   rowBase+104(FP), DI
+	IMULQ  SI, DI
+	NEGQ   DI
+	ADDQ   dst_base+0(FP), DI
+	MOVQ   masks+72(FP), R8
+	MOVQ   bases+80(FP), R9
+	XORQ   R10, R10
+	CMPQ   vals_len+56(FP), $0x00
+	JE     done
+	MOVQ   (AX), R12
+	PEXTQ  (R8), R12, R11
+	ORL    (R9), R11
+	IMULQ  SI, R11
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+
+nnz:
+	MOVQ    (AX)(R10*8), R12
+	PEXTQ   (R8), R12, R13
+	ORL     (R9), R13
+	IMULQ   SI, R13
+	CMPQ    R13, R11
+	JE      same
+	VADDPS  (DI)(R11*1), Y0, Y0
+	VMOVUPS Y0, (DI)(R11*1)
+	VADDPS  32(DI)(R11*1), Y1, Y1
+	VMOVUPS Y1, 32(DI)(R11*1)
+	VXORPS  Y0, Y0, Y0
+	VXORPS  Y1, Y1, Y1
+	MOVQ    R13, R11
+
+same:
+	PEXTQ        8(R8), R12, R13
+	ORL          4(R9), R13
+	IMULQ        SI, R13
+	PEXTQ        16(R8), R12, R12
+	ORL          8(R9), R12
+	IMULQ        SI, R12
+	VBROADCASTSS (CX)(R10*4), Y3
+	VMULPS       (DX)(R13*1), Y3, Y2
+	VMULPS       32(DX)(R13*1), Y3, Y3
+	VFMADD231PS  (BX)(R12*1), Y2, Y0
+	VFMADD231PS  32(BX)(R12*1), Y3, Y1
+	INCQ         R10
+	CMPQ         R10, vals_len+56(FP)
+	JB           nnz
+	VADDPS       (DI)(R11*1), Y0, Y0
+	VMOVUPS      Y0, (DI)(R11*1)
+	VADDPS       32(DI)(R11*1), Y1, Y1
+	VMOVUPS      Y1, 32(DI)(R11*1)
 
 done:
 	VZEROUPPER
@@ -2207,6 +2327,86 @@ done:
 	VZEROUPPER
 	RET
 
+// func altoRuns3AVX2x4(dst []float32, lin []uint64, vals []float32, masks *[3]uint64, bases *[3]uint32, f0 *float32, f1 *float32, rowBase int, stride int)
+// Requires: AVX, BMI2, FMA3
+TEXT ·altoRuns3AVX2x4(SB), NOSPLIT, $0-120
+	MOVQ   lin_base+24(FP), AX
+	MOVQ   vals_base+48(FP), CX
+	MOVQ   f0+88(FP), DX
+	MOVQ   f1+96(FP), BX
+	MOVQ   stride+112(FP), SI
+	SHLQ   $0x02, SI
+	MOVQ   rowBase+104(FP), DI
+	IMULQ  SI, DI
+	NEGQ   DI
+	ADDQ   dst_base+0(FP), DI
+	MOVQ   masks+72(FP), R8
+	MOVQ   bases+80(FP), R9
+	XORQ   R10, R10
+	CMPQ   vals_len+56(FP), $0x00
+	JE     done
+	MOVQ   (AX), R12
+	PEXTQ  (R8), R12, R11
+	ORL    (R9), R11
+	IMULQ  SI, R11
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+
+nnz:
+	MOVQ    (AX)(R10*8), R12
+	PEXTQ   (R8), R12, R13
+	ORL     (R9), R13
+	IMULQ   SI, R13
+	CMPQ    R13, R11
+	JE      same
+	VADDPS  (DI)(R11*1), Y0, Y0
+	VMOVUPS Y0, (DI)(R11*1)
+	VADDPS  32(DI)(R11*1), Y1, Y1
+	VMOVUPS Y1, 32(DI)(R11*1)
+	VADDPS  64(DI)(R11*1), Y2, Y2
+	VMOVUPS Y2, 64(DI)(R11*1)
+	VADDPS  96(DI)(R11*1), Y3, Y3
+	VMOVUPS Y3, 96(DI)(R11*1)
+	VXORPS  Y0, Y0, Y0
+	VXORPS  Y1, Y1, Y1
+	VXORPS  Y2, Y2, Y2
+	VXORPS  Y3, Y3, Y3
+	MOVQ    R13, R11
+
+same:
+	PEXTQ        8(R8), R12, R13
+	ORL          4(R9), R13
+	IMULQ        SI, R13
+	PEXTQ        16(R8), R12, R12
+	ORL          8(R9), R12
+	IMULQ        SI, R12
+	VBROADCASTSS (CX)(R10*4), Y7
+	VMULPS       (DX)(R13*1), Y7, Y4
+	VMULPS       32(DX)(R13*1), Y7, Y5
+	VMULPS       64(DX)(R13*1), Y7, Y6
+	VMULPS       96(DX)(R13*1), Y7, Y7
+	VFMADD231PS  (BX)(R12*1), Y4, Y0
+	VFMADD231PS  32(BX)(R12*1), Y5, Y1
+	VFMADD231PS  64(BX)(R12*1), Y6, Y2
+	VFMADD231PS  96(BX)(R12*1), Y7, Y3
+	INCQ         R10
+	CMPQ         R10, vals_len+56(FP)
+	JB           nnz
+	VADDPS       (DI)(R11*1), Y0, Y0
+	VMOVUPS      Y0, (DI)(R11*1)
+	VADDPS       32(DI)(R11*1), Y1, Y1
+	VMOVUPS      Y1, 32(DI)(R11*1)
+	VADDPS       64(DI)(R11*1), Y2, Y2
+	VMOVUPS      Y2, 64(DI)(R11*1)
+	VADDPS       96(DI)(R11*1), Y3, Y3
+	VMOVUPS      Y3, 96(DI)(R11*1)
+
+done:
+	VZEROUPPER
+	RET
+
 // func hicooScatter3AVX2x4(dst []float32, bptr []uint32, bo *uint32, b0 *uint32, b1 *uint32, eo *uint8, e0 *uint8, e1 *uint8, vals *float32, f0 *float32, f1 *float32, rowBase int, stride int, bits int)
 // Requires: AVX, FMA3
 TEXT ·hicooScatter3AVX2x4(SB), NOSPLIT, $24-144
@@ -2900,6 +3100,62 @@ nnz:
 	INCQ         R13
 	CMPQ         R13, DX
 	JB           nnz
+
+done:
+	VZEROUPPER
+	RET
+
+// func altoRuns3AVX512x1(dst []float32, lin []uint64, vals []float32, masks *[3]uint64, bases *[3]uint32, f0 *float32, f1 *float32, rowBase int, stride int)
+// Requires: AVX, AVX512DQ, AVX512F, BMI2
+TEXT ·altoRuns3AVX512x1(SB), NOSPLIT, $0-120
+	MOVQ   lin_base+24(FP), AX
+	MOVQ   vals_base+48(FP), CX
+	MOVQ   f0+88(FP), DX
+	MOVQ   f1+96(FP), BX
+	MOVQ   stride+112(FP), SI
+	SHLQ   $0x02, SI
+	MOVQ   rowBase+104(FP), DI
+	IMULQ  SI, DI
+	NEGQ   DI
+	ADDQ   dst_base+0(FP), DI
+	MOVQ   masks+72(FP), R8
+	MOVQ   bases+80(FP), R9
+	XORQ   R10, R10
+	CMPQ   vals_len+56(FP), $0x00
+	JE     done
+	MOVQ   (AX), R12
+	PEXTQ  (R8), R12, R11
+	ORL    (R9), R11
+	IMULQ  SI, R11
+	VXORPS Z0, Z0, Z0
+
+nnz:
+	MOVQ    (AX)(R10*8), R12
+	PEXTQ   (R8), R12, R13
+	ORL     (R9), R13
+	IMULQ   SI, R13
+	CMPQ    R13, R11
+	JE      same
+	VADDPS  (DI)(R11*1), Z0, Z0
+	VMOVUPS Z0, (DI)(R11*1)
+	VXORPS  Z0, Z0, Z0
+	MOVQ    R13, R11
+
+same:
+	PEXTQ        8(R8), R12, R13
+	ORL          4(R9), R13
+	IMULQ        SI, R13
+	PEXTQ        16(R8), R12, R12
+	ORL          8(R9), R12
+	IMULQ        SI, R12
+	VBROADCASTSS (CX)(R10*4), Z1
+	VMULPS       (DX)(R13*1), Z1, Z1
+	VFMADD231PS  (BX)(R12*1), Z1, Z0
+	INCQ         R10
+	CMPQ         R10, vals_len+56(FP)
+	JB           nnz
+	VADDPS       (DI)(R11*1), Z0, Z0
+	VMOVUPS      Z0, (DI)(R11*1)
 
 done:
 	VZEROUPPER
@@ -3639,6 +3895,70 @@ nnz:
 	INCQ         R13
 	CMPQ         R13, DX
 	JB           nnz
+
+done:
+	VZEROUPPER
+	RET
+
+// func altoRuns3AVX512x2(dst []float32, lin []uint64, vals []float32, masks *[3]uint64, bases *[3]uint32, f0 *float32, f1 *float32, rowBase int, stride int)
+// Requires: AVX, AVX512DQ, AVX512F, BMI2
+TEXT ·altoRuns3AVX512x2(SB), NOSPLIT, $0-120
+	MOVQ   lin_base+24(FP), AX
+	MOVQ   vals_base+48(FP), CX
+	MOVQ   f0+88(FP), DX
+	MOVQ   f1+96(FP), BX
+	MOVQ   stride+112(FP), SI
+	SHLQ   $0x02, SI
+	MOVQ   rowBase+104(FP), DI
+	IMULQ  SI, DI
+	NEGQ   DI
+	ADDQ   dst_base+0(FP), DI
+	MOVQ   masks+72(FP), R8
+	MOVQ   bases+80(FP), R9
+	XORQ   R10, R10
+	CMPQ   vals_len+56(FP), $0x00
+	JE     done
+	MOVQ   (AX), R12
+	PEXTQ  (R8), R12, R11
+	ORL    (R9), R11
+	IMULQ  SI, R11
+	VXORPS Z0, Z0, Z0
+	VXORPS Z1, Z1, Z1
+
+nnz:
+	MOVQ    (AX)(R10*8), R12
+	PEXTQ   (R8), R12, R13
+	ORL     (R9), R13
+	IMULQ   SI, R13
+	CMPQ    R13, R11
+	JE      same
+	VADDPS  (DI)(R11*1), Z0, Z0
+	VMOVUPS Z0, (DI)(R11*1)
+	VADDPS  64(DI)(R11*1), Z1, Z1
+	VMOVUPS Z1, 64(DI)(R11*1)
+	VXORPS  Z0, Z0, Z0
+	VXORPS  Z1, Z1, Z1
+	MOVQ    R13, R11
+
+same:
+	PEXTQ        8(R8), R12, R13
+	ORL          4(R9), R13
+	IMULQ        SI, R13
+	PEXTQ        16(R8), R12, R12
+	ORL          8(R9), R12
+	IMULQ        SI, R12
+	VBROADCASTSS (CX)(R10*4), Z3
+	VMULPS       (DX)(R13*1), Z3, Z2
+	VMULPS       64(DX)(R13*1), Z3, Z3
+	VFMADD231PS  (BX)(R12*1), Z2, Z0
+	VFMADD231PS  64(BX)(R12*1), Z3, Z1
+	INCQ         R10
+	CMPQ         R10, vals_len+56(FP)
+	JB           nnz
+	VADDPS       (DI)(R11*1), Z0, Z0
+	VMOVUPS      Z0, (DI)(R11*1)
+	VADDPS       64(DI)(R11*1), Z1, Z1
+	VMOVUPS      Z1, 64(DI)(R11*1)
 
 done:
 	VZEROUPPER
@@ -4488,6 +4808,86 @@ nnz:
 	INCQ         R13
 	CMPQ         R13, DX
 	JB           nnz
+
+done:
+	VZEROUPPER
+	RET
+
+// func altoRuns3AVX512x4(dst []float32, lin []uint64, vals []float32, masks *[3]uint64, bases *[3]uint32, f0 *float32, f1 *float32, rowBase int, stride int)
+// Requires: AVX, AVX512DQ, AVX512F, BMI2
+TEXT ·altoRuns3AVX512x4(SB), NOSPLIT, $0-120
+	MOVQ   lin_base+24(FP), AX
+	MOVQ   vals_base+48(FP), CX
+	MOVQ   f0+88(FP), DX
+	MOVQ   f1+96(FP), BX
+	MOVQ   stride+112(FP), SI
+	SHLQ   $0x02, SI
+	MOVQ   rowBase+104(FP), DI
+	IMULQ  SI, DI
+	NEGQ   DI
+	ADDQ   dst_base+0(FP), DI
+	MOVQ   masks+72(FP), R8
+	MOVQ   bases+80(FP), R9
+	XORQ   R10, R10
+	CMPQ   vals_len+56(FP), $0x00
+	JE     done
+	MOVQ   (AX), R12
+	PEXTQ  (R8), R12, R11
+	ORL    (R9), R11
+	IMULQ  SI, R11
+	VXORPS Z0, Z0, Z0
+	VXORPS Z1, Z1, Z1
+	VXORPS Z2, Z2, Z2
+	VXORPS Z3, Z3, Z3
+
+nnz:
+	MOVQ    (AX)(R10*8), R12
+	PEXTQ   (R8), R12, R13
+	ORL     (R9), R13
+	IMULQ   SI, R13
+	CMPQ    R13, R11
+	JE      same
+	VADDPS  (DI)(R11*1), Z0, Z0
+	VMOVUPS Z0, (DI)(R11*1)
+	VADDPS  64(DI)(R11*1), Z1, Z1
+	VMOVUPS Z1, 64(DI)(R11*1)
+	VADDPS  128(DI)(R11*1), Z2, Z2
+	VMOVUPS Z2, 128(DI)(R11*1)
+	VADDPS  192(DI)(R11*1), Z3, Z3
+	VMOVUPS Z3, 192(DI)(R11*1)
+	VXORPS  Z0, Z0, Z0
+	VXORPS  Z1, Z1, Z1
+	VXORPS  Z2, Z2, Z2
+	VXORPS  Z3, Z3, Z3
+	MOVQ    R13, R11
+
+same:
+	PEXTQ        8(R8), R12, R13
+	ORL          4(R9), R13
+	IMULQ        SI, R13
+	PEXTQ        16(R8), R12, R12
+	ORL          8(R9), R12
+	IMULQ        SI, R12
+	VBROADCASTSS (CX)(R10*4), Z7
+	VMULPS       (DX)(R13*1), Z7, Z4
+	VMULPS       64(DX)(R13*1), Z7, Z5
+	VMULPS       128(DX)(R13*1), Z7, Z6
+	VMULPS       192(DX)(R13*1), Z7, Z7
+	VFMADD231PS  (BX)(R12*1), Z4, Z0
+	VFMADD231PS  64(BX)(R12*1), Z5, Z1
+	VFMADD231PS  128(BX)(R12*1), Z6, Z2
+	VFMADD231PS  192(BX)(R12*1), Z7, Z3
+	INCQ         R10
+	CMPQ         R10, vals_len+56(FP)
+	JB           nnz
+	VADDPS       (DI)(R11*1), Z0, Z0
+	VMOVUPS      Z0, (DI)(R11*1)
+	VADDPS       64(DI)(R11*1), Z1, Z1
+	VMOVUPS      Z1, 64(DI)(R11*1)
+	VADDPS       128(DI)(R11*1), Z2, Z2
+	VMOVUPS      Z2, 128(DI)(R11*1)
+	VADDPS       192(DI)(R11*1), Z3, Z3
+	VMOVUPS      Z3, 192(DI)(R11*1)
 
 done:
 	VZEROUPPER

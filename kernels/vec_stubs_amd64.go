@@ -64,6 +64,11 @@ func csf4AVX2x1(out []float32, roots []uint32, ptr0 []uint32, idx1 *uint32, ptr1
 //go:noescape
 func altoScatter3AVX2x1(dst []float32, lin []uint64, vals []float32, masks *[3]uint64, bases *[3]uint32, f0 *float32, f1 *float32, rowBase int, stride int)
 
+// altoRuns3AVX2x1 adds 8 columns of an order-3 ALTO chunk's MTTKRP into its output rows, one store per run (see asmgen).
+//
+//go:noescape
+func altoRuns3AVX2x1(dst []float32, lin []uint64, vals []float32, masks *[3]uint64, bases *[3]uint32, f0 *float32, f1 *float32, rowBase int, stride int)
+
 // hicooScatter3AVX2x1 adds 8 columns of each nonzero's MTTKRP term of a range of order-3 HiCOO blocks into its output row (see asmgen).
 //
 //go:noescape
@@ -128,6 +133,11 @@ func csf4AVX2x2(out []float32, roots []uint32, ptr0 []uint32, idx1 *uint32, ptr1
 //
 //go:noescape
 func altoScatter3AVX2x2(dst []float32, lin []uint64, vals []float32, masks *[3]uint64, bases *[3]uint32, f0 *float32, f1 *float32, rowBase int, stride int)
+
+// altoRuns3AVX2x2 adds 16 columns of an order-3 ALTO chunk's MTTKRP into its output rows, one store per run (see asmgen).
+//
+//go:noescape
+func altoRuns3AVX2x2(dst []float32, lin []uint64, vals []float32, masks *[3]uint64, bases *[3]uint32, f0 *float32, f1 *float32, rowBase int, stride int)
 
 // hicooScatter3AVX2x2 adds 16 columns of each nonzero's MTTKRP term of a range of order-3 HiCOO blocks into its output row (see asmgen).
 //
@@ -194,6 +204,11 @@ func csf4AVX2x4(out []float32, roots []uint32, ptr0 []uint32, idx1 *uint32, ptr1
 //go:noescape
 func altoScatter3AVX2x4(dst []float32, lin []uint64, vals []float32, masks *[3]uint64, bases *[3]uint32, f0 *float32, f1 *float32, rowBase int, stride int)
 
+// altoRuns3AVX2x4 adds 32 columns of an order-3 ALTO chunk's MTTKRP into its output rows, one store per run (see asmgen).
+//
+//go:noescape
+func altoRuns3AVX2x4(dst []float32, lin []uint64, vals []float32, masks *[3]uint64, bases *[3]uint32, f0 *float32, f1 *float32, rowBase int, stride int)
+
 // hicooScatter3AVX2x4 adds 32 columns of each nonzero's MTTKRP term of a range of order-3 HiCOO blocks into its output row (see asmgen).
 //
 //go:noescape
@@ -258,6 +273,11 @@ func csf4AVX512x1(out []float32, roots []uint32, ptr0 []uint32, idx1 *uint32, pt
 //
 //go:noescape
 func altoScatter3AVX512x1(dst []float32, lin []uint64, vals []float32, masks *[3]uint64, bases *[3]uint32, f0 *float32, f1 *float32, rowBase int, stride int)
+
+// altoRuns3AVX512x1 adds 16 columns of an order-3 ALTO chunk's MTTKRP into its output rows, one store per run (see asmgen).
+//
+//go:noescape
+func altoRuns3AVX512x1(dst []float32, lin []uint64, vals []float32, masks *[3]uint64, bases *[3]uint32, f0 *float32, f1 *float32, rowBase int, stride int)
 
 // hicooScatter3AVX512x1 adds 16 columns of each nonzero's MTTKRP term of a range of order-3 HiCOO blocks into its output row (see asmgen).
 //
@@ -324,6 +344,11 @@ func csf4AVX512x2(out []float32, roots []uint32, ptr0 []uint32, idx1 *uint32, pt
 //go:noescape
 func altoScatter3AVX512x2(dst []float32, lin []uint64, vals []float32, masks *[3]uint64, bases *[3]uint32, f0 *float32, f1 *float32, rowBase int, stride int)
 
+// altoRuns3AVX512x2 adds 32 columns of an order-3 ALTO chunk's MTTKRP into its output rows, one store per run (see asmgen).
+//
+//go:noescape
+func altoRuns3AVX512x2(dst []float32, lin []uint64, vals []float32, masks *[3]uint64, bases *[3]uint32, f0 *float32, f1 *float32, rowBase int, stride int)
+
 // hicooScatter3AVX512x2 adds 32 columns of each nonzero's MTTKRP term of a range of order-3 HiCOO blocks into its output row (see asmgen).
 //
 //go:noescape
@@ -388,6 +413,11 @@ func csf4AVX512x4(out []float32, roots []uint32, ptr0 []uint32, idx1 *uint32, pt
 //
 //go:noescape
 func altoScatter3AVX512x4(dst []float32, lin []uint64, vals []float32, masks *[3]uint64, bases *[3]uint32, f0 *float32, f1 *float32, rowBase int, stride int)
+
+// altoRuns3AVX512x4 adds 64 columns of an order-3 ALTO chunk's MTTKRP into its output rows, one store per run (see asmgen).
+//
+//go:noescape
+func altoRuns3AVX512x4(dst []float32, lin []uint64, vals []float32, masks *[3]uint64, bases *[3]uint32, f0 *float32, f1 *float32, rowBase int, stride int)
 
 // hicooScatter3AVX512x4 adds 64 columns of each nonzero's MTTKRP term of a range of order-3 HiCOO blocks into its output row (see asmgen).
 //

@@ -57,6 +57,7 @@ func main() {
 			csf3(s, nv)
 			csf4(s, nv)
 			altoScatter3(s, nv)
+			altoRuns3(s, nv)
 			hicooScatter3(s, nv)
 		}
 	}
@@ -548,6 +549,82 @@ func altoScatter3(s isa, nv int) {
 	INCQ(k)
 	CMPQ(k, n)
 	JB(LabelRef("nnz"))
+	Label("done")
+	VZEROUPPER()
+	RET()
+}
+
+// altoRuns3 is altoScatter3 for modes whose runs of equal output index
+// are long (a short mode, or one whose bits lie high in the linear index):
+// a run's terms are summed in registers and added to its row once, as in
+// mttkrpRuns, with the indices still extracted in the loop. Same arguments
+// as altoScatter3.
+func altoRuns3(s isa, nv int) {
+	text(fn("altoRuns3", s, nv), "func(dst []float32, lin []uint64, vals []float32, masks *[3]uint64, bases *[3]uint32, f0, f1 *float32, rowBase, stride int)")
+	Doc(fmt.Sprintf("altoRuns3%sx%d adds %d columns of an order-3 ALTO chunk's MTTKRP into its output rows, one store per run (see asmgen).", s.name, nv, nv*s.lanes))
+	linp := Load(Param("lin").Base(), GP64())
+	valp := Load(Param("vals").Base(), GP64())
+	f0 := Load(Param("f0"), GP64())
+	f1 := Load(Param("f1"), GP64())
+	sb := strideBytes()
+	dst0 := Load(Param("rowBase"), GP64())
+	IMULQ(sb, dst0)
+	NEGQ(dst0)
+	ADDQ(paramAddr(Param("dst").Base()), dst0)
+	mp := Load(Param("masks"), GP64())
+	bp := Load(Param("bases"), GP64())
+	k := GP64()
+	XORQ(k, k)
+	CMPQ(paramAddr(Param("vals").Len()), U8(0))
+	JE(LabelRef("done"))
+	acc := vecs(s, nv)
+	t := vecs(s, nv)
+	v := s.vec()
+	cur := GP64()
+	// cur is the current run's row offset; the first nonzero starts a run.
+	x := GP64()
+	MOVQ(Mem{Base: linp}, x)
+	PEXTQ(Mem{Base: mp}, x, cur)
+	ORL(Mem{Base: bp}, cur.As32())
+	IMULQ(sb, cur)
+	zero(acc)
+
+	Label("nnz")
+	MOVQ(Mem{Base: linp, Index: k, Scale: 8}, x)
+	row, a := GP64(), GP64()
+	PEXTQ(Mem{Base: mp}, x, row)
+	ORL(Mem{Base: bp}, row.As32())
+	IMULQ(sb, row)
+	CMPQ(row, cur)
+	JE(LabelRef("same"))
+	// A new run: add the finished one into its row.
+	for q := range acc {
+		VADDPS(Mem{Base: dst0, Index: cur, Scale: 1, Disp: 4 * s.lanes * q}, acc[q], acc[q])
+		VMOVUPS(acc[q], Mem{Base: dst0, Index: cur, Scale: 1, Disp: 4 * s.lanes * q})
+	}
+	zero(acc)
+	MOVQ(row, cur)
+	Label("same")
+	PEXTQ(Mem{Base: mp, Disp: 8}, x, a)
+	ORL(Mem{Base: bp, Disp: 4}, a.As32())
+	IMULQ(sb, a)
+	PEXTQ(Mem{Base: mp, Disp: 16}, x, x)
+	ORL(Mem{Base: bp, Disp: 8}, x.As32())
+	IMULQ(sb, x)
+	VBROADCASTSS(Mem{Base: valp, Index: k, Scale: 4}, v)
+	for q := range t {
+		VMULPS(rowMem(s, f0, a, q), v, t[q])
+	}
+	for q := range acc {
+		VFMADD231PS(rowMem(s, f1, x, q), t[q], acc[q])
+	}
+	INCQ(k)
+	CMPQ(k, paramAddr(Param("vals").Len()))
+	JB(LabelRef("nnz"))
+	for q := range acc {
+		VADDPS(Mem{Base: dst0, Index: cur, Scale: 1, Disp: 4 * s.lanes * q}, acc[q], acc[q])
+		VMOVUPS(acc[q], Mem{Base: dst0, Index: cur, Scale: 1, Disp: 4 * s.lanes * q})
+	}
 	Label("done")
 	VZEROUPPER()
 	RET()
