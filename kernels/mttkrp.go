@@ -70,11 +70,9 @@ type rowRange struct{ lo, hi int }
 // nonzeros and accumulator rows. Each part has its own, allocated
 // separately, so parts never share a cache line of scratch.
 type mttkrpScratch struct {
-	// ALTO's fused order-3 loop: PEXT masks and block bases of the output
-	// mode and the two others (here, not on the stack, because arrays
-	// passed to a function value escape).
-	altoMasks [3]uint64
-	altoBases [3]uint32
+	// alto is the chunk ALTO's fused loops read (here, not on the stack,
+	// because arrays passed to a function value escape).
+	alto altoChunk
 
 	idx  [formats.MaxOrder][]uint32
 	rows [formats.MaxOrder + 1][maxWidth]float32

@@ -98,7 +98,7 @@ func (k *altoMTTKRP) high(e *formats.ALTOMode, b int) uint32 {
 
 func (k *altoMTTKRP) compute(p *MTTKRP, t int, dst []float32, rowBase int) {
 	x, ws := k.x, p.ws[t]
-	if x.Order() == 3 && k.computeFused(p, t, dst, rowBase) {
+	if k.computeFused(p, t, dst, rowBase) {
 		return
 	}
 	var inds [formats.MaxOrder][]uint32
@@ -112,30 +112,50 @@ func (k *altoMTTKRP) compute(p *MTTKRP, t int, dst []float32, rowBase int) {
 	})
 }
 
-// computeFused runs part t of an order-3 ALTO MTTKRP with the index
-// extraction inside the vector loop (alto3Vec), when every rank
-// block is a multiple of 8 wide and the CPU has the instructions; it
-// reports false, doing nothing, otherwise.
+// altoChunk is one chunk of an order-3 or order-4 ALTO tensor as the
+// fused vector loops read it: its linear indices and values, and per mode
+// (the output mode first, then the others in increasing order) the PEXT
+// mask, the bits the chunk's BLCO block gives it (bases; blco says
+// whether there are any) and the factor (facs[0], the output's, unused).
+type altoChunk struct {
+	lin   []uint64
+	vals  []float32
+	masks [4]uint64
+	bases [4]uint32
+	facs  [4][]float32
+	blco  bool
+}
+
+// computeFused runs part t of an order-3 or order-4 ALTO MTTKRP with the
+// index extraction inside the vector loop (altoVec): where every rank
+// block is a multiple of 8 wide, the CPU has the instructions, and (order
+// 4) runs are short. It reports false, doing nothing, otherwise.
 func (k *altoMTTKRP) computeFused(p *MTTKRP, t int, dst []float32, rowBase int) bool {
-	if p.widths[len(p.widths)-1] < 8 || !alto3Vec(nil, nil, nil, nil, nil, nil, nil, 0, 0, 0, 8, true) {
+	x, ws := k.x, p.ws[t]
+	N := x.Order()
+	c := &ws.alto
+	if (N != 3 && N != 4) || p.widths[len(p.widths)-1] < 8 || !altoVec(nil, c, N, 0, 0, 0, 8, p.scatter) {
 		return false
 	}
-	x, ws := k.x, p.ws[t]
-	modes := [3]int{p.mode, p.others[0], p.others[1]}
-	for j, m := range modes {
-		ws.altoMasks[j] = x.Modes[m].Lo
+	var modes [4]int
+	modes[0] = p.mode
+	copy(modes[1:], p.others)
+	for j, m := range modes[:N] {
+		c.masks[j], c.facs[j] = x.Modes[m].Lo, p.fac[m]
 	}
-	f0, f1 := p.fac[modes[1]], p.fac[modes[2]]
-	k.segments(t, func(b, a, c int) {
-		for j, m := range modes {
-			ws.altoBases[j] = k.high(&x.Modes[m], b)
+	c.blco = x.BlockHigh != nil
+	k.segments(t, func(b, a, e int) {
+		for j, m := range modes[:N] {
+			c.bases[j] = k.high(&x.Modes[m], b)
 		}
+		c.lin, c.vals = x.Lin[a:e], x.Vals[a:e]
 		r0 := 0
 		for _, w := range p.widths {
-			alto3Vec(dst, x.Lin[a:c], x.Vals[a:c], &ws.altoMasks, &ws.altoBases, f0, f1, rowBase, p.rank, r0, w, p.scatter)
+			altoVec(dst, c, N, rowBase, p.rank, r0, w, p.scatter)
 			r0 += w
 		}
 	})
+	c.lin, c.vals, c.facs = nil, nil, [4][]float32{}
 	return true
 }
 

@@ -207,11 +207,12 @@ func TestMTTKRPWideRanks(t *testing.T) {
 
 // TestMTTKRPALTOWide checks ALTO with a linear index wider than 64 bits,
 // so BLCO blocks carry the high bits, with and without a block cap (plans
-// builds both), on orders 5 and 8 (order 3 would need dims of 2^22, and
-// factor matrices that large, to pass 64 bits).
+// builds both), on orders 4, 5 and 8 (order 3 would need dims of 2^22,
+// and factor matrices that large, to pass 64 bits).
 func TestMTTKRPALTOWide(t *testing.T) {
 	lowGrain(t, 64)
 	for i, dims := range [][]int{
+		{1 << 17, 1 << 17, 1<<17 - 5, 1 << 17},          // 68 bits, order 4: the fused loops' BLCO variant
 		{1 << 14, 1 << 14, 1<<14 - 3, 1 << 14, 1 << 10}, // 66 bits, order 5
 		{512, 512, 300, 512, 512, 511, 512, 512},        // 71 bits, order 8
 	} {

@@ -3,6 +3,8 @@
 package kernels
 
 import (
+	"math/bits"
+
 	"golang.org/x/sys/cpu"
 
 	"github.com/sparsetune/sparsetune/formats"
@@ -65,7 +67,8 @@ type (
 	cooFn    func(out []float32, rows, col []uint32, vals, u []float32, stride int, add bool)
 	ellFn    func(out []float32, col []uint32, vals, u []float32, stride int)
 	mttkrpFn func(dst []float32, out *uint32, vals []float32, inds *[7]*uint32, facs *[7]*float32, rowBase, stride, others int)
-	altoFn   func(dst []float32, lin []uint64, vals []float32, masks *[3]uint64, bases *[3]uint32, f0, f1 *float32, rowBase, stride int)
+	alto3Fn  func(dst []float32, lin []uint64, vals []float32, masks *[3]uint64, bases *[3]uint32, f0, f1 *float32, rowBase, stride, shift int)
+	alto4Fn  func(dst []float32, lin []uint64, vals []float32, masks *[4]uint64, bases *[4]uint32, f0, f1, f2 *float32, rowBase, stride, shift int)
 	hicooFn  func(dst []float32, bptr []uint32, bo, b0, b1 *uint32, eo, e0, e1 *uint8, vals *float32, f0, f1 *float32, rowBase, stride, bits int)
 	csf4Fn   func(out []float32, roots, ptr0 []uint32, idx1, ptr1, idx2, ptr2, idx3 *uint32, vals *float32, a1, a2, a3 *float32, stride int)
 	csf3Fn   func(out []float32, roots, ptr0 []uint32, idx1, ptr1, idx2 *uint32, vals *float32, a1, a2 *float32, stride int)
@@ -111,13 +114,28 @@ var (
 			4: {mttkrpScatterNAVX512x4, mttkrpScatter1AVX512x4, mttkrpScatter2AVX512x4},
 		},
 	}
-	altoRuns3Fns = [3][5]altoFn{
+	// ALTO's fused loops, by order and variant (see asmgen's altoScatter).
+	altoRuns3Fns = [3][5]alto3Fn{
 		vecAVX2:   {1: altoRuns3AVX2x1, 2: altoRuns3AVX2x2, 4: altoRuns3AVX2x4},
 		vecAVX512: {1: altoRuns3AVX512x1, 2: altoRuns3AVX512x2, 4: altoRuns3AVX512x4},
 	}
-	altoScatter3Fns = [3][5]altoFn{
-		vecAVX2:   {1: altoScatter3AVX2x1, 2: altoScatter3AVX2x2, 4: altoScatter3AVX2x4},
-		vecAVX512: {1: altoScatter3AVX512x1, 2: altoScatter3AVX512x2, 4: altoScatter3AVX512x4},
+	altoScatter3Fns = [2][3][5]alto3Fn{
+		{
+			vecAVX2:   {1: altoScatter3AVX2x1, 2: altoScatter3AVX2x2, 4: altoScatter3AVX2x4},
+			vecAVX512: {1: altoScatter3AVX512x1, 2: altoScatter3AVX512x2, 4: altoScatter3AVX512x4},
+		}, {
+			vecAVX2:   {1: altoScatter3BLCOAVX2x1, 2: altoScatter3BLCOAVX2x2, 4: altoScatter3BLCOAVX2x4},
+			vecAVX512: {1: altoScatter3BLCOAVX512x1, 2: altoScatter3BLCOAVX512x2, 4: altoScatter3BLCOAVX512x4},
+		},
+	}
+	altoScatter4Fns = [2][3][5]alto4Fn{
+		{
+			vecAVX2:   {1: altoScatter4AVX2x1, 2: altoScatter4AVX2x2, 4: altoScatter4AVX2x4},
+			vecAVX512: {1: altoScatter4AVX512x1, 2: altoScatter4AVX512x2, 4: altoScatter4AVX512x4},
+		}, {
+			vecAVX2:   {1: altoScatter4BLCOAVX2x1, 2: altoScatter4BLCOAVX2x2, 4: altoScatter4BLCOAVX2x4},
+			vecAVX512: {1: altoScatter4BLCOAVX512x1, 2: altoScatter4BLCOAVX512x2, 4: altoScatter4BLCOAVX512x4},
+		},
 	}
 	hicooScatter3Fns = [3][5]hicooFn{
 		vecAVX2:   {1: hicooScatter3AVX2x1, 2: hicooScatter3AVX2x2, 4: hicooScatter3AVX2x4},
@@ -247,27 +265,45 @@ func csfVector(out []float32, x *formats.CSF, f0, f1 int, fac *[formats.MaxOrder
 	return true
 }
 
-// alto3Vec adds columns [r0, r0+w) of the MTTKRP terms of an order-3
-// ALTO chunk (lin, vals) into dst, extracting indices with PEXT (see
-// asmgen's altoScatter3 for masks and bases): every term into its row
-// (scatter), or one add per run of equal rows. f0 and f1 are the factors
-// of the other two modes. It reports false, doing nothing, where PEXT or
-// the vector unit is missing.
-func alto3Vec(dst []float32, lin []uint64, vals []float32, masks *[3]uint64, bases *[3]uint32, f0, f1 []float32, rowBase, R, r0, w int, scatter bool) bool {
-	if !usePEXT || vec == vecScalar || w < 8 {
+// altoVec adds columns [r0, r0+w) of the MTTKRP terms of an order-3 or
+// order-4 ALTO chunk into dst with the indices extracted in the loop: every
+// term into its row (scatter), or, for order 3 without scatter, one add
+// per run of equal rows. It reports false, doing nothing, where PEXT or
+// the vector unit is missing, or for order 4 without scatter.
+func altoVec(dst []float32, c *altoChunk, order, rowBase, R, r0, w int, scatter bool) bool {
+	if !usePEXT || vec == vecScalar || w < 8 || (order == 4 && !scatter) {
 		return false
 	}
-	if len(vals) == 0 {
+	if len(c.vals) == 0 {
 		return true
 	}
-	lin = lin[:len(vals)]
+	c.lin = c.lin[:len(c.vals)]
+	// The plain loops shift an index into a row offset: R·4 must be a
+	// power of two, and the index at most 64 bits wide.
+	shift, blco := 0, c.blco
+	if R&(R-1) == 0 {
+		shift = bits.TrailingZeros(uint(R)) + 2
+	} else {
+		blco = true
+	}
+	variant := 0
+	if blco {
+		variant = 1
+	}
 	for off := 0; off < w; {
 		u, nv, cols := vecPiece(w - off)
-		fns := &altoRuns3Fns
-		if scatter {
-			fns = &altoScatter3Fns
+		col := r0 + off
+		f := &c.facs
+		switch {
+		case order == 3 && !scatter:
+			m, b := (*[3]uint64)(c.masks[:3]), (*[3]uint32)(c.bases[:3])
+			altoRuns3Fns[u][nv](dst[col:], c.lin, c.vals, m, b, &f[1][col], &f[2][col], rowBase, R, shift)
+		case order == 3:
+			m, b := (*[3]uint64)(c.masks[:3]), (*[3]uint32)(c.bases[:3])
+			altoScatter3Fns[variant][u][nv](dst[col:], c.lin, c.vals, m, b, &f[1][col], &f[2][col], rowBase, R, shift)
+		default:
+			altoScatter4Fns[variant][u][nv](dst[col:], c.lin, c.vals, &c.masks, &c.bases, &f[1][col], &f[2][col], &f[3][col], rowBase, R, shift)
 		}
-		fns[u][nv](dst[r0+off:], lin, vals, masks, bases, &f0[r0+off], &f1[r0+off], rowBase, R)
 		off += cols
 	}
 	return true

@@ -572,56 +572,180 @@ done:
 	VZEROUPPER
 	RET
 
-// func altoScatter3AVX2x1(dst []float32, lin []uint64, vals []float32, masks *[3]uint64, bases *[3]uint32, f0 *float32, f1 *float32, rowBase int, stride int)
+// func altoScatter3AVX2x1(dst []float32, lin []uint64, vals []float32, masks *[3]uint64, bases *[3]uint32, f0 *float32, f1 *float32, rowBase int, stride int, shift int)
 // Requires: AVX, BMI2, FMA3
-TEXT ·altoScatter3AVX2x1(SB), NOSPLIT, $8-120
+TEXT ·altoScatter3AVX2x1(SB), NOSPLIT, $0-128
 	MOVQ  lin_base+24(FP), AX
 	MOVQ  vals_base+48(FP), CX
-	MOVQ  vals_len+56(FP), DX
-	MOVQ  f0+88(FP), BX
-	MOVQ  f1+96(FP), SI
-	MOVQ  stride+112(FP), DI
-	SHLQ  $0x02, DI
-	MOVQ  rowBase+104(FP), R8
-	IMULQ DI, R8
-	NEGQ  R8
-	ADDQ  dst_base+0(FP), R8
-	MOVQ  masks+72(FP), R9
-	MOVQ  (R9), R10
-	MOVQ  8(R9), R11
-	MOVQ  16(R9), R9
-	MOVQ  bases+80(FP), R12
-	XORQ  R13, R13
-	CMPQ  DX, $0x00
+	MOVQ  f0+88(FP), DX
+	MOVQ  f1+96(FP), BX
+	MOVQ  shift+120(FP), SI
+	MOVQ  rowBase+104(FP), DI
+	SHLXQ SI, DI, DI
+	NEGQ  DI
+	ADDQ  dst_base+0(FP), DI
+	MOVQ  masks+72(FP), R8
+	XORQ  R9, R9
+	CMPQ  vals_len+56(FP), $0x00
 	JE    done
 
 nnz:
-	MOVQ         (AX)(R13*8), R14
-	PEXTQ        R10, R14, R15
-	ORL          (R12), R15
-	IMULQ        DI, R15
-	PEXTQ        R11, R14, BP
-	ORL          4(R12), BP
-	IMULQ        DI, BP
-	PEXTQ        R9, R14, R14
-	ORL          8(R12), R14
-	IMULQ        DI, R14
-	VBROADCASTSS (CX)(R13*4), Y0
-	VMULPS       (BX)(BP*1), Y0, Y0
-	VMOVUPS      (R8)(R15*1), Y1
-	VFMADD231PS  (SI)(R14*1), Y0, Y1
-	VMOVUPS      Y1, (R8)(R15*1)
-	INCQ         R13
-	CMPQ         R13, DX
+	MOVQ         (AX)(R9*8), R10
+	PEXTQ        (R8), R10, R11
+	SHLXQ        SI, R11, R11
+	VBROADCASTSS (CX)(R9*4), Y0
+	PEXTQ        8(R8), R10, R12
+	SHLXQ        SI, R12, R12
+	VMULPS       (DX)(R12*1), Y0, Y0
+	PEXTQ        16(R8), R10, R10
+	SHLXQ        SI, R10, R10
+	VMOVUPS      (DI)(R11*1), Y1
+	VFMADD231PS  (BX)(R10*1), Y0, Y1
+	VMOVUPS      Y1, (DI)(R11*1)
+	INCQ         R9
+	CMPQ         R9, vals_len+56(FP)
 	JB           nnz
 
 done:
 	VZEROUPPER
 	RET
 
-// func altoRuns3AVX2x1(dst []float32, lin []uint64, vals []float32, masks *[3]uint64, bases *[3]uint32, f0 *float32, f1 *float32, rowBase int, stride int)
+// func altoScatter3BLCOAVX2x1(dst []float32, lin []uint64, vals []float32, masks *[3]uint64, bases *[3]uint32, f0 *float32, f1 *float32, rowBase int, stride int, shift int)
 // Requires: AVX, BMI2, FMA3
-TEXT ·altoRuns3AVX2x1(SB), NOSPLIT, $0-120
+TEXT ·altoScatter3BLCOAVX2x1(SB), NOSPLIT, $0-128
+	MOVQ  lin_base+24(FP), AX
+	MOVQ  vals_base+48(FP), CX
+	MOVQ  f0+88(FP), DX
+	MOVQ  f1+96(FP), BX
+	MOVQ  stride+112(FP), SI
+	SHLQ  $0x02, SI
+	MOVQ  rowBase+104(FP), DI
+	IMULQ SI, DI
+	NEGQ  DI
+	ADDQ  dst_base+0(FP), DI
+	MOVQ  masks+72(FP), R8
+	MOVQ  bases+80(FP), R9
+	XORQ  R10, R10
+	CMPQ  vals_len+56(FP), $0x00
+	JE    done
+
+nnz:
+	MOVQ         (AX)(R10*8), R11
+	PEXTQ        (R8), R11, R12
+	ORL          (R9), R12
+	IMULQ        SI, R12
+	VBROADCASTSS (CX)(R10*4), Y0
+	PEXTQ        8(R8), R11, R13
+	ORL          4(R9), R13
+	IMULQ        SI, R13
+	VMULPS       (DX)(R13*1), Y0, Y0
+	PEXTQ        16(R8), R11, R11
+	ORL          8(R9), R11
+	IMULQ        SI, R11
+	VMOVUPS      (DI)(R12*1), Y1
+	VFMADD231PS  (BX)(R11*1), Y0, Y1
+	VMOVUPS      Y1, (DI)(R12*1)
+	INCQ         R10
+	CMPQ         R10, vals_len+56(FP)
+	JB           nnz
+
+done:
+	VZEROUPPER
+	RET
+
+// func altoScatter4AVX2x1(dst []float32, lin []uint64, vals []float32, masks *[4]uint64, bases *[4]uint32, f0 *float32, f1 *float32, f2 *float32, rowBase int, stride int, shift int)
+// Requires: AVX, BMI2, FMA3
+TEXT ·altoScatter4AVX2x1(SB), NOSPLIT, $0-136
+	MOVQ  lin_base+24(FP), AX
+	MOVQ  vals_base+48(FP), CX
+	MOVQ  f0+88(FP), DX
+	MOVQ  f1+96(FP), BX
+	MOVQ  f2+104(FP), SI
+	MOVQ  shift+128(FP), DI
+	MOVQ  rowBase+112(FP), R8
+	SHLXQ DI, R8, R8
+	NEGQ  R8
+	ADDQ  dst_base+0(FP), R8
+	MOVQ  masks+72(FP), R9
+	XORQ  R10, R10
+	CMPQ  vals_len+56(FP), $0x00
+	JE    done
+
+nnz:
+	MOVQ         (AX)(R10*8), R11
+	PEXTQ        (R9), R11, R12
+	SHLXQ        DI, R12, R12
+	VBROADCASTSS (CX)(R10*4), Y0
+	PEXTQ        8(R9), R11, R13
+	SHLXQ        DI, R13, R13
+	VMULPS       (DX)(R13*1), Y0, Y0
+	PEXTQ        16(R9), R11, R13
+	SHLXQ        DI, R13, R13
+	VMULPS       (BX)(R13*1), Y0, Y0
+	PEXTQ        24(R9), R11, R11
+	SHLXQ        DI, R11, R11
+	VMOVUPS      (R8)(R12*1), Y1
+	VFMADD231PS  (SI)(R11*1), Y0, Y1
+	VMOVUPS      Y1, (R8)(R12*1)
+	INCQ         R10
+	CMPQ         R10, vals_len+56(FP)
+	JB           nnz
+
+done:
+	VZEROUPPER
+	RET
+
+// func altoScatter4BLCOAVX2x1(dst []float32, lin []uint64, vals []float32, masks *[4]uint64, bases *[4]uint32, f0 *float32, f1 *float32, f2 *float32, rowBase int, stride int, shift int)
+// Requires: AVX, BMI2, FMA3
+TEXT ·altoScatter4BLCOAVX2x1(SB), NOSPLIT, $0-136
+	MOVQ  lin_base+24(FP), AX
+	MOVQ  vals_base+48(FP), CX
+	MOVQ  f0+88(FP), DX
+	MOVQ  f1+96(FP), BX
+	MOVQ  f2+104(FP), SI
+	MOVQ  stride+120(FP), DI
+	SHLQ  $0x02, DI
+	MOVQ  rowBase+112(FP), R8
+	IMULQ DI, R8
+	NEGQ  R8
+	ADDQ  dst_base+0(FP), R8
+	MOVQ  masks+72(FP), R9
+	MOVQ  bases+80(FP), R10
+	XORQ  R11, R11
+	CMPQ  vals_len+56(FP), $0x00
+	JE    done
+
+nnz:
+	MOVQ         (AX)(R11*8), R12
+	PEXTQ        (R9), R12, R13
+	ORL          (R10), R13
+	IMULQ        DI, R13
+	VBROADCASTSS (CX)(R11*4), Y0
+	PEXTQ        8(R9), R12, R14
+	ORL          4(R10), R14
+	IMULQ        DI, R14
+	VMULPS       (DX)(R14*1), Y0, Y0
+	PEXTQ        16(R9), R12, R14
+	ORL          8(R10), R14
+	IMULQ        DI, R14
+	VMULPS       (BX)(R14*1), Y0, Y0
+	PEXTQ        24(R9), R12, R12
+	ORL          12(R10), R12
+	IMULQ        DI, R12
+	VMOVUPS      (R8)(R13*1), Y1
+	VFMADD231PS  (SI)(R12*1), Y0, Y1
+	VMOVUPS      Y1, (R8)(R13*1)
+	INCQ         R11
+	CMPQ         R11, vals_len+56(FP)
+	JB           nnz
+
+done:
+	VZEROUPPER
+	RET
+
+// func altoRuns3AVX2x1(dst []float32, lin []uint64, vals []float32, masks *[3]uint64, bases *[3]uint32, f0 *float32, f1 *float32, rowBase int, stride int, shift int)
+// Requires: AVX, BMI2, FMA3
+TEXT ·altoRuns3AVX2x1(SB), NOSPLIT, $0-128
 	MOVQ   lin_base+24(FP), AX
 	MOVQ   vals_base+48(FP), CX
 	MOVQ   f0+88(FP), DX
@@ -1363,60 +1487,198 @@ done:
 	VZEROUPPER
 	RET
 
-// func altoScatter3AVX2x2(dst []float32, lin []uint64, vals []float32, masks *[3]uint64, bases *[3]uint32, f0 *float32, f1 *float32, rowBase int, stride int)
+// func altoScatter3AVX2x2(dst []float32, lin []uint64, vals []float32, masks *[3]uint64, bases *[3]uint32, f0 *float32, f1 *float32, rowBase int, stride int, shift int)
 // Requires: AVX, BMI2, FMA3
-TEXT ·altoScatter3AVX2x2(SB), NOSPLIT, $8-120
+TEXT ·altoScatter3AVX2x2(SB), NOSPLIT, $0-128
 	MOVQ  lin_base+24(FP), AX
 	MOVQ  vals_base+48(FP), CX
-	MOVQ  vals_len+56(FP), DX
-	MOVQ  f0+88(FP), BX
-	MOVQ  f1+96(FP), SI
-	MOVQ  stride+112(FP), DI
-	SHLQ  $0x02, DI
-	MOVQ  rowBase+104(FP), R8
-	IMULQ DI, R8
-	NEGQ  R8
-	ADDQ  dst_base+0(FP), R8
-	MOVQ  masks+72(FP), R9
-	MOVQ  (R9), R10
-	MOVQ  8(R9), R11
-	MOVQ  16(R9), R9
-	MOVQ  bases+80(FP), R12
-	XORQ  R13, R13
-	CMPQ  DX, $0x00
+	MOVQ  f0+88(FP), DX
+	MOVQ  f1+96(FP), BX
+	MOVQ  shift+120(FP), SI
+	MOVQ  rowBase+104(FP), DI
+	SHLXQ SI, DI, DI
+	NEGQ  DI
+	ADDQ  dst_base+0(FP), DI
+	MOVQ  masks+72(FP), R8
+	XORQ  R9, R9
+	CMPQ  vals_len+56(FP), $0x00
 	JE    done
 
 nnz:
-	MOVQ         (AX)(R13*8), R14
-	PEXTQ        R10, R14, R15
-	ORL          (R12), R15
-	IMULQ        DI, R15
-	PEXTQ        R11, R14, BP
-	ORL          4(R12), BP
-	IMULQ        DI, BP
-	PEXTQ        R9, R14, R14
-	ORL          8(R12), R14
-	IMULQ        DI, R14
-	VBROADCASTSS (CX)(R13*4), Y1
-	VMULPS       (BX)(BP*1), Y1, Y0
-	VMULPS       32(BX)(BP*1), Y1, Y1
-	VMOVUPS      (R8)(R15*1), Y2
-	VFMADD231PS  (SI)(R14*1), Y0, Y2
-	VMOVUPS      Y2, (R8)(R15*1)
-	VMOVUPS      32(R8)(R15*1), Y0
-	VFMADD231PS  32(SI)(R14*1), Y1, Y0
-	VMOVUPS      Y0, 32(R8)(R15*1)
-	INCQ         R13
-	CMPQ         R13, DX
+	MOVQ         (AX)(R9*8), R10
+	PEXTQ        (R8), R10, R11
+	SHLXQ        SI, R11, R11
+	VBROADCASTSS (CX)(R9*4), Y1
+	PEXTQ        8(R8), R10, R12
+	SHLXQ        SI, R12, R12
+	VMULPS       (DX)(R12*1), Y1, Y0
+	VMULPS       32(DX)(R12*1), Y1, Y1
+	PEXTQ        16(R8), R10, R10
+	SHLXQ        SI, R10, R10
+	VMOVUPS      (DI)(R11*1), Y2
+	VFMADD231PS  (BX)(R10*1), Y0, Y2
+	VMOVUPS      Y2, (DI)(R11*1)
+	VMOVUPS      32(DI)(R11*1), Y0
+	VFMADD231PS  32(BX)(R10*1), Y1, Y0
+	VMOVUPS      Y0, 32(DI)(R11*1)
+	INCQ         R9
+	CMPQ         R9, vals_len+56(FP)
 	JB           nnz
 
 done:
 	VZEROUPPER
 	RET
 
-// func altoRuns3AVX2x2(dst []float32, lin []uint64, vals []float32, masks *[3]uint64, bases *[3]uint32, f0 *float32, f1 *float32, rowBase int, stride int)
+// func altoScatter3BLCOAVX2x2(dst []float32, lin []uint64, vals []float32, masks *[3]uint64, bases *[3]uint32, f0 *float32, f1 *float32, rowBase int, stride int, shift int)
 // Requires: AVX, BMI2, FMA3
-TEXT ·altoRuns3AVX2x2(SB), NOSPLIT, $0-120
+TEXT ·altoScatter3BLCOAVX2x2(SB), NOSPLIT, $0-128
+	MOVQ  lin_base+24(FP), AX
+	MOVQ  vals_base+48(FP), CX
+	MOVQ  f0+88(FP), DX
+	MOVQ  f1+96(FP), BX
+	MOVQ  stride+112(FP), SI
+	SHLQ  $0x02, SI
+	MOVQ  rowBase+104(FP), DI
+	IMULQ SI, DI
+	NEGQ  DI
+	ADDQ  dst_base+0(FP), DI
+	MOVQ  masks+72(FP), R8
+	MOVQ  bases+80(FP), R9
+	XORQ  R10, R10
+	CMPQ  vals_len+56(FP), $0x00
+	JE    done
+
+nnz:
+	MOVQ         (AX)(R10*8), R11
+	PEXTQ        (R8), R11, R12
+	ORL          (R9), R12
+	IMULQ        SI, R12
+	VBROADCASTSS (CX)(R10*4), Y1
+	PEXTQ        8(R8), R11, R13
+	ORL          4(R9), R13
+	IMULQ        SI, R13
+	VMULPS       (DX)(R13*1), Y1, Y0
+	VMULPS       32(DX)(R13*1), Y1, Y1
+	PEXTQ        16(R8), R11, R11
+	ORL          8(R9), R11
+	IMULQ        SI, R11
+	VMOVUPS      (DI)(R12*1), Y2
+	VFMADD231PS  (BX)(R11*1), Y0, Y2
+	VMOVUPS      Y2, (DI)(R12*1)
+	VMOVUPS      32(DI)(R12*1), Y0
+	VFMADD231PS  32(BX)(R11*1), Y1, Y0
+	VMOVUPS      Y0, 32(DI)(R12*1)
+	INCQ         R10
+	CMPQ         R10, vals_len+56(FP)
+	JB           nnz
+
+done:
+	VZEROUPPER
+	RET
+
+// func altoScatter4AVX2x2(dst []float32, lin []uint64, vals []float32, masks *[4]uint64, bases *[4]uint32, f0 *float32, f1 *float32, f2 *float32, rowBase int, stride int, shift int)
+// Requires: AVX, BMI2, FMA3
+TEXT ·altoScatter4AVX2x2(SB), NOSPLIT, $0-136
+	MOVQ  lin_base+24(FP), AX
+	MOVQ  vals_base+48(FP), CX
+	MOVQ  f0+88(FP), DX
+	MOVQ  f1+96(FP), BX
+	MOVQ  f2+104(FP), SI
+	MOVQ  shift+128(FP), DI
+	MOVQ  rowBase+112(FP), R8
+	SHLXQ DI, R8, R8
+	NEGQ  R8
+	ADDQ  dst_base+0(FP), R8
+	MOVQ  masks+72(FP), R9
+	XORQ  R10, R10
+	CMPQ  vals_len+56(FP), $0x00
+	JE    done
+
+nnz:
+	MOVQ         (AX)(R10*8), R11
+	PEXTQ        (R9), R11, R12
+	SHLXQ        DI, R12, R12
+	VBROADCASTSS (CX)(R10*4), Y1
+	PEXTQ        8(R9), R11, R13
+	SHLXQ        DI, R13, R13
+	VMULPS       (DX)(R13*1), Y1, Y0
+	VMULPS       32(DX)(R13*1), Y1, Y1
+	PEXTQ        16(R9), R11, R13
+	SHLXQ        DI, R13, R13
+	VMULPS       (BX)(R13*1), Y0, Y0
+	VMULPS       32(BX)(R13*1), Y1, Y1
+	PEXTQ        24(R9), R11, R11
+	SHLXQ        DI, R11, R11
+	VMOVUPS      (R8)(R12*1), Y2
+	VFMADD231PS  (SI)(R11*1), Y0, Y2
+	VMOVUPS      Y2, (R8)(R12*1)
+	VMOVUPS      32(R8)(R12*1), Y0
+	VFMADD231PS  32(SI)(R11*1), Y1, Y0
+	VMOVUPS      Y0, 32(R8)(R12*1)
+	INCQ         R10
+	CMPQ         R10, vals_len+56(FP)
+	JB           nnz
+
+done:
+	VZEROUPPER
+	RET
+
+// func altoScatter4BLCOAVX2x2(dst []float32, lin []uint64, vals []float32, masks *[4]uint64, bases *[4]uint32, f0 *float32, f1 *float32, f2 *float32, rowBase int, stride int, shift int)
+// Requires: AVX, BMI2, FMA3
+TEXT ·altoScatter4BLCOAVX2x2(SB), NOSPLIT, $0-136
+	MOVQ  lin_base+24(FP), AX
+	MOVQ  vals_base+48(FP), CX
+	MOVQ  f0+88(FP), DX
+	MOVQ  f1+96(FP), BX
+	MOVQ  f2+104(FP), SI
+	MOVQ  stride+120(FP), DI
+	SHLQ  $0x02, DI
+	MOVQ  rowBase+112(FP), R8
+	IMULQ DI, R8
+	NEGQ  R8
+	ADDQ  dst_base+0(FP), R8
+	MOVQ  masks+72(FP), R9
+	MOVQ  bases+80(FP), R10
+	XORQ  R11, R11
+	CMPQ  vals_len+56(FP), $0x00
+	JE    done
+
+nnz:
+	MOVQ         (AX)(R11*8), R12
+	PEXTQ        (R9), R12, R13
+	ORL          (R10), R13
+	IMULQ        DI, R13
+	VBROADCASTSS (CX)(R11*4), Y1
+	PEXTQ        8(R9), R12, R14
+	ORL          4(R10), R14
+	IMULQ        DI, R14
+	VMULPS       (DX)(R14*1), Y1, Y0
+	VMULPS       32(DX)(R14*1), Y1, Y1
+	PEXTQ        16(R9), R12, R14
+	ORL          8(R10), R14
+	IMULQ        DI, R14
+	VMULPS       (BX)(R14*1), Y0, Y0
+	VMULPS       32(BX)(R14*1), Y1, Y1
+	PEXTQ        24(R9), R12, R12
+	ORL          12(R10), R12
+	IMULQ        DI, R12
+	VMOVUPS      (R8)(R13*1), Y2
+	VFMADD231PS  (SI)(R12*1), Y0, Y2
+	VMOVUPS      Y2, (R8)(R13*1)
+	VMOVUPS      32(R8)(R13*1), Y0
+	VFMADD231PS  32(SI)(R12*1), Y1, Y0
+	VMOVUPS      Y0, 32(R8)(R13*1)
+	INCQ         R11
+	CMPQ         R11, vals_len+56(FP)
+	JB           nnz
+
+done:
+	VZEROUPPER
+	RET
+
+// func altoRuns3AVX2x2(dst []float32, lin []uint64, vals []float32, masks *[3]uint64, bases *[3]uint32, f0 *float32, f1 *float32, rowBase int, stride int, shift int)
+// Requires: AVX, BMI2, FMA3
+TEXT ·altoRuns3AVX2x2(SB), NOSPLIT, $0-128
 	MOVQ   lin_base+24(FP), AX
 	MOVQ   vals_base+48(FP), CX
 	MOVQ   f0+88(FP), DX
@@ -2268,68 +2530,234 @@ done:
 	VZEROUPPER
 	RET
 
-// func altoScatter3AVX2x4(dst []float32, lin []uint64, vals []float32, masks *[3]uint64, bases *[3]uint32, f0 *float32, f1 *float32, rowBase int, stride int)
+// func altoScatter3AVX2x4(dst []float32, lin []uint64, vals []float32, masks *[3]uint64, bases *[3]uint32, f0 *float32, f1 *float32, rowBase int, stride int, shift int)
 // Requires: AVX, BMI2, FMA3
-TEXT ·altoScatter3AVX2x4(SB), NOSPLIT, $8-120
+TEXT ·altoScatter3AVX2x4(SB), NOSPLIT, $0-128
 	MOVQ  lin_base+24(FP), AX
 	MOVQ  vals_base+48(FP), CX
-	MOVQ  vals_len+56(FP), DX
-	MOVQ  f0+88(FP), BX
-	MOVQ  f1+96(FP), SI
-	MOVQ  stride+112(FP), DI
-	SHLQ  $0x02, DI
-	MOVQ  rowBase+104(FP), R8
-	IMULQ DI, R8
-	NEGQ  R8
-	ADDQ  dst_base+0(FP), R8
-	MOVQ  masks+72(FP), R9
-	MOVQ  (R9), R10
-	MOVQ  8(R9), R11
-	MOVQ  16(R9), R9
-	MOVQ  bases+80(FP), R12
-	XORQ  R13, R13
-	CMPQ  DX, $0x00
+	MOVQ  f0+88(FP), DX
+	MOVQ  f1+96(FP), BX
+	MOVQ  shift+120(FP), SI
+	MOVQ  rowBase+104(FP), DI
+	SHLXQ SI, DI, DI
+	NEGQ  DI
+	ADDQ  dst_base+0(FP), DI
+	MOVQ  masks+72(FP), R8
+	XORQ  R9, R9
+	CMPQ  vals_len+56(FP), $0x00
 	JE    done
 
 nnz:
-	MOVQ         (AX)(R13*8), R14
-	PEXTQ        R10, R14, R15
-	ORL          (R12), R15
-	IMULQ        DI, R15
-	PEXTQ        R11, R14, BP
-	ORL          4(R12), BP
-	IMULQ        DI, BP
-	PEXTQ        R9, R14, R14
-	ORL          8(R12), R14
-	IMULQ        DI, R14
-	VBROADCASTSS (CX)(R13*4), Y3
-	VMULPS       (BX)(BP*1), Y3, Y0
-	VMULPS       32(BX)(BP*1), Y3, Y1
-	VMULPS       64(BX)(BP*1), Y3, Y2
-	VMULPS       96(BX)(BP*1), Y3, Y3
-	VMOVUPS      (R8)(R15*1), Y4
-	VFMADD231PS  (SI)(R14*1), Y0, Y4
-	VMOVUPS      Y4, (R8)(R15*1)
-	VMOVUPS      32(R8)(R15*1), Y0
-	VFMADD231PS  32(SI)(R14*1), Y1, Y0
-	VMOVUPS      Y0, 32(R8)(R15*1)
-	VMOVUPS      64(R8)(R15*1), Y0
-	VFMADD231PS  64(SI)(R14*1), Y2, Y0
-	VMOVUPS      Y0, 64(R8)(R15*1)
-	VMOVUPS      96(R8)(R15*1), Y0
-	VFMADD231PS  96(SI)(R14*1), Y3, Y0
-	VMOVUPS      Y0, 96(R8)(R15*1)
-	INCQ         R13
-	CMPQ         R13, DX
+	MOVQ         (AX)(R9*8), R10
+	PEXTQ        (R8), R10, R11
+	SHLXQ        SI, R11, R11
+	VBROADCASTSS (CX)(R9*4), Y3
+	PEXTQ        8(R8), R10, R12
+	SHLXQ        SI, R12, R12
+	VMULPS       (DX)(R12*1), Y3, Y0
+	VMULPS       32(DX)(R12*1), Y3, Y1
+	VMULPS       64(DX)(R12*1), Y3, Y2
+	VMULPS       96(DX)(R12*1), Y3, Y3
+	PEXTQ        16(R8), R10, R10
+	SHLXQ        SI, R10, R10
+	VMOVUPS      (DI)(R11*1), Y4
+	VFMADD231PS  (BX)(R10*1), Y0, Y4
+	VMOVUPS      Y4, (DI)(R11*1)
+	VMOVUPS      32(DI)(R11*1), Y0
+	VFMADD231PS  32(BX)(R10*1), Y1, Y0
+	VMOVUPS      Y0, 32(DI)(R11*1)
+	VMOVUPS      64(DI)(R11*1), Y0
+	VFMADD231PS  64(BX)(R10*1), Y2, Y0
+	VMOVUPS      Y0, 64(DI)(R11*1)
+	VMOVUPS      96(DI)(R11*1), Y0
+	VFMADD231PS  96(BX)(R10*1), Y3, Y0
+	VMOVUPS      Y0, 96(DI)(R11*1)
+	INCQ         R9
+	CMPQ         R9, vals_len+56(FP)
 	JB           nnz
 
 done:
 	VZEROUPPER
 	RET
 
-// func altoRuns3AVX2x4(dst []float32, lin []uint64, vals []float32, masks *[3]uint64, bases *[3]uint32, f0 *float32, f1 *float32, rowBase int, stride int)
+// func altoScatter3BLCOAVX2x4(dst []float32, lin []uint64, vals []float32, masks *[3]uint64, bases *[3]uint32, f0 *float32, f1 *float32, rowBase int, stride int, shift int)
 // Requires: AVX, BMI2, FMA3
-TEXT ·altoRuns3AVX2x4(SB), NOSPLIT, $0-120
+TEXT ·altoScatter3BLCOAVX2x4(SB), NOSPLIT, $0-128
+	MOVQ  lin_base+24(FP), AX
+	MOVQ  vals_base+48(FP), CX
+	MOVQ  f0+88(FP), DX
+	MOVQ  f1+96(FP), BX
+	MOVQ  stride+112(FP), SI
+	SHLQ  $0x02, SI
+	MOVQ  rowBase+104(FP), DI
+	IMULQ SI, DI
+	NEGQ  DI
+	ADDQ  dst_base+0(FP), DI
+	MOVQ  masks+72(FP), R8
+	MOVQ  bases+80(FP), R9
+	XORQ  R10, R10
+	CMPQ  vals_len+56(FP), $0x00
+	JE    done
+
+nnz:
+	MOVQ         (AX)(R10*8), R11
+	PEXTQ        (R8), R11, R12
+	ORL          (R9), R12
+	IMULQ        SI, R12
+	VBROADCASTSS (CX)(R10*4), Y3
+	PEXTQ        8(R8), R11, R13
+	ORL          4(R9), R13
+	IMULQ        SI, R13
+	VMULPS       (DX)(R13*1), Y3, Y0
+	VMULPS       32(DX)(R13*1), Y3, Y1
+	VMULPS       64(DX)(R13*1), Y3, Y2
+	VMULPS       96(DX)(R13*1), Y3, Y3
+	PEXTQ        16(R8), R11, R11
+	ORL          8(R9), R11
+	IMULQ        SI, R11
+	VMOVUPS      (DI)(R12*1), Y4
+	VFMADD231PS  (BX)(R11*1), Y0, Y4
+	VMOVUPS      Y4, (DI)(R12*1)
+	VMOVUPS      32(DI)(R12*1), Y0
+	VFMADD231PS  32(BX)(R11*1), Y1, Y0
+	VMOVUPS      Y0, 32(DI)(R12*1)
+	VMOVUPS      64(DI)(R12*1), Y0
+	VFMADD231PS  64(BX)(R11*1), Y2, Y0
+	VMOVUPS      Y0, 64(DI)(R12*1)
+	VMOVUPS      96(DI)(R12*1), Y0
+	VFMADD231PS  96(BX)(R11*1), Y3, Y0
+	VMOVUPS      Y0, 96(DI)(R12*1)
+	INCQ         R10
+	CMPQ         R10, vals_len+56(FP)
+	JB           nnz
+
+done:
+	VZEROUPPER
+	RET
+
+// func altoScatter4AVX2x4(dst []float32, lin []uint64, vals []float32, masks *[4]uint64, bases *[4]uint32, f0 *float32, f1 *float32, f2 *float32, rowBase int, stride int, shift int)
+// Requires: AVX, BMI2, FMA3
+TEXT ·altoScatter4AVX2x4(SB), NOSPLIT, $0-136
+	MOVQ  lin_base+24(FP), AX
+	MOVQ  vals_base+48(FP), CX
+	MOVQ  f0+88(FP), DX
+	MOVQ  f1+96(FP), BX
+	MOVQ  f2+104(FP), SI
+	MOVQ  shift+128(FP), DI
+	MOVQ  rowBase+112(FP), R8
+	SHLXQ DI, R8, R8
+	NEGQ  R8
+	ADDQ  dst_base+0(FP), R8
+	MOVQ  masks+72(FP), R9
+	XORQ  R10, R10
+	CMPQ  vals_len+56(FP), $0x00
+	JE    done
+
+nnz:
+	MOVQ         (AX)(R10*8), R11
+	PEXTQ        (R9), R11, R12
+	SHLXQ        DI, R12, R12
+	VBROADCASTSS (CX)(R10*4), Y3
+	PEXTQ        8(R9), R11, R13
+	SHLXQ        DI, R13, R13
+	VMULPS       (DX)(R13*1), Y3, Y0
+	VMULPS       32(DX)(R13*1), Y3, Y1
+	VMULPS       64(DX)(R13*1), Y3, Y2
+	VMULPS       96(DX)(R13*1), Y3, Y3
+	PEXTQ        16(R9), R11, R13
+	SHLXQ        DI, R13, R13
+	VMULPS       (BX)(R13*1), Y0, Y0
+	VMULPS       32(BX)(R13*1), Y1, Y1
+	VMULPS       64(BX)(R13*1), Y2, Y2
+	VMULPS       96(BX)(R13*1), Y3, Y3
+	PEXTQ        24(R9), R11, R11
+	SHLXQ        DI, R11, R11
+	VMOVUPS      (R8)(R12*1), Y4
+	VFMADD231PS  (SI)(R11*1), Y0, Y4
+	VMOVUPS      Y4, (R8)(R12*1)
+	VMOVUPS      32(R8)(R12*1), Y0
+	VFMADD231PS  32(SI)(R11*1), Y1, Y0
+	VMOVUPS      Y0, 32(R8)(R12*1)
+	VMOVUPS      64(R8)(R12*1), Y0
+	VFMADD231PS  64(SI)(R11*1), Y2, Y0
+	VMOVUPS      Y0, 64(R8)(R12*1)
+	VMOVUPS      96(R8)(R12*1), Y0
+	VFMADD231PS  96(SI)(R11*1), Y3, Y0
+	VMOVUPS      Y0, 96(R8)(R12*1)
+	INCQ         R10
+	CMPQ         R10, vals_len+56(FP)
+	JB           nnz
+
+done:
+	VZEROUPPER
+	RET
+
+// func altoScatter4BLCOAVX2x4(dst []float32, lin []uint64, vals []float32, masks *[4]uint64, bases *[4]uint32, f0 *float32, f1 *float32, f2 *float32, rowBase int, stride int, shift int)
+// Requires: AVX, BMI2, FMA3
+TEXT ·altoScatter4BLCOAVX2x4(SB), NOSPLIT, $0-136
+	MOVQ  lin_base+24(FP), AX
+	MOVQ  vals_base+48(FP), CX
+	MOVQ  f0+88(FP), DX
+	MOVQ  f1+96(FP), BX
+	MOVQ  f2+104(FP), SI
+	MOVQ  stride+120(FP), DI
+	SHLQ  $0x02, DI
+	MOVQ  rowBase+112(FP), R8
+	IMULQ DI, R8
+	NEGQ  R8
+	ADDQ  dst_base+0(FP), R8
+	MOVQ  masks+72(FP), R9
+	MOVQ  bases+80(FP), R10
+	XORQ  R11, R11
+	CMPQ  vals_len+56(FP), $0x00
+	JE    done
+
+nnz:
+	MOVQ         (AX)(R11*8), R12
+	PEXTQ        (R9), R12, R13
+	ORL          (R10), R13
+	IMULQ        DI, R13
+	VBROADCASTSS (CX)(R11*4), Y3
+	PEXTQ        8(R9), R12, R14
+	ORL          4(R10), R14
+	IMULQ        DI, R14
+	VMULPS       (DX)(R14*1), Y3, Y0
+	VMULPS       32(DX)(R14*1), Y3, Y1
+	VMULPS       64(DX)(R14*1), Y3, Y2
+	VMULPS       96(DX)(R14*1), Y3, Y3
+	PEXTQ        16(R9), R12, R14
+	ORL          8(R10), R14
+	IMULQ        DI, R14
+	VMULPS       (BX)(R14*1), Y0, Y0
+	VMULPS       32(BX)(R14*1), Y1, Y1
+	VMULPS       64(BX)(R14*1), Y2, Y2
+	VMULPS       96(BX)(R14*1), Y3, Y3
+	PEXTQ        24(R9), R12, R12
+	ORL          12(R10), R12
+	IMULQ        DI, R12
+	VMOVUPS      (R8)(R13*1), Y4
+	VFMADD231PS  (SI)(R12*1), Y0, Y4
+	VMOVUPS      Y4, (R8)(R13*1)
+	VMOVUPS      32(R8)(R13*1), Y0
+	VFMADD231PS  32(SI)(R12*1), Y1, Y0
+	VMOVUPS      Y0, 32(R8)(R13*1)
+	VMOVUPS      64(R8)(R13*1), Y0
+	VFMADD231PS  64(SI)(R12*1), Y2, Y0
+	VMOVUPS      Y0, 64(R8)(R13*1)
+	VMOVUPS      96(R8)(R13*1), Y0
+	VFMADD231PS  96(SI)(R12*1), Y3, Y0
+	VMOVUPS      Y0, 96(R8)(R13*1)
+	INCQ         R11
+	CMPQ         R11, vals_len+56(FP)
+	JB           nnz
+
+done:
+	VZEROUPPER
+	RET
+
+// func altoRuns3AVX2x4(dst []float32, lin []uint64, vals []float32, masks *[3]uint64, bases *[3]uint32, f0 *float32, f1 *float32, rowBase int, stride int, shift int)
+// Requires: AVX, BMI2, FMA3
+TEXT ·altoRuns3AVX2x4(SB), NOSPLIT, $0-128
 	MOVQ   lin_base+24(FP), AX
 	MOVQ   vals_base+48(FP), CX
 	MOVQ   f0+88(FP), DX
@@ -3058,56 +3486,180 @@ done:
 	VZEROUPPER
 	RET
 
-// func altoScatter3AVX512x1(dst []float32, lin []uint64, vals []float32, masks *[3]uint64, bases *[3]uint32, f0 *float32, f1 *float32, rowBase int, stride int)
+// func altoScatter3AVX512x1(dst []float32, lin []uint64, vals []float32, masks *[3]uint64, bases *[3]uint32, f0 *float32, f1 *float32, rowBase int, stride int, shift int)
 // Requires: AVX, AVX512F, BMI2
-TEXT ·altoScatter3AVX512x1(SB), NOSPLIT, $8-120
+TEXT ·altoScatter3AVX512x1(SB), NOSPLIT, $0-128
 	MOVQ  lin_base+24(FP), AX
 	MOVQ  vals_base+48(FP), CX
-	MOVQ  vals_len+56(FP), DX
-	MOVQ  f0+88(FP), BX
-	MOVQ  f1+96(FP), SI
-	MOVQ  stride+112(FP), DI
-	SHLQ  $0x02, DI
-	MOVQ  rowBase+104(FP), R8
-	IMULQ DI, R8
-	NEGQ  R8
-	ADDQ  dst_base+0(FP), R8
-	MOVQ  masks+72(FP), R9
-	MOVQ  (R9), R10
-	MOVQ  8(R9), R11
-	MOVQ  16(R9), R9
-	MOVQ  bases+80(FP), R12
-	XORQ  R13, R13
-	CMPQ  DX, $0x00
+	MOVQ  f0+88(FP), DX
+	MOVQ  f1+96(FP), BX
+	MOVQ  shift+120(FP), SI
+	MOVQ  rowBase+104(FP), DI
+	SHLXQ SI, DI, DI
+	NEGQ  DI
+	ADDQ  dst_base+0(FP), DI
+	MOVQ  masks+72(FP), R8
+	XORQ  R9, R9
+	CMPQ  vals_len+56(FP), $0x00
 	JE    done
 
 nnz:
-	MOVQ         (AX)(R13*8), R14
-	PEXTQ        R10, R14, R15
-	ORL          (R12), R15
-	IMULQ        DI, R15
-	PEXTQ        R11, R14, BP
-	ORL          4(R12), BP
-	IMULQ        DI, BP
-	PEXTQ        R9, R14, R14
-	ORL          8(R12), R14
-	IMULQ        DI, R14
-	VBROADCASTSS (CX)(R13*4), Z0
-	VMULPS       (BX)(BP*1), Z0, Z0
-	VMOVUPS      (R8)(R15*1), Z1
-	VFMADD231PS  (SI)(R14*1), Z0, Z1
-	VMOVUPS      Z1, (R8)(R15*1)
-	INCQ         R13
-	CMPQ         R13, DX
+	MOVQ         (AX)(R9*8), R10
+	PEXTQ        (R8), R10, R11
+	SHLXQ        SI, R11, R11
+	VBROADCASTSS (CX)(R9*4), Z0
+	PEXTQ        8(R8), R10, R12
+	SHLXQ        SI, R12, R12
+	VMULPS       (DX)(R12*1), Z0, Z0
+	PEXTQ        16(R8), R10, R10
+	SHLXQ        SI, R10, R10
+	VMOVUPS      (DI)(R11*1), Z1
+	VFMADD231PS  (BX)(R10*1), Z0, Z1
+	VMOVUPS      Z1, (DI)(R11*1)
+	INCQ         R9
+	CMPQ         R9, vals_len+56(FP)
 	JB           nnz
 
 done:
 	VZEROUPPER
 	RET
 
-// func altoRuns3AVX512x1(dst []float32, lin []uint64, vals []float32, masks *[3]uint64, bases *[3]uint32, f0 *float32, f1 *float32, rowBase int, stride int)
+// func altoScatter3BLCOAVX512x1(dst []float32, lin []uint64, vals []float32, masks *[3]uint64, bases *[3]uint32, f0 *float32, f1 *float32, rowBase int, stride int, shift int)
+// Requires: AVX, AVX512F, BMI2
+TEXT ·altoScatter3BLCOAVX512x1(SB), NOSPLIT, $0-128
+	MOVQ  lin_base+24(FP), AX
+	MOVQ  vals_base+48(FP), CX
+	MOVQ  f0+88(FP), DX
+	MOVQ  f1+96(FP), BX
+	MOVQ  stride+112(FP), SI
+	SHLQ  $0x02, SI
+	MOVQ  rowBase+104(FP), DI
+	IMULQ SI, DI
+	NEGQ  DI
+	ADDQ  dst_base+0(FP), DI
+	MOVQ  masks+72(FP), R8
+	MOVQ  bases+80(FP), R9
+	XORQ  R10, R10
+	CMPQ  vals_len+56(FP), $0x00
+	JE    done
+
+nnz:
+	MOVQ         (AX)(R10*8), R11
+	PEXTQ        (R8), R11, R12
+	ORL          (R9), R12
+	IMULQ        SI, R12
+	VBROADCASTSS (CX)(R10*4), Z0
+	PEXTQ        8(R8), R11, R13
+	ORL          4(R9), R13
+	IMULQ        SI, R13
+	VMULPS       (DX)(R13*1), Z0, Z0
+	PEXTQ        16(R8), R11, R11
+	ORL          8(R9), R11
+	IMULQ        SI, R11
+	VMOVUPS      (DI)(R12*1), Z1
+	VFMADD231PS  (BX)(R11*1), Z0, Z1
+	VMOVUPS      Z1, (DI)(R12*1)
+	INCQ         R10
+	CMPQ         R10, vals_len+56(FP)
+	JB           nnz
+
+done:
+	VZEROUPPER
+	RET
+
+// func altoScatter4AVX512x1(dst []float32, lin []uint64, vals []float32, masks *[4]uint64, bases *[4]uint32, f0 *float32, f1 *float32, f2 *float32, rowBase int, stride int, shift int)
+// Requires: AVX, AVX512F, BMI2
+TEXT ·altoScatter4AVX512x1(SB), NOSPLIT, $0-136
+	MOVQ  lin_base+24(FP), AX
+	MOVQ  vals_base+48(FP), CX
+	MOVQ  f0+88(FP), DX
+	MOVQ  f1+96(FP), BX
+	MOVQ  f2+104(FP), SI
+	MOVQ  shift+128(FP), DI
+	MOVQ  rowBase+112(FP), R8
+	SHLXQ DI, R8, R8
+	NEGQ  R8
+	ADDQ  dst_base+0(FP), R8
+	MOVQ  masks+72(FP), R9
+	XORQ  R10, R10
+	CMPQ  vals_len+56(FP), $0x00
+	JE    done
+
+nnz:
+	MOVQ         (AX)(R10*8), R11
+	PEXTQ        (R9), R11, R12
+	SHLXQ        DI, R12, R12
+	VBROADCASTSS (CX)(R10*4), Z0
+	PEXTQ        8(R9), R11, R13
+	SHLXQ        DI, R13, R13
+	VMULPS       (DX)(R13*1), Z0, Z0
+	PEXTQ        16(R9), R11, R13
+	SHLXQ        DI, R13, R13
+	VMULPS       (BX)(R13*1), Z0, Z0
+	PEXTQ        24(R9), R11, R11
+	SHLXQ        DI, R11, R11
+	VMOVUPS      (R8)(R12*1), Z1
+	VFMADD231PS  (SI)(R11*1), Z0, Z1
+	VMOVUPS      Z1, (R8)(R12*1)
+	INCQ         R10
+	CMPQ         R10, vals_len+56(FP)
+	JB           nnz
+
+done:
+	VZEROUPPER
+	RET
+
+// func altoScatter4BLCOAVX512x1(dst []float32, lin []uint64, vals []float32, masks *[4]uint64, bases *[4]uint32, f0 *float32, f1 *float32, f2 *float32, rowBase int, stride int, shift int)
+// Requires: AVX, AVX512F, BMI2
+TEXT ·altoScatter4BLCOAVX512x1(SB), NOSPLIT, $0-136
+	MOVQ  lin_base+24(FP), AX
+	MOVQ  vals_base+48(FP), CX
+	MOVQ  f0+88(FP), DX
+	MOVQ  f1+96(FP), BX
+	MOVQ  f2+104(FP), SI
+	MOVQ  stride+120(FP), DI
+	SHLQ  $0x02, DI
+	MOVQ  rowBase+112(FP), R8
+	IMULQ DI, R8
+	NEGQ  R8
+	ADDQ  dst_base+0(FP), R8
+	MOVQ  masks+72(FP), R9
+	MOVQ  bases+80(FP), R10
+	XORQ  R11, R11
+	CMPQ  vals_len+56(FP), $0x00
+	JE    done
+
+nnz:
+	MOVQ         (AX)(R11*8), R12
+	PEXTQ        (R9), R12, R13
+	ORL          (R10), R13
+	IMULQ        DI, R13
+	VBROADCASTSS (CX)(R11*4), Z0
+	PEXTQ        8(R9), R12, R14
+	ORL          4(R10), R14
+	IMULQ        DI, R14
+	VMULPS       (DX)(R14*1), Z0, Z0
+	PEXTQ        16(R9), R12, R14
+	ORL          8(R10), R14
+	IMULQ        DI, R14
+	VMULPS       (BX)(R14*1), Z0, Z0
+	PEXTQ        24(R9), R12, R12
+	ORL          12(R10), R12
+	IMULQ        DI, R12
+	VMOVUPS      (R8)(R13*1), Z1
+	VFMADD231PS  (SI)(R12*1), Z0, Z1
+	VMOVUPS      Z1, (R8)(R13*1)
+	INCQ         R11
+	CMPQ         R11, vals_len+56(FP)
+	JB           nnz
+
+done:
+	VZEROUPPER
+	RET
+
+// func altoRuns3AVX512x1(dst []float32, lin []uint64, vals []float32, masks *[3]uint64, bases *[3]uint32, f0 *float32, f1 *float32, rowBase int, stride int, shift int)
 // Requires: AVX, AVX512DQ, AVX512F, BMI2
-TEXT ·altoRuns3AVX512x1(SB), NOSPLIT, $0-120
+TEXT ·altoRuns3AVX512x1(SB), NOSPLIT, $0-128
 	MOVQ   lin_base+24(FP), AX
 	MOVQ   vals_base+48(FP), CX
 	MOVQ   f0+88(FP), DX
@@ -3849,60 +4401,198 @@ done:
 	VZEROUPPER
 	RET
 
-// func altoScatter3AVX512x2(dst []float32, lin []uint64, vals []float32, masks *[3]uint64, bases *[3]uint32, f0 *float32, f1 *float32, rowBase int, stride int)
+// func altoScatter3AVX512x2(dst []float32, lin []uint64, vals []float32, masks *[3]uint64, bases *[3]uint32, f0 *float32, f1 *float32, rowBase int, stride int, shift int)
 // Requires: AVX, AVX512F, BMI2
-TEXT ·altoScatter3AVX512x2(SB), NOSPLIT, $8-120
+TEXT ·altoScatter3AVX512x2(SB), NOSPLIT, $0-128
 	MOVQ  lin_base+24(FP), AX
 	MOVQ  vals_base+48(FP), CX
-	MOVQ  vals_len+56(FP), DX
-	MOVQ  f0+88(FP), BX
-	MOVQ  f1+96(FP), SI
-	MOVQ  stride+112(FP), DI
-	SHLQ  $0x02, DI
-	MOVQ  rowBase+104(FP), R8
-	IMULQ DI, R8
-	NEGQ  R8
-	ADDQ  dst_base+0(FP), R8
-	MOVQ  masks+72(FP), R9
-	MOVQ  (R9), R10
-	MOVQ  8(R9), R11
-	MOVQ  16(R9), R9
-	MOVQ  bases+80(FP), R12
-	XORQ  R13, R13
-	CMPQ  DX, $0x00
+	MOVQ  f0+88(FP), DX
+	MOVQ  f1+96(FP), BX
+	MOVQ  shift+120(FP), SI
+	MOVQ  rowBase+104(FP), DI
+	SHLXQ SI, DI, DI
+	NEGQ  DI
+	ADDQ  dst_base+0(FP), DI
+	MOVQ  masks+72(FP), R8
+	XORQ  R9, R9
+	CMPQ  vals_len+56(FP), $0x00
 	JE    done
 
 nnz:
-	MOVQ         (AX)(R13*8), R14
-	PEXTQ        R10, R14, R15
-	ORL          (R12), R15
-	IMULQ        DI, R15
-	PEXTQ        R11, R14, BP
-	ORL          4(R12), BP
-	IMULQ        DI, BP
-	PEXTQ        R9, R14, R14
-	ORL          8(R12), R14
-	IMULQ        DI, R14
-	VBROADCASTSS (CX)(R13*4), Z1
-	VMULPS       (BX)(BP*1), Z1, Z0
-	VMULPS       64(BX)(BP*1), Z1, Z1
-	VMOVUPS      (R8)(R15*1), Z2
-	VFMADD231PS  (SI)(R14*1), Z0, Z2
-	VMOVUPS      Z2, (R8)(R15*1)
-	VMOVUPS      64(R8)(R15*1), Z0
-	VFMADD231PS  64(SI)(R14*1), Z1, Z0
-	VMOVUPS      Z0, 64(R8)(R15*1)
-	INCQ         R13
-	CMPQ         R13, DX
+	MOVQ         (AX)(R9*8), R10
+	PEXTQ        (R8), R10, R11
+	SHLXQ        SI, R11, R11
+	VBROADCASTSS (CX)(R9*4), Z1
+	PEXTQ        8(R8), R10, R12
+	SHLXQ        SI, R12, R12
+	VMULPS       (DX)(R12*1), Z1, Z0
+	VMULPS       64(DX)(R12*1), Z1, Z1
+	PEXTQ        16(R8), R10, R10
+	SHLXQ        SI, R10, R10
+	VMOVUPS      (DI)(R11*1), Z2
+	VFMADD231PS  (BX)(R10*1), Z0, Z2
+	VMOVUPS      Z2, (DI)(R11*1)
+	VMOVUPS      64(DI)(R11*1), Z0
+	VFMADD231PS  64(BX)(R10*1), Z1, Z0
+	VMOVUPS      Z0, 64(DI)(R11*1)
+	INCQ         R9
+	CMPQ         R9, vals_len+56(FP)
 	JB           nnz
 
 done:
 	VZEROUPPER
 	RET
 
-// func altoRuns3AVX512x2(dst []float32, lin []uint64, vals []float32, masks *[3]uint64, bases *[3]uint32, f0 *float32, f1 *float32, rowBase int, stride int)
+// func altoScatter3BLCOAVX512x2(dst []float32, lin []uint64, vals []float32, masks *[3]uint64, bases *[3]uint32, f0 *float32, f1 *float32, rowBase int, stride int, shift int)
+// Requires: AVX, AVX512F, BMI2
+TEXT ·altoScatter3BLCOAVX512x2(SB), NOSPLIT, $0-128
+	MOVQ  lin_base+24(FP), AX
+	MOVQ  vals_base+48(FP), CX
+	MOVQ  f0+88(FP), DX
+	MOVQ  f1+96(FP), BX
+	MOVQ  stride+112(FP), SI
+	SHLQ  $0x02, SI
+	MOVQ  rowBase+104(FP), DI
+	IMULQ SI, DI
+	NEGQ  DI
+	ADDQ  dst_base+0(FP), DI
+	MOVQ  masks+72(FP), R8
+	MOVQ  bases+80(FP), R9
+	XORQ  R10, R10
+	CMPQ  vals_len+56(FP), $0x00
+	JE    done
+
+nnz:
+	MOVQ         (AX)(R10*8), R11
+	PEXTQ        (R8), R11, R12
+	ORL          (R9), R12
+	IMULQ        SI, R12
+	VBROADCASTSS (CX)(R10*4), Z1
+	PEXTQ        8(R8), R11, R13
+	ORL          4(R9), R13
+	IMULQ        SI, R13
+	VMULPS       (DX)(R13*1), Z1, Z0
+	VMULPS       64(DX)(R13*1), Z1, Z1
+	PEXTQ        16(R8), R11, R11
+	ORL          8(R9), R11
+	IMULQ        SI, R11
+	VMOVUPS      (DI)(R12*1), Z2
+	VFMADD231PS  (BX)(R11*1), Z0, Z2
+	VMOVUPS      Z2, (DI)(R12*1)
+	VMOVUPS      64(DI)(R12*1), Z0
+	VFMADD231PS  64(BX)(R11*1), Z1, Z0
+	VMOVUPS      Z0, 64(DI)(R12*1)
+	INCQ         R10
+	CMPQ         R10, vals_len+56(FP)
+	JB           nnz
+
+done:
+	VZEROUPPER
+	RET
+
+// func altoScatter4AVX512x2(dst []float32, lin []uint64, vals []float32, masks *[4]uint64, bases *[4]uint32, f0 *float32, f1 *float32, f2 *float32, rowBase int, stride int, shift int)
+// Requires: AVX, AVX512F, BMI2
+TEXT ·altoScatter4AVX512x2(SB), NOSPLIT, $0-136
+	MOVQ  lin_base+24(FP), AX
+	MOVQ  vals_base+48(FP), CX
+	MOVQ  f0+88(FP), DX
+	MOVQ  f1+96(FP), BX
+	MOVQ  f2+104(FP), SI
+	MOVQ  shift+128(FP), DI
+	MOVQ  rowBase+112(FP), R8
+	SHLXQ DI, R8, R8
+	NEGQ  R8
+	ADDQ  dst_base+0(FP), R8
+	MOVQ  masks+72(FP), R9
+	XORQ  R10, R10
+	CMPQ  vals_len+56(FP), $0x00
+	JE    done
+
+nnz:
+	MOVQ         (AX)(R10*8), R11
+	PEXTQ        (R9), R11, R12
+	SHLXQ        DI, R12, R12
+	VBROADCASTSS (CX)(R10*4), Z1
+	PEXTQ        8(R9), R11, R13
+	SHLXQ        DI, R13, R13
+	VMULPS       (DX)(R13*1), Z1, Z0
+	VMULPS       64(DX)(R13*1), Z1, Z1
+	PEXTQ        16(R9), R11, R13
+	SHLXQ        DI, R13, R13
+	VMULPS       (BX)(R13*1), Z0, Z0
+	VMULPS       64(BX)(R13*1), Z1, Z1
+	PEXTQ        24(R9), R11, R11
+	SHLXQ        DI, R11, R11
+	VMOVUPS      (R8)(R12*1), Z2
+	VFMADD231PS  (SI)(R11*1), Z0, Z2
+	VMOVUPS      Z2, (R8)(R12*1)
+	VMOVUPS      64(R8)(R12*1), Z0
+	VFMADD231PS  64(SI)(R11*1), Z1, Z0
+	VMOVUPS      Z0, 64(R8)(R12*1)
+	INCQ         R10
+	CMPQ         R10, vals_len+56(FP)
+	JB           nnz
+
+done:
+	VZEROUPPER
+	RET
+
+// func altoScatter4BLCOAVX512x2(dst []float32, lin []uint64, vals []float32, masks *[4]uint64, bases *[4]uint32, f0 *float32, f1 *float32, f2 *float32, rowBase int, stride int, shift int)
+// Requires: AVX, AVX512F, BMI2
+TEXT ·altoScatter4BLCOAVX512x2(SB), NOSPLIT, $0-136
+	MOVQ  lin_base+24(FP), AX
+	MOVQ  vals_base+48(FP), CX
+	MOVQ  f0+88(FP), DX
+	MOVQ  f1+96(FP), BX
+	MOVQ  f2+104(FP), SI
+	MOVQ  stride+120(FP), DI
+	SHLQ  $0x02, DI
+	MOVQ  rowBase+112(FP), R8
+	IMULQ DI, R8
+	NEGQ  R8
+	ADDQ  dst_base+0(FP), R8
+	MOVQ  masks+72(FP), R9
+	MOVQ  bases+80(FP), R10
+	XORQ  R11, R11
+	CMPQ  vals_len+56(FP), $0x00
+	JE    done
+
+nnz:
+	MOVQ         (AX)(R11*8), R12
+	PEXTQ        (R9), R12, R13
+	ORL          (R10), R13
+	IMULQ        DI, R13
+	VBROADCASTSS (CX)(R11*4), Z1
+	PEXTQ        8(R9), R12, R14
+	ORL          4(R10), R14
+	IMULQ        DI, R14
+	VMULPS       (DX)(R14*1), Z1, Z0
+	VMULPS       64(DX)(R14*1), Z1, Z1
+	PEXTQ        16(R9), R12, R14
+	ORL          8(R10), R14
+	IMULQ        DI, R14
+	VMULPS       (BX)(R14*1), Z0, Z0
+	VMULPS       64(BX)(R14*1), Z1, Z1
+	PEXTQ        24(R9), R12, R12
+	ORL          12(R10), R12
+	IMULQ        DI, R12
+	VMOVUPS      (R8)(R13*1), Z2
+	VFMADD231PS  (SI)(R12*1), Z0, Z2
+	VMOVUPS      Z2, (R8)(R13*1)
+	VMOVUPS      64(R8)(R13*1), Z0
+	VFMADD231PS  64(SI)(R12*1), Z1, Z0
+	VMOVUPS      Z0, 64(R8)(R13*1)
+	INCQ         R11
+	CMPQ         R11, vals_len+56(FP)
+	JB           nnz
+
+done:
+	VZEROUPPER
+	RET
+
+// func altoRuns3AVX512x2(dst []float32, lin []uint64, vals []float32, masks *[3]uint64, bases *[3]uint32, f0 *float32, f1 *float32, rowBase int, stride int, shift int)
 // Requires: AVX, AVX512DQ, AVX512F, BMI2
-TEXT ·altoRuns3AVX512x2(SB), NOSPLIT, $0-120
+TEXT ·altoRuns3AVX512x2(SB), NOSPLIT, $0-128
 	MOVQ   lin_base+24(FP), AX
 	MOVQ   vals_base+48(FP), CX
 	MOVQ   f0+88(FP), DX
@@ -4754,68 +5444,234 @@ done:
 	VZEROUPPER
 	RET
 
-// func altoScatter3AVX512x4(dst []float32, lin []uint64, vals []float32, masks *[3]uint64, bases *[3]uint32, f0 *float32, f1 *float32, rowBase int, stride int)
+// func altoScatter3AVX512x4(dst []float32, lin []uint64, vals []float32, masks *[3]uint64, bases *[3]uint32, f0 *float32, f1 *float32, rowBase int, stride int, shift int)
 // Requires: AVX, AVX512F, BMI2
-TEXT ·altoScatter3AVX512x4(SB), NOSPLIT, $8-120
+TEXT ·altoScatter3AVX512x4(SB), NOSPLIT, $0-128
 	MOVQ  lin_base+24(FP), AX
 	MOVQ  vals_base+48(FP), CX
-	MOVQ  vals_len+56(FP), DX
-	MOVQ  f0+88(FP), BX
-	MOVQ  f1+96(FP), SI
-	MOVQ  stride+112(FP), DI
-	SHLQ  $0x02, DI
-	MOVQ  rowBase+104(FP), R8
-	IMULQ DI, R8
-	NEGQ  R8
-	ADDQ  dst_base+0(FP), R8
-	MOVQ  masks+72(FP), R9
-	MOVQ  (R9), R10
-	MOVQ  8(R9), R11
-	MOVQ  16(R9), R9
-	MOVQ  bases+80(FP), R12
-	XORQ  R13, R13
-	CMPQ  DX, $0x00
+	MOVQ  f0+88(FP), DX
+	MOVQ  f1+96(FP), BX
+	MOVQ  shift+120(FP), SI
+	MOVQ  rowBase+104(FP), DI
+	SHLXQ SI, DI, DI
+	NEGQ  DI
+	ADDQ  dst_base+0(FP), DI
+	MOVQ  masks+72(FP), R8
+	XORQ  R9, R9
+	CMPQ  vals_len+56(FP), $0x00
 	JE    done
 
 nnz:
-	MOVQ         (AX)(R13*8), R14
-	PEXTQ        R10, R14, R15
-	ORL          (R12), R15
-	IMULQ        DI, R15
-	PEXTQ        R11, R14, BP
-	ORL          4(R12), BP
-	IMULQ        DI, BP
-	PEXTQ        R9, R14, R14
-	ORL          8(R12), R14
-	IMULQ        DI, R14
-	VBROADCASTSS (CX)(R13*4), Z3
-	VMULPS       (BX)(BP*1), Z3, Z0
-	VMULPS       64(BX)(BP*1), Z3, Z1
-	VMULPS       128(BX)(BP*1), Z3, Z2
-	VMULPS       192(BX)(BP*1), Z3, Z3
-	VMOVUPS      (R8)(R15*1), Z4
-	VFMADD231PS  (SI)(R14*1), Z0, Z4
-	VMOVUPS      Z4, (R8)(R15*1)
-	VMOVUPS      64(R8)(R15*1), Z0
-	VFMADD231PS  64(SI)(R14*1), Z1, Z0
-	VMOVUPS      Z0, 64(R8)(R15*1)
-	VMOVUPS      128(R8)(R15*1), Z0
-	VFMADD231PS  128(SI)(R14*1), Z2, Z0
-	VMOVUPS      Z0, 128(R8)(R15*1)
-	VMOVUPS      192(R8)(R15*1), Z0
-	VFMADD231PS  192(SI)(R14*1), Z3, Z0
-	VMOVUPS      Z0, 192(R8)(R15*1)
-	INCQ         R13
-	CMPQ         R13, DX
+	MOVQ         (AX)(R9*8), R10
+	PEXTQ        (R8), R10, R11
+	SHLXQ        SI, R11, R11
+	VBROADCASTSS (CX)(R9*4), Z3
+	PEXTQ        8(R8), R10, R12
+	SHLXQ        SI, R12, R12
+	VMULPS       (DX)(R12*1), Z3, Z0
+	VMULPS       64(DX)(R12*1), Z3, Z1
+	VMULPS       128(DX)(R12*1), Z3, Z2
+	VMULPS       192(DX)(R12*1), Z3, Z3
+	PEXTQ        16(R8), R10, R10
+	SHLXQ        SI, R10, R10
+	VMOVUPS      (DI)(R11*1), Z4
+	VFMADD231PS  (BX)(R10*1), Z0, Z4
+	VMOVUPS      Z4, (DI)(R11*1)
+	VMOVUPS      64(DI)(R11*1), Z0
+	VFMADD231PS  64(BX)(R10*1), Z1, Z0
+	VMOVUPS      Z0, 64(DI)(R11*1)
+	VMOVUPS      128(DI)(R11*1), Z0
+	VFMADD231PS  128(BX)(R10*1), Z2, Z0
+	VMOVUPS      Z0, 128(DI)(R11*1)
+	VMOVUPS      192(DI)(R11*1), Z0
+	VFMADD231PS  192(BX)(R10*1), Z3, Z0
+	VMOVUPS      Z0, 192(DI)(R11*1)
+	INCQ         R9
+	CMPQ         R9, vals_len+56(FP)
 	JB           nnz
 
 done:
 	VZEROUPPER
 	RET
 
-// func altoRuns3AVX512x4(dst []float32, lin []uint64, vals []float32, masks *[3]uint64, bases *[3]uint32, f0 *float32, f1 *float32, rowBase int, stride int)
+// func altoScatter3BLCOAVX512x4(dst []float32, lin []uint64, vals []float32, masks *[3]uint64, bases *[3]uint32, f0 *float32, f1 *float32, rowBase int, stride int, shift int)
+// Requires: AVX, AVX512F, BMI2
+TEXT ·altoScatter3BLCOAVX512x4(SB), NOSPLIT, $0-128
+	MOVQ  lin_base+24(FP), AX
+	MOVQ  vals_base+48(FP), CX
+	MOVQ  f0+88(FP), DX
+	MOVQ  f1+96(FP), BX
+	MOVQ  stride+112(FP), SI
+	SHLQ  $0x02, SI
+	MOVQ  rowBase+104(FP), DI
+	IMULQ SI, DI
+	NEGQ  DI
+	ADDQ  dst_base+0(FP), DI
+	MOVQ  masks+72(FP), R8
+	MOVQ  bases+80(FP), R9
+	XORQ  R10, R10
+	CMPQ  vals_len+56(FP), $0x00
+	JE    done
+
+nnz:
+	MOVQ         (AX)(R10*8), R11
+	PEXTQ        (R8), R11, R12
+	ORL          (R9), R12
+	IMULQ        SI, R12
+	VBROADCASTSS (CX)(R10*4), Z3
+	PEXTQ        8(R8), R11, R13
+	ORL          4(R9), R13
+	IMULQ        SI, R13
+	VMULPS       (DX)(R13*1), Z3, Z0
+	VMULPS       64(DX)(R13*1), Z3, Z1
+	VMULPS       128(DX)(R13*1), Z3, Z2
+	VMULPS       192(DX)(R13*1), Z3, Z3
+	PEXTQ        16(R8), R11, R11
+	ORL          8(R9), R11
+	IMULQ        SI, R11
+	VMOVUPS      (DI)(R12*1), Z4
+	VFMADD231PS  (BX)(R11*1), Z0, Z4
+	VMOVUPS      Z4, (DI)(R12*1)
+	VMOVUPS      64(DI)(R12*1), Z0
+	VFMADD231PS  64(BX)(R11*1), Z1, Z0
+	VMOVUPS      Z0, 64(DI)(R12*1)
+	VMOVUPS      128(DI)(R12*1), Z0
+	VFMADD231PS  128(BX)(R11*1), Z2, Z0
+	VMOVUPS      Z0, 128(DI)(R12*1)
+	VMOVUPS      192(DI)(R12*1), Z0
+	VFMADD231PS  192(BX)(R11*1), Z3, Z0
+	VMOVUPS      Z0, 192(DI)(R12*1)
+	INCQ         R10
+	CMPQ         R10, vals_len+56(FP)
+	JB           nnz
+
+done:
+	VZEROUPPER
+	RET
+
+// func altoScatter4AVX512x4(dst []float32, lin []uint64, vals []float32, masks *[4]uint64, bases *[4]uint32, f0 *float32, f1 *float32, f2 *float32, rowBase int, stride int, shift int)
+// Requires: AVX, AVX512F, BMI2
+TEXT ·altoScatter4AVX512x4(SB), NOSPLIT, $0-136
+	MOVQ  lin_base+24(FP), AX
+	MOVQ  vals_base+48(FP), CX
+	MOVQ  f0+88(FP), DX
+	MOVQ  f1+96(FP), BX
+	MOVQ  f2+104(FP), SI
+	MOVQ  shift+128(FP), DI
+	MOVQ  rowBase+112(FP), R8
+	SHLXQ DI, R8, R8
+	NEGQ  R8
+	ADDQ  dst_base+0(FP), R8
+	MOVQ  masks+72(FP), R9
+	XORQ  R10, R10
+	CMPQ  vals_len+56(FP), $0x00
+	JE    done
+
+nnz:
+	MOVQ         (AX)(R10*8), R11
+	PEXTQ        (R9), R11, R12
+	SHLXQ        DI, R12, R12
+	VBROADCASTSS (CX)(R10*4), Z3
+	PEXTQ        8(R9), R11, R13
+	SHLXQ        DI, R13, R13
+	VMULPS       (DX)(R13*1), Z3, Z0
+	VMULPS       64(DX)(R13*1), Z3, Z1
+	VMULPS       128(DX)(R13*1), Z3, Z2
+	VMULPS       192(DX)(R13*1), Z3, Z3
+	PEXTQ        16(R9), R11, R13
+	SHLXQ        DI, R13, R13
+	VMULPS       (BX)(R13*1), Z0, Z0
+	VMULPS       64(BX)(R13*1), Z1, Z1
+	VMULPS       128(BX)(R13*1), Z2, Z2
+	VMULPS       192(BX)(R13*1), Z3, Z3
+	PEXTQ        24(R9), R11, R11
+	SHLXQ        DI, R11, R11
+	VMOVUPS      (R8)(R12*1), Z4
+	VFMADD231PS  (SI)(R11*1), Z0, Z4
+	VMOVUPS      Z4, (R8)(R12*1)
+	VMOVUPS      64(R8)(R12*1), Z0
+	VFMADD231PS  64(SI)(R11*1), Z1, Z0
+	VMOVUPS      Z0, 64(R8)(R12*1)
+	VMOVUPS      128(R8)(R12*1), Z0
+	VFMADD231PS  128(SI)(R11*1), Z2, Z0
+	VMOVUPS      Z0, 128(R8)(R12*1)
+	VMOVUPS      192(R8)(R12*1), Z0
+	VFMADD231PS  192(SI)(R11*1), Z3, Z0
+	VMOVUPS      Z0, 192(R8)(R12*1)
+	INCQ         R10
+	CMPQ         R10, vals_len+56(FP)
+	JB           nnz
+
+done:
+	VZEROUPPER
+	RET
+
+// func altoScatter4BLCOAVX512x4(dst []float32, lin []uint64, vals []float32, masks *[4]uint64, bases *[4]uint32, f0 *float32, f1 *float32, f2 *float32, rowBase int, stride int, shift int)
+// Requires: AVX, AVX512F, BMI2
+TEXT ·altoScatter4BLCOAVX512x4(SB), NOSPLIT, $0-136
+	MOVQ  lin_base+24(FP), AX
+	MOVQ  vals_base+48(FP), CX
+	MOVQ  f0+88(FP), DX
+	MOVQ  f1+96(FP), BX
+	MOVQ  f2+104(FP), SI
+	MOVQ  stride+120(FP), DI
+	SHLQ  $0x02, DI
+	MOVQ  rowBase+112(FP), R8
+	IMULQ DI, R8
+	NEGQ  R8
+	ADDQ  dst_base+0(FP), R8
+	MOVQ  masks+72(FP), R9
+	MOVQ  bases+80(FP), R10
+	XORQ  R11, R11
+	CMPQ  vals_len+56(FP), $0x00
+	JE    done
+
+nnz:
+	MOVQ         (AX)(R11*8), R12
+	PEXTQ        (R9), R12, R13
+	ORL          (R10), R13
+	IMULQ        DI, R13
+	VBROADCASTSS (CX)(R11*4), Z3
+	PEXTQ        8(R9), R12, R14
+	ORL          4(R10), R14
+	IMULQ        DI, R14
+	VMULPS       (DX)(R14*1), Z3, Z0
+	VMULPS       64(DX)(R14*1), Z3, Z1
+	VMULPS       128(DX)(R14*1), Z3, Z2
+	VMULPS       192(DX)(R14*1), Z3, Z3
+	PEXTQ        16(R9), R12, R14
+	ORL          8(R10), R14
+	IMULQ        DI, R14
+	VMULPS       (BX)(R14*1), Z0, Z0
+	VMULPS       64(BX)(R14*1), Z1, Z1
+	VMULPS       128(BX)(R14*1), Z2, Z2
+	VMULPS       192(BX)(R14*1), Z3, Z3
+	PEXTQ        24(R9), R12, R12
+	ORL          12(R10), R12
+	IMULQ        DI, R12
+	VMOVUPS      (R8)(R13*1), Z4
+	VFMADD231PS  (SI)(R12*1), Z0, Z4
+	VMOVUPS      Z4, (R8)(R13*1)
+	VMOVUPS      64(R8)(R13*1), Z0
+	VFMADD231PS  64(SI)(R12*1), Z1, Z0
+	VMOVUPS      Z0, 64(R8)(R13*1)
+	VMOVUPS      128(R8)(R13*1), Z0
+	VFMADD231PS  128(SI)(R12*1), Z2, Z0
+	VMOVUPS      Z0, 128(R8)(R13*1)
+	VMOVUPS      192(R8)(R13*1), Z0
+	VFMADD231PS  192(SI)(R12*1), Z3, Z0
+	VMOVUPS      Z0, 192(R8)(R13*1)
+	INCQ         R11
+	CMPQ         R11, vals_len+56(FP)
+	JB           nnz
+
+done:
+	VZEROUPPER
+	RET
+
+// func altoRuns3AVX512x4(dst []float32, lin []uint64, vals []float32, masks *[3]uint64, bases *[3]uint32, f0 *float32, f1 *float32, rowBase int, stride int, shift int)
 // Requires: AVX, AVX512DQ, AVX512F, BMI2
-TEXT ·altoRuns3AVX512x4(SB), NOSPLIT, $0-120
+TEXT ·altoRuns3AVX512x4(SB), NOSPLIT, $0-128
 	MOVQ   lin_base+24(FP), AX
 	MOVQ   vals_base+48(FP), CX
 	MOVQ   f0+88(FP), DX

@@ -32,7 +32,7 @@ func csfVector(out []float32, x *formats.CSF, f0, f1 int, fac *[formats.MaxOrder
 	return false
 }
 
-func alto3Vec(dst []float32, lin []uint64, vals []float32, masks *[3]uint64, bases *[3]uint32, f0, f1 []float32, rowBase, R, r0, w int, scatter bool) bool {
+func altoVec(dst []float32, c *altoChunk, order, rowBase, R, r0, w int, scatter bool) bool {
 	return false
 }
 

@@ -62,12 +62,27 @@ func csf4AVX2x1(out []float32, roots []uint32, ptr0 []uint32, idx1 *uint32, ptr1
 // altoScatter3AVX2x1 adds 8 columns of each nonzero's MTTKRP term of an order-3 ALTO chunk into its output row (see asmgen).
 //
 //go:noescape
-func altoScatter3AVX2x1(dst []float32, lin []uint64, vals []float32, masks *[3]uint64, bases *[3]uint32, f0 *float32, f1 *float32, rowBase int, stride int)
+func altoScatter3AVX2x1(dst []float32, lin []uint64, vals []float32, masks *[3]uint64, bases *[3]uint32, f0 *float32, f1 *float32, rowBase int, stride int, shift int)
+
+// altoScatter3BLCOAVX2x1 adds 8 columns of each nonzero's MTTKRP term of an order-3 ALTO chunk into its output row (see asmgen).
+//
+//go:noescape
+func altoScatter3BLCOAVX2x1(dst []float32, lin []uint64, vals []float32, masks *[3]uint64, bases *[3]uint32, f0 *float32, f1 *float32, rowBase int, stride int, shift int)
+
+// altoScatter4AVX2x1 adds 8 columns of each nonzero's MTTKRP term of an order-4 ALTO chunk into its output row (see asmgen).
+//
+//go:noescape
+func altoScatter4AVX2x1(dst []float32, lin []uint64, vals []float32, masks *[4]uint64, bases *[4]uint32, f0 *float32, f1 *float32, f2 *float32, rowBase int, stride int, shift int)
+
+// altoScatter4BLCOAVX2x1 adds 8 columns of each nonzero's MTTKRP term of an order-4 ALTO chunk into its output row (see asmgen).
+//
+//go:noescape
+func altoScatter4BLCOAVX2x1(dst []float32, lin []uint64, vals []float32, masks *[4]uint64, bases *[4]uint32, f0 *float32, f1 *float32, f2 *float32, rowBase int, stride int, shift int)
 
 // altoRuns3AVX2x1 adds 8 columns of an order-3 ALTO chunk's MTTKRP into its output rows, one store per run (see asmgen).
 //
 //go:noescape
-func altoRuns3AVX2x1(dst []float32, lin []uint64, vals []float32, masks *[3]uint64, bases *[3]uint32, f0 *float32, f1 *float32, rowBase int, stride int)
+func altoRuns3AVX2x1(dst []float32, lin []uint64, vals []float32, masks *[3]uint64, bases *[3]uint32, f0 *float32, f1 *float32, rowBase int, stride int, shift int)
 
 // hicooScatter3AVX2x1 adds 8 columns of each nonzero's MTTKRP term of a range of order-3 HiCOO blocks into its output row (see asmgen).
 //
@@ -132,12 +147,27 @@ func csf4AVX2x2(out []float32, roots []uint32, ptr0 []uint32, idx1 *uint32, ptr1
 // altoScatter3AVX2x2 adds 16 columns of each nonzero's MTTKRP term of an order-3 ALTO chunk into its output row (see asmgen).
 //
 //go:noescape
-func altoScatter3AVX2x2(dst []float32, lin []uint64, vals []float32, masks *[3]uint64, bases *[3]uint32, f0 *float32, f1 *float32, rowBase int, stride int)
+func altoScatter3AVX2x2(dst []float32, lin []uint64, vals []float32, masks *[3]uint64, bases *[3]uint32, f0 *float32, f1 *float32, rowBase int, stride int, shift int)
+
+// altoScatter3BLCOAVX2x2 adds 16 columns of each nonzero's MTTKRP term of an order-3 ALTO chunk into its output row (see asmgen).
+//
+//go:noescape
+func altoScatter3BLCOAVX2x2(dst []float32, lin []uint64, vals []float32, masks *[3]uint64, bases *[3]uint32, f0 *float32, f1 *float32, rowBase int, stride int, shift int)
+
+// altoScatter4AVX2x2 adds 16 columns of each nonzero's MTTKRP term of an order-4 ALTO chunk into its output row (see asmgen).
+//
+//go:noescape
+func altoScatter4AVX2x2(dst []float32, lin []uint64, vals []float32, masks *[4]uint64, bases *[4]uint32, f0 *float32, f1 *float32, f2 *float32, rowBase int, stride int, shift int)
+
+// altoScatter4BLCOAVX2x2 adds 16 columns of each nonzero's MTTKRP term of an order-4 ALTO chunk into its output row (see asmgen).
+//
+//go:noescape
+func altoScatter4BLCOAVX2x2(dst []float32, lin []uint64, vals []float32, masks *[4]uint64, bases *[4]uint32, f0 *float32, f1 *float32, f2 *float32, rowBase int, stride int, shift int)
 
 // altoRuns3AVX2x2 adds 16 columns of an order-3 ALTO chunk's MTTKRP into its output rows, one store per run (see asmgen).
 //
 //go:noescape
-func altoRuns3AVX2x2(dst []float32, lin []uint64, vals []float32, masks *[3]uint64, bases *[3]uint32, f0 *float32, f1 *float32, rowBase int, stride int)
+func altoRuns3AVX2x2(dst []float32, lin []uint64, vals []float32, masks *[3]uint64, bases *[3]uint32, f0 *float32, f1 *float32, rowBase int, stride int, shift int)
 
 // hicooScatter3AVX2x2 adds 16 columns of each nonzero's MTTKRP term of a range of order-3 HiCOO blocks into its output row (see asmgen).
 //
@@ -202,12 +232,27 @@ func csf4AVX2x4(out []float32, roots []uint32, ptr0 []uint32, idx1 *uint32, ptr1
 // altoScatter3AVX2x4 adds 32 columns of each nonzero's MTTKRP term of an order-3 ALTO chunk into its output row (see asmgen).
 //
 //go:noescape
-func altoScatter3AVX2x4(dst []float32, lin []uint64, vals []float32, masks *[3]uint64, bases *[3]uint32, f0 *float32, f1 *float32, rowBase int, stride int)
+func altoScatter3AVX2x4(dst []float32, lin []uint64, vals []float32, masks *[3]uint64, bases *[3]uint32, f0 *float32, f1 *float32, rowBase int, stride int, shift int)
+
+// altoScatter3BLCOAVX2x4 adds 32 columns of each nonzero's MTTKRP term of an order-3 ALTO chunk into its output row (see asmgen).
+//
+//go:noescape
+func altoScatter3BLCOAVX2x4(dst []float32, lin []uint64, vals []float32, masks *[3]uint64, bases *[3]uint32, f0 *float32, f1 *float32, rowBase int, stride int, shift int)
+
+// altoScatter4AVX2x4 adds 32 columns of each nonzero's MTTKRP term of an order-4 ALTO chunk into its output row (see asmgen).
+//
+//go:noescape
+func altoScatter4AVX2x4(dst []float32, lin []uint64, vals []float32, masks *[4]uint64, bases *[4]uint32, f0 *float32, f1 *float32, f2 *float32, rowBase int, stride int, shift int)
+
+// altoScatter4BLCOAVX2x4 adds 32 columns of each nonzero's MTTKRP term of an order-4 ALTO chunk into its output row (see asmgen).
+//
+//go:noescape
+func altoScatter4BLCOAVX2x4(dst []float32, lin []uint64, vals []float32, masks *[4]uint64, bases *[4]uint32, f0 *float32, f1 *float32, f2 *float32, rowBase int, stride int, shift int)
 
 // altoRuns3AVX2x4 adds 32 columns of an order-3 ALTO chunk's MTTKRP into its output rows, one store per run (see asmgen).
 //
 //go:noescape
-func altoRuns3AVX2x4(dst []float32, lin []uint64, vals []float32, masks *[3]uint64, bases *[3]uint32, f0 *float32, f1 *float32, rowBase int, stride int)
+func altoRuns3AVX2x4(dst []float32, lin []uint64, vals []float32, masks *[3]uint64, bases *[3]uint32, f0 *float32, f1 *float32, rowBase int, stride int, shift int)
 
 // hicooScatter3AVX2x4 adds 32 columns of each nonzero's MTTKRP term of a range of order-3 HiCOO blocks into its output row (see asmgen).
 //
@@ -272,12 +317,27 @@ func csf4AVX512x1(out []float32, roots []uint32, ptr0 []uint32, idx1 *uint32, pt
 // altoScatter3AVX512x1 adds 16 columns of each nonzero's MTTKRP term of an order-3 ALTO chunk into its output row (see asmgen).
 //
 //go:noescape
-func altoScatter3AVX512x1(dst []float32, lin []uint64, vals []float32, masks *[3]uint64, bases *[3]uint32, f0 *float32, f1 *float32, rowBase int, stride int)
+func altoScatter3AVX512x1(dst []float32, lin []uint64, vals []float32, masks *[3]uint64, bases *[3]uint32, f0 *float32, f1 *float32, rowBase int, stride int, shift int)
+
+// altoScatter3BLCOAVX512x1 adds 16 columns of each nonzero's MTTKRP term of an order-3 ALTO chunk into its output row (see asmgen).
+//
+//go:noescape
+func altoScatter3BLCOAVX512x1(dst []float32, lin []uint64, vals []float32, masks *[3]uint64, bases *[3]uint32, f0 *float32, f1 *float32, rowBase int, stride int, shift int)
+
+// altoScatter4AVX512x1 adds 16 columns of each nonzero's MTTKRP term of an order-4 ALTO chunk into its output row (see asmgen).
+//
+//go:noescape
+func altoScatter4AVX512x1(dst []float32, lin []uint64, vals []float32, masks *[4]uint64, bases *[4]uint32, f0 *float32, f1 *float32, f2 *float32, rowBase int, stride int, shift int)
+
+// altoScatter4BLCOAVX512x1 adds 16 columns of each nonzero's MTTKRP term of an order-4 ALTO chunk into its output row (see asmgen).
+//
+//go:noescape
+func altoScatter4BLCOAVX512x1(dst []float32, lin []uint64, vals []float32, masks *[4]uint64, bases *[4]uint32, f0 *float32, f1 *float32, f2 *float32, rowBase int, stride int, shift int)
 
 // altoRuns3AVX512x1 adds 16 columns of an order-3 ALTO chunk's MTTKRP into its output rows, one store per run (see asmgen).
 //
 //go:noescape
-func altoRuns3AVX512x1(dst []float32, lin []uint64, vals []float32, masks *[3]uint64, bases *[3]uint32, f0 *float32, f1 *float32, rowBase int, stride int)
+func altoRuns3AVX512x1(dst []float32, lin []uint64, vals []float32, masks *[3]uint64, bases *[3]uint32, f0 *float32, f1 *float32, rowBase int, stride int, shift int)
 
 // hicooScatter3AVX512x1 adds 16 columns of each nonzero's MTTKRP term of a range of order-3 HiCOO blocks into its output row (see asmgen).
 //
@@ -342,12 +402,27 @@ func csf4AVX512x2(out []float32, roots []uint32, ptr0 []uint32, idx1 *uint32, pt
 // altoScatter3AVX512x2 adds 32 columns of each nonzero's MTTKRP term of an order-3 ALTO chunk into its output row (see asmgen).
 //
 //go:noescape
-func altoScatter3AVX512x2(dst []float32, lin []uint64, vals []float32, masks *[3]uint64, bases *[3]uint32, f0 *float32, f1 *float32, rowBase int, stride int)
+func altoScatter3AVX512x2(dst []float32, lin []uint64, vals []float32, masks *[3]uint64, bases *[3]uint32, f0 *float32, f1 *float32, rowBase int, stride int, shift int)
+
+// altoScatter3BLCOAVX512x2 adds 32 columns of each nonzero's MTTKRP term of an order-3 ALTO chunk into its output row (see asmgen).
+//
+//go:noescape
+func altoScatter3BLCOAVX512x2(dst []float32, lin []uint64, vals []float32, masks *[3]uint64, bases *[3]uint32, f0 *float32, f1 *float32, rowBase int, stride int, shift int)
+
+// altoScatter4AVX512x2 adds 32 columns of each nonzero's MTTKRP term of an order-4 ALTO chunk into its output row (see asmgen).
+//
+//go:noescape
+func altoScatter4AVX512x2(dst []float32, lin []uint64, vals []float32, masks *[4]uint64, bases *[4]uint32, f0 *float32, f1 *float32, f2 *float32, rowBase int, stride int, shift int)
+
+// altoScatter4BLCOAVX512x2 adds 32 columns of each nonzero's MTTKRP term of an order-4 ALTO chunk into its output row (see asmgen).
+//
+//go:noescape
+func altoScatter4BLCOAVX512x2(dst []float32, lin []uint64, vals []float32, masks *[4]uint64, bases *[4]uint32, f0 *float32, f1 *float32, f2 *float32, rowBase int, stride int, shift int)
 
 // altoRuns3AVX512x2 adds 32 columns of an order-3 ALTO chunk's MTTKRP into its output rows, one store per run (see asmgen).
 //
 //go:noescape
-func altoRuns3AVX512x2(dst []float32, lin []uint64, vals []float32, masks *[3]uint64, bases *[3]uint32, f0 *float32, f1 *float32, rowBase int, stride int)
+func altoRuns3AVX512x2(dst []float32, lin []uint64, vals []float32, masks *[3]uint64, bases *[3]uint32, f0 *float32, f1 *float32, rowBase int, stride int, shift int)
 
 // hicooScatter3AVX512x2 adds 32 columns of each nonzero's MTTKRP term of a range of order-3 HiCOO blocks into its output row (see asmgen).
 //
@@ -412,12 +487,27 @@ func csf4AVX512x4(out []float32, roots []uint32, ptr0 []uint32, idx1 *uint32, pt
 // altoScatter3AVX512x4 adds 64 columns of each nonzero's MTTKRP term of an order-3 ALTO chunk into its output row (see asmgen).
 //
 //go:noescape
-func altoScatter3AVX512x4(dst []float32, lin []uint64, vals []float32, masks *[3]uint64, bases *[3]uint32, f0 *float32, f1 *float32, rowBase int, stride int)
+func altoScatter3AVX512x4(dst []float32, lin []uint64, vals []float32, masks *[3]uint64, bases *[3]uint32, f0 *float32, f1 *float32, rowBase int, stride int, shift int)
+
+// altoScatter3BLCOAVX512x4 adds 64 columns of each nonzero's MTTKRP term of an order-3 ALTO chunk into its output row (see asmgen).
+//
+//go:noescape
+func altoScatter3BLCOAVX512x4(dst []float32, lin []uint64, vals []float32, masks *[3]uint64, bases *[3]uint32, f0 *float32, f1 *float32, rowBase int, stride int, shift int)
+
+// altoScatter4AVX512x4 adds 64 columns of each nonzero's MTTKRP term of an order-4 ALTO chunk into its output row (see asmgen).
+//
+//go:noescape
+func altoScatter4AVX512x4(dst []float32, lin []uint64, vals []float32, masks *[4]uint64, bases *[4]uint32, f0 *float32, f1 *float32, f2 *float32, rowBase int, stride int, shift int)
+
+// altoScatter4BLCOAVX512x4 adds 64 columns of each nonzero's MTTKRP term of an order-4 ALTO chunk into its output row (see asmgen).
+//
+//go:noescape
+func altoScatter4BLCOAVX512x4(dst []float32, lin []uint64, vals []float32, masks *[4]uint64, bases *[4]uint32, f0 *float32, f1 *float32, f2 *float32, rowBase int, stride int, shift int)
 
 // altoRuns3AVX512x4 adds 64 columns of an order-3 ALTO chunk's MTTKRP into its output rows, one store per run (see asmgen).
 //
 //go:noescape
-func altoRuns3AVX512x4(dst []float32, lin []uint64, vals []float32, masks *[3]uint64, bases *[3]uint32, f0 *float32, f1 *float32, rowBase int, stride int)
+func altoRuns3AVX512x4(dst []float32, lin []uint64, vals []float32, masks *[3]uint64, bases *[3]uint32, f0 *float32, f1 *float32, rowBase int, stride int, shift int)
 
 // hicooScatter3AVX512x4 adds 64 columns of each nonzero's MTTKRP term of a range of order-3 HiCOO blocks into its output row (see asmgen).
 //

@@ -56,7 +56,10 @@ func main() {
 			}
 			csf3(s, nv)
 			csf4(s, nv)
-			altoScatter3(s, nv)
+			for _, order := range []int{3, 4} {
+				altoScatter(s, nv, order, false)
+				altoScatter(s, nv, order, true)
+			}
 			altoRuns3(s, nv)
 			hicooScatter3(s, nv)
 		}
@@ -490,34 +493,63 @@ func mttkrpScatter(s isa, nv int, order int) {
 	RET()
 }
 
-// altoScatter3 is mttkrpScatter for an order-3 ALTO tensor with the index
-// extraction fused in: each nonzero's three indices are pulled out of its
-// linear index with BMI2's PEXT (masks[0] the output mode's bits, masks[1]
-// and masks[2] the other modes' in increasing order, bases the bits a BLCO
-// block's high word gives them), so no decoded index is stored and read
-// back.
-func altoScatter3(s isa, nv int) {
-	text(fn("altoScatter3", s, nv), "func(dst []float32, lin []uint64, vals []float32, masks *[3]uint64, bases *[3]uint32, f0, f1 *float32, rowBase, stride int)")
-	Doc(fmt.Sprintf("altoScatter3%sx%d adds %d columns of each nonzero's MTTKRP term of an order-3 ALTO chunk into its output row (see asmgen).", s.name, nv, nv*s.lanes))
+// altoScatter is mttkrpScatter for an order-3 or order-4 ALTO tensor with
+// the index extraction fused in: each nonzero's indices are pulled out of
+// its linear index with BMI2's PEXT (masks[0] the output mode's bits, then
+// the other modes' in increasing order), so no decoded index is stored and
+// read back. Two variants: the plain one, for linear indices of at most 64
+// bits and a row length in bytes that is a power of two (shift is its
+// log2; rank blocks are 8 to 64 columns, so R = 8, 16, 32, 64... qualify),
+// turns an index into a row offset with one SHLX; the "BLCO" one ors in
+// the bits a block's high word gives each mode (bases) and multiplies by
+// the stride, for any tensor.
+func altoScatter(s isa, nv, order int, blco bool) {
+	name := fmt.Sprintf("altoScatter%d", order)
+	if blco {
+		name += "BLCO"
+	}
+	fs := "f0, f1"
+	if order == 4 {
+		fs += ", f2"
+	}
+	text(fn(name, s, nv), fmt.Sprintf("func(dst []float32, lin []uint64, vals []float32, masks *[%d]uint64, bases *[%d]uint32, %s *float32, rowBase, stride, shift int)", order, order, fs))
+	Doc(fmt.Sprintf("%s%sx%d adds %d columns of each nonzero's MTTKRP term of an order-%d ALTO chunk into its output row (see asmgen).", name, s.name, nv, nv*s.lanes, order))
 	linp := Load(Param("lin").Base(), GP64())
 	valp := Load(Param("vals").Base(), GP64())
-	n := Load(Param("vals").Len(), GP64())
-	f0 := Load(Param("f0"), GP64())
-	f1 := Load(Param("f1"), GP64())
-	sb := strideBytes()
+	f := []Register{Load(Param("f0"), GP64()), Load(Param("f1"), GP64())}
+	if order == 4 {
+		f = append(f, Load(Param("f2"), GP64()))
+	}
+	var sb Register
+	if blco {
+		sb = strideBytes()
+	} else {
+		sb = Load(Param("shift"), GP64())
+	}
+	// toOffset turns an extracted index into its row's byte offset.
+	toOffset := func(r GPVirtual) {
+		if blco {
+			IMULQ(sb, r)
+		} else {
+			SHLXQ(sb, r, r)
+		}
+	}
 	dst0 := Load(Param("rowBase"), GP64())
-	IMULQ(sb, dst0)
+	if blco {
+		IMULQ(sb, dst0)
+	} else {
+		SHLXQ(sb, dst0, dst0)
+	}
 	NEGQ(dst0)
 	ADDQ(paramAddr(Param("dst").Base()), dst0)
 	mp := Load(Param("masks"), GP64())
-	mo, m0, m1 := GP64(), GP64(), GP64()
-	MOVQ(Mem{Base: mp}, mo)
-	MOVQ(Mem{Base: mp, Disp: 8}, m0)
-	MOVQ(Mem{Base: mp, Disp: 16}, m1)
-	bp := Load(Param("bases"), GP64())
+	var bp Register
+	if blco {
+		bp = Load(Param("bases"), GP64())
+	}
 	k := GP64()
 	XORQ(k, k)
-	CMPQ(n, U8(0))
+	CMPQ(paramAddr(Param("vals").Len()), U8(0))
 	JE(LabelRef("done"))
 	t := vecs(s, nv)
 	d := vecs(s, nv)
@@ -526,41 +558,55 @@ func altoScatter3(s isa, nv int) {
 	Label("nnz")
 	x := GP64()
 	MOVQ(Mem{Base: linp, Index: k, Scale: 8}, x)
-	row, a, b := GP64(), GP64(), GP64()
-	PEXTQ(mo, x, row)
-	ORL(Mem{Base: bp}, row.As32())
-	IMULQ(sb, row)
-	PEXTQ(m0, x, a)
-	ORL(Mem{Base: bp, Disp: 4}, a.As32())
-	IMULQ(sb, a)
-	PEXTQ(m1, x, b)
-	ORL(Mem{Base: bp, Disp: 8}, b.As32())
-	IMULQ(sb, b)
-	dst := Mem{Base: dst0, Index: row, Scale: 1}
-	VBROADCASTSS(Mem{Base: valp, Index: k, Scale: 4}, v)
-	for q := range t {
-		VMULPS(rowMem(s, f0, a, q), v, t[q])
+	// extract sets r to mode j's row offset (j = 0 is the output mode).
+	extract := func(j int, r GPVirtual) {
+		PEXTQ(Mem{Base: mp, Disp: 8 * j}, x, r)
+		if blco {
+			ORL(Mem{Base: bp, Disp: 4 * j}, r.As32())
+		}
+		toOffset(r)
 	}
+	row := GP64()
+	extract(0, row)
+	VBROADCASTSS(Mem{Base: valp, Index: k, Scale: 4}, v)
+	for j := 0; j < order-2; j++ {
+		a := GP64()
+		extract(j+1, a)
+		for q := range t {
+			if j == 0 {
+				VMULPS(rowMem(s, f[j], a, q), v, t[q])
+			} else {
+				VMULPS(rowMem(s, f[j], a, q), t[q], t[q])
+			}
+		}
+	}
+	// The last factor's index reuses x, which is dead after it.
+	PEXTQ(Mem{Base: mp, Disp: 8 * (order - 1)}, x, x)
+	if blco {
+		ORL(Mem{Base: bp, Disp: 4 * (order - 1)}, x.As32())
+	}
+	toOffset(x)
+	dst := Mem{Base: dst0, Index: row, Scale: 1}
 	for q := range d {
 		VMOVUPS(dst.Offset(4*s.lanes*q), d[q])
-		VFMADD231PS(rowMem(s, f1, b, q), t[q], d[q])
+		VFMADD231PS(rowMem(s, f[order-2], x, q), t[q], d[q])
 		VMOVUPS(d[q], dst.Offset(4*s.lanes*q))
 	}
 	INCQ(k)
-	CMPQ(k, n)
+	CMPQ(k, paramAddr(Param("vals").Len()))
 	JB(LabelRef("nnz"))
 	Label("done")
 	VZEROUPPER()
 	RET()
 }
 
-// altoRuns3 is altoScatter3 for modes whose runs of equal output index
+// altoRuns3 is altoScatter (order 3, BLCO variant) for modes whose runs of equal output index
 // are long (a short mode, or one whose bits lie high in the linear index):
 // a run's terms are summed in registers and added to its row once, as in
 // mttkrpRuns, with the indices still extracted in the loop. Same arguments
-// as altoScatter3.
+// as altoScatter3BLCO (shift is not used).
 func altoRuns3(s isa, nv int) {
-	text(fn("altoRuns3", s, nv), "func(dst []float32, lin []uint64, vals []float32, masks *[3]uint64, bases *[3]uint32, f0, f1 *float32, rowBase, stride int)")
+	text(fn("altoRuns3", s, nv), "func(dst []float32, lin []uint64, vals []float32, masks *[3]uint64, bases *[3]uint32, f0, f1 *float32, rowBase, stride, shift int)")
 	Doc(fmt.Sprintf("altoRuns3%sx%d adds %d columns of an order-3 ALTO chunk's MTTKRP into its output rows, one store per run (see asmgen).", s.name, nv, nv*s.lanes))
 	linp := Load(Param("lin").Base(), GP64())
 	valp := Load(Param("vals").Base(), GP64())
