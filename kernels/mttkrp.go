@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
-	"sync"
 	"unsafe"
 
 	"github.com/sparsetune/sparsetune/formats"
@@ -55,7 +54,7 @@ type MTTKRP struct {
 	out   *Matrix
 	fac   [formats.MaxOrder][]float32
 	phase int
-	wg    sync.WaitGroup
+	wg    partsDone
 }
 
 // mttkrpKernel is one format's kernel: compute runs part t of phase 1,
@@ -332,9 +331,12 @@ func (p *MTTKRP) runPart(t int) {
 	}
 }
 
-// addInto sets dst[i] += src[i].
+// addInto sets dst[i] += src[i]: with the vector unit for the largest
+// multiple of its step, in Go for the rest.
 func addInto(dst, src []float32) {
 	src = src[:len(dst)]
+	n := addVec(dst, src)
+	dst, src = dst[n:], src[n:len(dst)]
 	for i := range dst {
 		dst[i] += src[i]
 	}

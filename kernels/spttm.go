@@ -3,7 +3,6 @@ package kernels
 import (
 	"fmt"
 	"runtime"
-	"sync"
 
 	"github.com/sparsetune/sparsetune/formats"
 )
@@ -39,7 +38,7 @@ type SpTTM struct {
 
 	// Set for the duration of Run.
 	out, ut []float32
-	wg      sync.WaitGroup
+	wg      partsDone
 }
 
 // spttmKernel is one format's kernel: compute runs part t, writing its rows

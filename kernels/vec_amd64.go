@@ -331,6 +331,22 @@ func hicooScatter3Vec(dst []float32, x *formats.HiCOO, blk0, blk1 int, modes [3]
 	return true
 }
 
+// addVec adds src into dst for the largest prefix the vector unit's
+// step divides, and returns its length.
+func addVec(dst, src []float32) int {
+	switch vec {
+	case vecAVX512:
+		n := len(dst) &^ 63
+		addToAVX512(dst[:n], src[:n])
+		return n
+	case vecAVX2:
+		n := len(dst) &^ 31
+		addToAVX2(dst[:n], src[:n])
+		return n
+	}
+	return 0
+}
+
 // pextVec sets dst[i] = base | pext(lin[i], mask) with BMI2, reporting
 // false where PEXT is missing or slow.
 func pextVec(dst []uint32, lin []uint64, mask uint64, base uint32) bool {

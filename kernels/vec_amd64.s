@@ -5832,6 +5832,72 @@ done:
 	VZEROUPPER
 	RET
 
+// func addToAVX2(dst []float32, src []float32)
+// Requires: AVX
+TEXT ·addToAVX2(SB), NOSPLIT, $0-48
+	MOVQ dst_base+0(FP), AX
+	MOVQ src_base+24(FP), CX
+	MOVQ dst_len+8(FP), DX
+	SHLQ $0x02, DX
+	ADDQ AX, DX
+	CMPQ AX, DX
+	JAE  done
+
+loop:
+	VMOVUPS (CX), Y0
+	VADDPS  (AX), Y0, Y0
+	VMOVUPS Y0, (AX)
+	VMOVUPS 32(CX), Y0
+	VADDPS  32(AX), Y0, Y0
+	VMOVUPS Y0, 32(AX)
+	VMOVUPS 64(CX), Y0
+	VADDPS  64(AX), Y0, Y0
+	VMOVUPS Y0, 64(AX)
+	VMOVUPS 96(CX), Y0
+	VADDPS  96(AX), Y0, Y0
+	VMOVUPS Y0, 96(AX)
+	ADDQ    $0x00000080, AX
+	ADDQ    $0x00000080, CX
+	CMPQ    AX, DX
+	JB      loop
+
+done:
+	VZEROUPPER
+	RET
+
+// func addToAVX512(dst []float32, src []float32)
+// Requires: AVX, AVX512F
+TEXT ·addToAVX512(SB), NOSPLIT, $0-48
+	MOVQ dst_base+0(FP), AX
+	MOVQ src_base+24(FP), CX
+	MOVQ dst_len+8(FP), DX
+	SHLQ $0x02, DX
+	ADDQ AX, DX
+	CMPQ AX, DX
+	JAE  done
+
+loop:
+	VMOVUPS (CX), Z0
+	VADDPS  (AX), Z0, Z0
+	VMOVUPS Z0, (AX)
+	VMOVUPS 64(CX), Z0
+	VADDPS  64(AX), Z0, Z0
+	VMOVUPS Z0, 64(AX)
+	VMOVUPS 128(CX), Z0
+	VADDPS  128(AX), Z0, Z0
+	VMOVUPS Z0, 128(AX)
+	VMOVUPS 192(CX), Z0
+	VADDPS  192(AX), Z0, Z0
+	VMOVUPS Z0, 192(AX)
+	ADDQ    $0x00000100, AX
+	ADDQ    $0x00000100, CX
+	CMPQ    AX, DX
+	JB      loop
+
+done:
+	VZEROUPPER
+	RET
+
 // func pextDecode(dst []uint32, lin []uint64, mask uint64, base uint32)
 // Requires: BMI2
 TEXT ·pextDecode(SB), NOSPLIT, $0-60

@@ -514,6 +514,16 @@ func altoRuns3AVX512x4(dst []float32, lin []uint64, vals []float32, masks *[3]ui
 //go:noescape
 func hicooScatter3AVX512x4(dst []float32, bptr []uint32, bo *uint32, b0 *uint32, b1 *uint32, eo *uint8, e0 *uint8, e1 *uint8, vals *float32, f0 *float32, f1 *float32, rowBase int, stride int, bits int)
 
+// addToAVX2 adds src into dst, 4·8 floats per step; len(dst) must be a multiple of 32 (see asmgen).
+//
+//go:noescape
+func addToAVX2(dst []float32, src []float32)
+
+// addToAVX512 adds src into dst, 4·16 floats per step; len(dst) must be a multiple of 64 (see asmgen).
+//
+//go:noescape
+func addToAVX512(dst []float32, src []float32)
+
 // pextDecode sets dst[i] = base | pext(lin[i], mask) for i < len(dst); lin is at least as long.
 //
 //go:noescape

@@ -64,6 +64,9 @@ func main() {
 			hicooScatter3(s, nv)
 		}
 	}
+	for _, s := range isas {
+		addTo(s)
+	}
 	pextDecode()
 	cpuid()
 	Generate()
@@ -933,6 +936,35 @@ func csf4(s isa, nv int) {
 	MOVQ(f2, fSlot)
 	CMPQ(f2, paramAddr(Param("roots").Len()))
 	JB(LabelRef("root"))
+	Label("done")
+	VZEROUPPER()
+	RET()
+}
+
+// addTo: dst[i] += src[i] for i < len(dst), len(dst) a multiple of
+// 4·lanes. It is the reduction of the MTTKRP's private output copies,
+// which reads and writes whole rows of floats.
+func addTo(s isa) {
+	text("addTo"+s.name, "func(dst, src []float32)")
+	Doc(fmt.Sprintf("addTo%s adds src into dst, 4·%d floats per step; len(dst) must be a multiple of %d (see asmgen).", s.name, s.lanes, 4*s.lanes))
+	dp := Load(Param("dst").Base(), GP64())
+	sp := Load(Param("src").Base(), GP64())
+	n := Load(Param("dst").Len(), GP64())
+	SHLQ(U8(2), n)
+	ADDQ(dp, n) // n: the end of dst
+	CMPQ(dp, n)
+	JAE(LabelRef("done"))
+	v := vecs(s, 4)
+	Label("loop")
+	for q := range v {
+		VMOVUPS(Mem{Base: sp, Disp: 4 * s.lanes * q}, v[q])
+		VADDPS(Mem{Base: dp, Disp: 4 * s.lanes * q}, v[q], v[q])
+		VMOVUPS(v[q], Mem{Base: dp, Disp: 4 * s.lanes * q})
+	}
+	ADDQ(U32(16*s.lanes), dp)
+	ADDQ(U32(16*s.lanes), sp)
+	CMPQ(dp, n)
+	JB(LabelRef("loop"))
 	Label("done")
 	VZEROUPPER()
 	RET()
