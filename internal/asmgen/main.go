@@ -270,6 +270,85 @@ func ellSlots(s isa, nv int) {
 	RET()
 }
 
+// otherFactors holds the arrays of the other modes of an MTTKRP chunk: the
+// inds and facs pointer arrays and, when there are one or two other modes
+// (orders 2 and 3), those modes' index arrays and factor bases in
+// registers.
+type otherFactors struct {
+	indsp, facsp   Register
+	i0, f0, i1, f1 GPVirtual
+	others         int // 1 or 2 in registers; 0: any count, read per nonzero
+}
+
+func loadOtherFactors(others int, indsp, facsp Register) otherFactors {
+	o := otherFactors{indsp: indsp, facsp: facsp, others: others}
+	if others == 1 || others == 2 {
+		o.i0, o.f0 = GP64(), GP64()
+		MOVQ(Mem{Base: indsp}, o.i0)
+		MOVQ(Mem{Base: facsp}, o.f0)
+	}
+	if others == 2 {
+		o.i1, o.f1 = GP64(), GP64()
+		MOVQ(Mem{Base: indsp, Disp: 8}, o.i1)
+		MOVQ(Mem{Base: facsp, Disp: 8}, o.f1)
+	}
+	return o
+}
+
+// addTerm emits into += v·Π_j A_j row inds[j][k] for nonzero k (v holds
+// its broadcast value; t is scratch); the last product is a fused
+// multiply-add into into.
+func (o otherFactors) addTerm(s isa, k, sb Register, v VecVirtual, t, into []VecVirtual) {
+	switch o.others {
+	case 1: // into += v·A0
+		a := rowOffset(o.i0, k, sb)
+		for q := range into {
+			VFMADD231PS(rowMem(s, o.f0, a, q), v, into[q])
+		}
+	case 2: // into += (v·A0)·A1
+		a := rowOffset(o.i0, k, sb)
+		for q := range t {
+			VMULPS(rowMem(s, o.f0, a, q), v, t[q])
+		}
+		b := rowOffset(o.i1, k, sb)
+		for q := range into {
+			VFMADD231PS(rowMem(s, o.f1, b, q), t[q], into[q])
+		}
+	default: // t = v·A0, t *= A_j for the middle factors, into += t·A_last
+		ia, fa := GP64(), GP64()
+		MOVQ(Mem{Base: o.indsp}, ia)
+		MOVQ(Mem{Base: o.facsp}, fa)
+		a := rowOffset(ia, k, sb)
+		for q := range t {
+			VMULPS(rowMem(s, fa, a, q), v, t[q])
+		}
+		j, last := GP64(), GP64()
+		MOVQ(U32(1), j)
+		Load(Param("others"), last)
+		DECQ(last)
+		Label("middle")
+		CMPQ(j, last)
+		JAE(LabelRef("lastfac"))
+		ij, fj := GP64(), GP64()
+		MOVQ(Mem{Base: o.indsp, Index: j, Scale: 8}, ij)
+		MOVQ(Mem{Base: o.facsp, Index: j, Scale: 8}, fj)
+		b := rowOffset(ij, k, sb)
+		for q := range t {
+			VMULPS(rowMem(s, fj, b, q), t[q], t[q])
+		}
+		INCQ(j)
+		JMP(LabelRef("middle"))
+		Label("lastfac")
+		il, fl := GP64(), GP64()
+		MOVQ(Mem{Base: o.indsp, Index: last, Scale: 8}, il)
+		MOVQ(Mem{Base: o.facsp, Index: last, Scale: 8}, fl)
+		c := rowOffset(il, k, sb)
+		for q := range into {
+			VFMADD231PS(rowMem(s, fl, c, q), t[q], into[q])
+		}
+	}
+}
+
 // mttkrpRuns: for the n nonzeros of a chunk, each run of equal output index
 // out[k] sums vals[k]·Π_j facs[j] row inds[j][k] in registers and adds the
 // sum into dst row out[k]-rowBase. inds and facs hold the other modes'
@@ -298,71 +377,14 @@ func mttkrpRuns(s isa, nv int, order int) {
 	v := s.vec()
 
 	// Orders 2 and 3 keep their factors' arrays in registers.
-	var i0, f0, i1, f1 GPVirtual
-	if order == 1 || order == 2 {
-		i0, f0 = GP64(), GP64()
-		MOVQ(Mem{Base: indsp}, i0)
-		MOVQ(Mem{Base: facsp}, f0)
-	}
-	if order == 2 {
-		i1, f1 = GP64(), GP64()
-		MOVQ(Mem{Base: indsp, Disp: 8}, i1)
-		MOVQ(Mem{Base: facsp, Disp: 8}, f1)
-	}
+	o := loadOtherFactors(order, indsp, facsp)
 
 	Label("run")
 	row := loadU32(outp, k)
 	zero(acc)
 	Label("nnz")
 	VBROADCASTSS(Mem{Base: valp, Index: k, Scale: 4}, v)
-	switch order {
-	case 1: // acc += v·A0
-		a := rowOffset(i0, k, sb)
-		for q := range acc {
-			VFMADD231PS(rowMem(s, f0, a, q), v, acc[q])
-		}
-	case 2: // acc += (v·A0)·A1
-		a := rowOffset(i0, k, sb)
-		for q := range t {
-			VMULPS(rowMem(s, f0, a, q), v, t[q])
-		}
-		b := rowOffset(i1, k, sb)
-		for q := range acc {
-			VFMADD231PS(rowMem(s, f1, b, q), t[q], acc[q])
-		}
-	default: // t = v·A0, t *= A_j for the middle factors, acc += t·A_last
-		ia, fa := GP64(), GP64()
-		MOVQ(Mem{Base: indsp}, ia)
-		MOVQ(Mem{Base: facsp}, fa)
-		a := rowOffset(ia, k, sb)
-		for q := range t {
-			VMULPS(rowMem(s, fa, a, q), v, t[q])
-		}
-		j, last := GP64(), GP64()
-		MOVQ(U32(1), j)
-		Load(Param("others"), last)
-		DECQ(last)
-		Label("middle")
-		CMPQ(j, last)
-		JAE(LabelRef("lastfac"))
-		ij, fj := GP64(), GP64()
-		MOVQ(Mem{Base: indsp, Index: j, Scale: 8}, ij)
-		MOVQ(Mem{Base: facsp, Index: j, Scale: 8}, fj)
-		b := rowOffset(ij, k, sb)
-		for q := range t {
-			VMULPS(rowMem(s, fj, b, q), t[q], t[q])
-		}
-		INCQ(j)
-		JMP(LabelRef("middle"))
-		Label("lastfac")
-		il, fl := GP64(), GP64()
-		MOVQ(Mem{Base: indsp, Index: last, Scale: 8}, il)
-		MOVQ(Mem{Base: facsp, Index: last, Scale: 8}, fl)
-		d := rowOffset(il, k, sb)
-		for q := range acc {
-			VFMADD231PS(rowMem(s, fl, d, q), t[q], acc[q])
-		}
-	}
+	o.addTerm(s, k, sb, v, t, acc)
 	INCQ(k)
 	CMPQ(k, n)
 	JAE(LabelRef("flush"))
@@ -418,17 +440,7 @@ func mttkrpScatter(s isa, nv int, order int) {
 	t := vecs(s, nv)
 	d := vecs(s, nv)
 	v := s.vec()
-	var i0, f0, i1, f1 GPVirtual
-	if order == 1 || order == 2 {
-		i0, f0 = GP64(), GP64()
-		MOVQ(Mem{Base: indsp}, i0)
-		MOVQ(Mem{Base: facsp}, f0)
-	}
-	if order == 2 {
-		i1, f1 = GP64(), GP64()
-		MOVQ(Mem{Base: indsp, Disp: 8}, i1)
-		MOVQ(Mem{Base: facsp, Disp: 8}, f1)
-	}
+	o := loadOtherFactors(order, indsp, facsp)
 
 	Label("nnz")
 	row := rowOffset(outp, k, sb)
@@ -437,54 +449,7 @@ func mttkrpScatter(s isa, nv int, order int) {
 		VMOVUPS(dst.Offset(4*s.lanes*q), d[q])
 	}
 	VBROADCASTSS(Mem{Base: valp, Index: k, Scale: 4}, v)
-	switch order {
-	case 1: // d += v·A0
-		a := rowOffset(i0, k, sb)
-		for q := range d {
-			VFMADD231PS(rowMem(s, f0, a, q), v, d[q])
-		}
-	case 2: // d += (v·A0)·A1
-		a := rowOffset(i0, k, sb)
-		for q := range t {
-			VMULPS(rowMem(s, f0, a, q), v, t[q])
-		}
-		b := rowOffset(i1, k, sb)
-		for q := range d {
-			VFMADD231PS(rowMem(s, f1, b, q), t[q], d[q])
-		}
-	default: // t = v·A0, t *= A_j for the middle factors, d += t·A_last
-		ia, fa := GP64(), GP64()
-		MOVQ(Mem{Base: indsp}, ia)
-		MOVQ(Mem{Base: facsp}, fa)
-		a := rowOffset(ia, k, sb)
-		for q := range t {
-			VMULPS(rowMem(s, fa, a, q), v, t[q])
-		}
-		j, last := GP64(), GP64()
-		MOVQ(U32(1), j)
-		Load(Param("others"), last)
-		DECQ(last)
-		Label("middle")
-		CMPQ(j, last)
-		JAE(LabelRef("lastfac"))
-		ij, fj := GP64(), GP64()
-		MOVQ(Mem{Base: indsp, Index: j, Scale: 8}, ij)
-		MOVQ(Mem{Base: facsp, Index: j, Scale: 8}, fj)
-		b := rowOffset(ij, k, sb)
-		for q := range t {
-			VMULPS(rowMem(s, fj, b, q), t[q], t[q])
-		}
-		INCQ(j)
-		JMP(LabelRef("middle"))
-		Label("lastfac")
-		il, fl := GP64(), GP64()
-		MOVQ(Mem{Base: indsp, Index: last, Scale: 8}, il)
-		MOVQ(Mem{Base: facsp, Index: last, Scale: 8}, fl)
-		c := rowOffset(il, k, sb)
-		for q := range d {
-			VFMADD231PS(rowMem(s, fl, c, q), t[q], d[q])
-		}
-	}
+	o.addTerm(s, k, sb, v, t, d)
 	for q := range d {
 		VMOVUPS(d[q], dst.Offset(4*s.lanes*q))
 	}
