@@ -10,12 +10,21 @@ import (
 
 // refALTOIndex computes the linear index of coordinate idx by the rule
 // documented on ALTO, one bit at a time: level j gives one bit to every
-// mode with more than j bits, in mode order, from bit 0 up. modeBits[m] is
-// ModeBits of mode m's dim.
+// mode with more than j bits, modes with fewer bits first (ties in mode
+// order), from bit 0 up. modeBits[m] is ModeBits of mode m's dim.
 func refALTOIndex(modeBits []int, idx []uint32) (hi, lo uint64) {
 	pos, top := 0, slices.Max(modeBits)
+	var order []int
+	for b := 0; b <= top; b++ { // modes by bits, then mode number
+		for m, mb := range modeBits {
+			if mb == b {
+				order = append(order, m)
+			}
+		}
+	}
 	for j := range top {
-		for m, b := range modeBits {
+		for _, m := range order {
+			b := modeBits[m]
 			if j >= b {
 				continue
 			}
@@ -113,7 +122,8 @@ func TestCompressExpandBits(t *testing.T) {
 }
 
 func TestALTOByHand(t *testing.T) {
-	// 4x2x8: 2, 1 and 3 bits; linear bits (low to high) i0 j0 k0 i1 k1 k2.
+	// 4x2x8: 2, 1 and 3 bits; linear bits (low to high) j0 i0 k0 i1 k1 k2
+	// (the 1-bit mode first in each level).
 	x := &COO{
 		Dims: []int{4, 2, 8},
 		Inds: [][]uint32{{3, 2, 1, 0}, {1, 0, 1, 0}, {5, 6, 1, 7}},
@@ -134,7 +144,7 @@ func TestALTOByHand(t *testing.T) {
 	if a.Bits != 6 || a.NumBlocks() != 1 || a.BlockHigh != nil {
 		t.Errorf("Bits %d blocks %d high %v, want 6, 1, nil", a.Bits, a.NumBlocks(), a.BlockHigh)
 	}
-	for m, want := range []uint64{0b001001, 0b000010, 0b110100} {
+	for m, want := range []uint64{0b001010, 0b000001, 0b110100} {
 		if a.Modes[m].Lo != want || a.Modes[m].Hi != 0 {
 			t.Errorf("mode %d mask %#b/%#b, want %#b", m, a.Modes[m].Hi, a.Modes[m].Lo, want)
 		}

@@ -11,9 +11,9 @@ import (
 
 func TestHiCOOByHand(t *testing.T) {
 	// 4x4x2 with b = 1: block coordinates (i>>1, j>>1, 0), offsets the low
-	// bits. ALTO order puts mode 0's bit lowest within a level, so blocks
-	// come in the order (0,0) (1,0) (0,1) (1,1), and inside a block the
-	// offsets (i0, j0, k0) sort by i0 + 2 j0 + 4 k0.
+	// bits. ALTO order puts the 1-bit mode k first in level 0 and then i
+	// before j, so blocks come in the order (0,0) (1,0) (0,1) (1,1), and
+	// inside a block the offsets (i0, j0, k0) sort by k0 + 2 i0 + 4 j0.
 	x := &COO{
 		Dims: []int{4, 4, 2},
 		Inds: [][]uint32{
@@ -37,8 +37,8 @@ func TestHiCOOByHand(t *testing.T) {
 	}{
 		{"BlockPtr", h.BlockPtr, []uint32{0, 2, 4, 5, 7}},
 		{"BlockInds", h.BlockInds, [][]uint32{{0, 1, 0, 1}, {0, 0, 1, 1}, {0, 0, 0, 0}}},
-		{"ElemInds", h.ElemInds, [][]uint8{{0, 1, 1, 0, 0, 0, 1}, {0, 1, 0, 0, 1, 0, 1}, {0, 1, 0, 1, 0, 0, 1}}},
-		{"Vals", h.Vals, []float32{1, 2, 4, 3, 5, 7, 6}},
+		{"ElemInds", h.ElemInds, [][]uint8{{0, 1, 0, 1, 0, 0, 1}, {0, 1, 0, 0, 1, 0, 1}, {0, 1, 1, 0, 0, 0, 1}}},
+		{"Vals", h.Vals, []float32{1, 2, 3, 4, 5, 7, 6}},
 		{"NumBlocks", h.NumBlocks(), 4},
 		{"MeanBlockNNZ", h.MeanBlockNNZ(), 7.0 / 4},
 		{"Bytes", h.Bytes(), int64(4*5 + 4*3*4 + 3*7 + 4*7)},
