@@ -521,29 +521,29 @@ level1:
 	CMPQ   R9, R10
 	JAE    hoist1
 
-level2:
+level2fiber:
 	VXORPS Y2, Y2, Y2
 	MOVL   (AX)(R9*4), R11
 	MOVL   4(AX)(R9*4), R12
 	CMPQ   R11, R12
-	JAE    hoist2
+	JAE    level2hoist
 
-leaf:
+level2leaf:
 	MOVL         (DX)(R11*4), R13
 	IMULQ        R8, R13
 	VBROADCASTSS (BX)(R11*4), Y3
 	VFMADD231PS  (DI)(R13*1), Y3, Y2
 	INCQ         R11
 	CMPQ         R11, R12
-	JB           leaf
+	JB           level2leaf
 
-hoist2:
+level2hoist:
 	MOVL        (CX)(R9*4), R11
 	IMULQ       R8, R11
 	VFMADD231PS (SI)(R11*1), Y2, Y1
 	INCQ        R9
 	CMPQ        R9, R10
-	JB          level2
+	JB          level2fiber
 
 hoist1:
 	MOVQ        8(SP), R9
@@ -1431,15 +1431,15 @@ level1:
 	CMPQ   R9, R10
 	JAE    hoist1
 
-level2:
+level2fiber:
 	VXORPS Y4, Y4, Y4
 	VXORPS Y5, Y5, Y5
 	MOVL   (AX)(R9*4), R11
 	MOVL   4(AX)(R9*4), R12
 	CMPQ   R11, R12
-	JAE    hoist2
+	JAE    level2hoist
 
-leaf:
+level2leaf:
 	MOVL         (DX)(R11*4), R13
 	IMULQ        R8, R13
 	VBROADCASTSS (BX)(R11*4), Y6
@@ -1447,16 +1447,16 @@ leaf:
 	VFMADD231PS  32(DI)(R13*1), Y6, Y5
 	INCQ         R11
 	CMPQ         R11, R12
-	JB           leaf
+	JB           level2leaf
 
-hoist2:
+level2hoist:
 	MOVL        (CX)(R9*4), R11
 	IMULQ       R8, R11
 	VFMADD231PS (SI)(R11*1), Y4, Y2
 	VFMADD231PS 32(SI)(R11*1), Y5, Y3
 	INCQ        R9
 	CMPQ        R9, R10
-	JB          level2
+	JB          level2fiber
 
 hoist1:
 	MOVQ        8(SP), R9
@@ -2464,7 +2464,7 @@ level1:
 	CMPQ   R9, R10
 	JAE    hoist1
 
-level2:
+level2fiber:
 	VXORPS Y8, Y8, Y8
 	VXORPS Y9, Y9, Y9
 	VXORPS Y10, Y10, Y10
@@ -2472,9 +2472,9 @@ level2:
 	MOVL   (AX)(R9*4), R11
 	MOVL   4(AX)(R9*4), R12
 	CMPQ   R11, R12
-	JAE    hoist2
+	JAE    level2hoist
 
-leaf:
+level2leaf:
 	MOVL         (DX)(R11*4), R13
 	IMULQ        R8, R13
 	VBROADCASTSS (BX)(R11*4), Y12
@@ -2484,9 +2484,9 @@ leaf:
 	VFMADD231PS  96(DI)(R13*1), Y12, Y11
 	INCQ         R11
 	CMPQ         R11, R12
-	JB           leaf
+	JB           level2leaf
 
-hoist2:
+level2hoist:
 	MOVL        (CX)(R9*4), R11
 	IMULQ       R8, R11
 	VFMADD231PS (SI)(R11*1), Y8, Y4
@@ -2495,7 +2495,7 @@ hoist2:
 	VFMADD231PS 96(SI)(R11*1), Y11, Y7
 	INCQ        R9
 	CMPQ        R9, R10
-	JB          level2
+	JB          level2fiber
 
 hoist1:
 	MOVQ        8(SP), R9
@@ -3435,29 +3435,29 @@ level1:
 	CMPQ   R9, R10
 	JAE    hoist1
 
-level2:
+level2fiber:
 	VXORPS Z2, Z2, Z2
 	MOVL   (AX)(R9*4), R11
 	MOVL   4(AX)(R9*4), R12
 	CMPQ   R11, R12
-	JAE    hoist2
+	JAE    level2hoist
 
-leaf:
+level2leaf:
 	MOVL         (DX)(R11*4), R13
 	IMULQ        R8, R13
 	VBROADCASTSS (BX)(R11*4), Z3
 	VFMADD231PS  (DI)(R13*1), Z3, Z2
 	INCQ         R11
 	CMPQ         R11, R12
-	JB           leaf
+	JB           level2leaf
 
-hoist2:
+level2hoist:
 	MOVL        (CX)(R9*4), R11
 	IMULQ       R8, R11
 	VFMADD231PS (SI)(R11*1), Z2, Z1
 	INCQ        R9
 	CMPQ        R9, R10
-	JB          level2
+	JB          level2fiber
 
 hoist1:
 	MOVQ        8(SP), R9
@@ -4345,15 +4345,15 @@ level1:
 	CMPQ   R9, R10
 	JAE    hoist1
 
-level2:
+level2fiber:
 	VXORPS Z4, Z4, Z4
 	VXORPS Z5, Z5, Z5
 	MOVL   (AX)(R9*4), R11
 	MOVL   4(AX)(R9*4), R12
 	CMPQ   R11, R12
-	JAE    hoist2
+	JAE    level2hoist
 
-leaf:
+level2leaf:
 	MOVL         (DX)(R11*4), R13
 	IMULQ        R8, R13
 	VBROADCASTSS (BX)(R11*4), Z6
@@ -4361,16 +4361,16 @@ leaf:
 	VFMADD231PS  64(DI)(R13*1), Z6, Z5
 	INCQ         R11
 	CMPQ         R11, R12
-	JB           leaf
+	JB           level2leaf
 
-hoist2:
+level2hoist:
 	MOVL        (CX)(R9*4), R11
 	IMULQ       R8, R11
 	VFMADD231PS (SI)(R11*1), Z4, Z2
 	VFMADD231PS 64(SI)(R11*1), Z5, Z3
 	INCQ        R9
 	CMPQ        R9, R10
-	JB          level2
+	JB          level2fiber
 
 hoist1:
 	MOVQ        8(SP), R9
@@ -5378,7 +5378,7 @@ level1:
 	CMPQ   R9, R10
 	JAE    hoist1
 
-level2:
+level2fiber:
 	VXORPS Z8, Z8, Z8
 	VXORPS Z9, Z9, Z9
 	VXORPS Z10, Z10, Z10
@@ -5386,9 +5386,9 @@ level2:
 	MOVL   (AX)(R9*4), R11
 	MOVL   4(AX)(R9*4), R12
 	CMPQ   R11, R12
-	JAE    hoist2
+	JAE    level2hoist
 
-leaf:
+level2leaf:
 	MOVL         (DX)(R11*4), R13
 	IMULQ        R8, R13
 	VBROADCASTSS (BX)(R11*4), Z12
@@ -5398,9 +5398,9 @@ leaf:
 	VFMADD231PS  192(DI)(R13*1), Z12, Z11
 	INCQ         R11
 	CMPQ         R11, R12
-	JB           leaf
+	JB           level2leaf
 
-hoist2:
+level2hoist:
 	MOVL        (CX)(R9*4), R11
 	IMULQ       R8, R11
 	VFMADD231PS (SI)(R11*1), Z8, Z4
@@ -5409,7 +5409,7 @@ hoist2:
 	VFMADD231PS 192(SI)(R11*1), Z11, Z7
 	INCQ        R9
 	CMPQ        R9, R10
-	JB          level2
+	JB          level2fiber
 
 hoist1:
 	MOVQ        8(SP), R9

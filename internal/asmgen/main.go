@@ -735,6 +735,37 @@ func hicooScatter3(s isa, nv int) {
 	RET()
 }
 
+// fiberLevel emits the two lowest levels of a CSF walk, for fibers
+// [j, jend) of the level above the leaves: each fiber's leaves are summed
+// into t (Σ vals[k]·A_leaf row idxLeaf[k], k over ptr[j]..ptr[j+1]), then
+// hoisted into acc (acc += t ⊙ A_fiber row idxFiber[j]). name prefixes its
+// labels; it falls through when the fibers are done.
+func fiberLevel(s isa, name string, j, jend, k, kend, ptr, idxFiber, idxLeaf, valp, aFiber, aLeaf, sb Register, v VecVirtual, t, acc []VecVirtual) {
+	Label(name + "fiber")
+	zero(t)
+	MOVL(Mem{Base: ptr, Index: j, Scale: 4}, k.(GPVirtual).As32())
+	MOVL(Mem{Base: ptr, Index: j, Scale: 4, Disp: 4}, kend.(GPVirtual).As32())
+	CMPQ(k, kend)
+	JAE(LabelRef(name + "hoist"))
+	Label(name + "leaf")
+	c := rowOffset(idxLeaf, k, sb)
+	VBROADCASTSS(Mem{Base: valp, Index: k, Scale: 4}, v)
+	for q := range t {
+		VFMADD231PS(rowMem(s, aLeaf, c, q), v, t[q])
+	}
+	INCQ(k)
+	CMPQ(k, kend)
+	JB(LabelRef(name + "leaf"))
+	Label(name + "hoist")
+	b := rowOffset(idxFiber, j, sb)
+	for q := range acc {
+		VFMADD231PS(rowMem(s, aFiber, b, q), t[q], acc[q])
+	}
+	INCQ(j)
+	CMPQ(j, jend)
+	JB(LabelRef(name + "fiber"))
+}
+
 // csf3: for each root fiber f of an order-3 CSF, out row roots[f] =
 // Σ_{j in fiber f} (Σ_{k in fiber j} vals[k]·A2 row idx2[k]) ⊙ A1 row idx1[j]
 // (SPLATT's hoisting: one multiply by A1 per middle fiber, not per
@@ -769,29 +800,7 @@ func csf3(s isa, nv int) {
 	MOVL(Mem{Base: ptr0, Index: f, Scale: 4, Disp: 4}, jend.As32())
 	CMPQ(j, jend)
 	JAE(LabelRef("store"))
-	Label("fiber")
-	zero(t)
-	MOVL(Mem{Base: ptr1, Index: j, Scale: 4}, k.As32())
-	MOVL(Mem{Base: ptr1, Index: j, Scale: 4, Disp: 4}, kend.As32())
-	CMPQ(k, kend)
-	JAE(LabelRef("hoist"))
-	Label("leaf")
-	c := rowOffset(idx2, k, sb)
-	VBROADCASTSS(Mem{Base: valp, Index: k, Scale: 4}, v)
-	for q := range t {
-		VFMADD231PS(rowMem(s, a2, c, q), v, t[q])
-	}
-	INCQ(k)
-	CMPQ(k, kend)
-	JB(LabelRef("leaf"))
-	Label("hoist")
-	b := rowOffset(idx1, j, sb)
-	for q := range acc {
-		VFMADD231PS(rowMem(s, a1, b, q), t[q], acc[q])
-	}
-	INCQ(j)
-	CMPQ(j, jend)
-	JB(LabelRef("fiber"))
+	fiberLevel(s, "", j, jend, k, kend, ptr1, idx1, idx2, valp, a1, a2, sb, v, t, acc)
 	Label("store")
 	rootp := Load(Param("roots").Base(), GP64())
 	r := rowOffset(rootp, f, sb)
@@ -853,29 +862,7 @@ func csf4(s isa, nv int) {
 	MOVL(Mem{Base: p1, Index: i1, Scale: 4, Disp: 4}, jend.As32())
 	CMPQ(j, jend)
 	JAE(LabelRef("hoist1"))
-	Label("level2")
-	zero(t2)
-	MOVL(Mem{Base: ptr2, Index: j, Scale: 4}, k.As32())
-	MOVL(Mem{Base: ptr2, Index: j, Scale: 4, Disp: 4}, kend.As32())
-	CMPQ(k, kend)
-	JAE(LabelRef("hoist2"))
-	Label("leaf")
-	c := rowOffset(idx3, k, sb)
-	VBROADCASTSS(Mem{Base: valp, Index: k, Scale: 4}, v)
-	for q := range t2 {
-		VFMADD231PS(rowMem(s, a3, c, q), v, t2[q])
-	}
-	INCQ(k)
-	CMPQ(k, kend)
-	JB(LabelRef("leaf"))
-	Label("hoist2")
-	b := rowOffset(idx2, j, sb)
-	for q := range t1 {
-		VFMADD231PS(rowMem(s, a2, b, q), t2[q], t1[q])
-	}
-	INCQ(j)
-	CMPQ(j, jend)
-	JB(LabelRef("level2"))
+	fiberLevel(s, "level2", j, jend, k, kend, ptr2, idx2, idx3, valp, a2, a3, sb, v, t2, t1)
 	Label("hoist1")
 	i2 := GP64()
 	MOVQ(iSlot, i2)
