@@ -46,7 +46,7 @@ type MTTKRP struct {
 	zero         [][]rowRange // per part: output rows no direct part writes, zeroed in phase 1
 	reduce       bool
 	selfZero     bool // the kernel writes every row of its interval itself (CSF), so it is not cleared first
-	scatter      bool // runs of equal output index are about one nonzero long: add each nonzero directly
+	scatter      bool // runs of equal output index are short (shortRuns): add each nonzero directly
 
 	ws []*mttkrpScratch // per part
 

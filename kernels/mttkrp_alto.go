@@ -57,7 +57,7 @@ func NewALTOMTTKRP(x *formats.ALTO, mode, rank, threads int) (*MTTKRP, error) {
 		buf := p.ws[t].idx[mode]
 		k.segments(t, func(b, a, c int) {
 			e := &x.Modes[mode]
-			decodeALTO(e, buf[:c-a], x.Lin[a:c], k.high(e, b))
+			decodeALTO(e, buf[:c-a], x.Lin[a:c], blockBase(x, e, b))
 			l, h := rowSpan(buf[:c-a])
 			changes += runChanges(buf[:c-a]) + 1
 			lo[t], hi[t] = min(lo[t], l), max(hi[t], h)
@@ -88,12 +88,13 @@ func (k *altoMTTKRP) segments(t int, fn func(b, a, c int)) {
 	}
 }
 
-// high returns the index bits mode e takes from block b's high word.
-func (k *altoMTTKRP) high(e *formats.ALTOMode, b int) uint32 {
-	if k.x.BlockHigh == nil || e.Hi == 0 {
+// blockBase returns the index bits mode e of x takes from block b's high
+// word (0 when the linear index fits 64 bits).
+func blockBase(x *formats.ALTO, e *formats.ALTOMode, b int) uint32 {
+	if x.BlockHigh == nil || e.Hi == 0 {
 		return 0
 	}
-	return e.FromHigh(k.x.BlockHigh[b])
+	return e.FromHigh(x.BlockHigh[b])
 }
 
 func (k *altoMTTKRP) compute(p *MTTKRP, t int, dst []float32, rowBase int) {
@@ -106,7 +107,7 @@ func (k *altoMTTKRP) compute(p *MTTKRP, t int, dst []float32, rowBase int) {
 		for m := range x.Modes {
 			e := &x.Modes[m]
 			inds[m] = ws.idx[m][:c-a]
-			decodeALTO(e, inds[m], x.Lin[a:c], k.high(e, b))
+			decodeALTO(e, inds[m], x.Lin[a:c], blockBase(x, e, b))
 		}
 		p.cooChunk(ws, &inds, x.Vals[a:c], dst, rowBase)
 	})
@@ -146,7 +147,7 @@ func (k *altoMTTKRP) computeFused(p *MTTKRP, t int, dst []float32, rowBase int) 
 	c.blco = x.BlockHigh != nil
 	k.segments(t, func(b, a, e int) {
 		for j, m := range modes[:N] {
-			c.bases[j] = k.high(&x.Modes[m], b)
+			c.bases[j] = blockBase(x, &x.Modes[m], b)
 		}
 		c.lin, c.vals = x.Lin[a:e], x.Vals[a:e]
 		r0 := 0

@@ -10,7 +10,7 @@ type mttkrpOperands struct {
 	others int
 	vals   []float32
 	// scatter: add each nonzero into its row rather than summing runs
-	// first (the plan sets it where runs are about one nonzero long).
+	// first (the plan sets it where runs are short: see shortRuns).
 	scatter bool
 
 	// The assembly loops' view of inds and facs: first elements, and

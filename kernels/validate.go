@@ -153,13 +153,9 @@ func checkALTO(x *formats.ALTO) error {
 			c := min(a+chunkNNZ, int(x.BlockPtr[b+1]))
 			for m := range x.Modes {
 				e := &x.Modes[m]
-				var base uint32
-				if x.BlockHigh != nil && e.Hi != 0 {
-					base = e.FromHigh(x.BlockHigh[b])
-				}
-				decodeALTO(e, buf[:c-a], x.Lin[a:c], base)
-				if err := checkIndex(fmt.Sprintf("mode-%d index", m+1), buf[:c-a], x.Dims[m]); err != nil {
-					return fmt.Errorf("block %d, nonzero %d on: %w", b, a, err)
+				decodeALTO(e, buf[:c-a], x.Lin[a:c], blockBase(x, e, b))
+				if err := checkIndex("index", buf[:c-a], x.Dims[m]); err != nil {
+					return fmt.Errorf("block %d, nonzero %d on: mode %d: %w", b, a, m+1, err)
 				}
 			}
 		}
