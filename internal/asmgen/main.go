@@ -128,6 +128,17 @@ func rowOffset(base, idx, strideBytes Register) GPVirtual {
 	return r
 }
 
+// addScaledRow emits acc += vals[k]·A row idx[k] (v is scratch for the
+// broadcast value): the inner step of every loop that sums one sparse row
+// or fiber against a dense matrix.
+func addScaledRow(s isa, idx, valp, a, k, sb Register, v VecVirtual, acc []VecVirtual) {
+	c := rowOffset(idx, k, sb)
+	VBROADCASTSS(Mem{Base: valp, Index: k, Scale: 4}, v)
+	for q := range acc {
+		VFMADD231PS(rowMem(s, a, c, q), v, acc[q])
+	}
+}
+
 func strideBytes() Register {
 	sb := Load(Param("stride"), GP64())
 	SHLQ(U8(2), sb)
@@ -160,11 +171,7 @@ func spttmCSR(s isa, nv int) {
 	CMPQ(e, hi)
 	JAE(LabelRef("store"))
 	Label("entry")
-	c := rowOffset(colp, e, sb)
-	VBROADCASTSS(Mem{Base: valp, Index: e, Scale: 4}, v)
-	for q := range acc {
-		VFMADD231PS(rowMem(s, up, c, q), v, acc[q])
-	}
+	addScaledRow(s, colp, valp, up, e, sb, v, acc)
 	INCQ(e)
 	CMPQ(e, hi)
 	JB(LabelRef("entry"))
@@ -204,11 +211,7 @@ func spttmCOO(s isa, nv int) {
 	row := loadU32(rowp, k)
 	zero(acc)
 	Label("entry")
-	c := rowOffset(colp, k, sb)
-	VBROADCASTSS(Mem{Base: valp, Index: k, Scale: 4}, v)
-	for q := range acc {
-		VFMADD231PS(rowMem(s, up, c, q), v, acc[q])
-	}
+	addScaledRow(s, colp, valp, up, k, sb, v, acc)
 	INCQ(k)
 	CMPQ(k, n)
 	JAE(LabelRef("flush"))
@@ -748,11 +751,7 @@ func fiberLevel(s isa, name string, j, jend, k, kend, ptr, idxFiber, idxLeaf, va
 	CMPQ(k, kend)
 	JAE(LabelRef(name + "hoist"))
 	Label(name + "leaf")
-	c := rowOffset(idxLeaf, k, sb)
-	VBROADCASTSS(Mem{Base: valp, Index: k, Scale: 4}, v)
-	for q := range t {
-		VFMADD231PS(rowMem(s, aLeaf, c, q), v, t[q])
-	}
+	addScaledRow(s, idxLeaf, valp, aLeaf, k, sb, v, t)
 	INCQ(k)
 	CMPQ(k, kend)
 	JB(LabelRef(name + "leaf"))
