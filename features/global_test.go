@@ -127,6 +127,11 @@ func TestGlobalInvariants(t *testing.T) {
 
 				y = x.Clone()
 				perm := rng.Perm(y.NNZ())
+				if x.NNZ() > ExactNNZ {
+					// A sample is taken at fixed positions: shuffling
+					// changes it (TestSampledEstimates bounds by how much).
+					perm = nil
+				}
 				for m := range y.Inds {
 					ind := make([]uint32, len(perm))
 					for k, p := range perm {
@@ -134,7 +139,9 @@ func TestGlobalInvariants(t *testing.T) {
 					}
 					y.Inds[m] = ind
 				}
-				check("shuffling nonzeros", y)
+				if perm != nil {
+					check("shuffling nonzeros", y)
+				}
 
 				y = x.Clone()
 				sp := rng.Perm(y.Dims[mode])
@@ -146,53 +153,6 @@ func TestGlobalInvariants(t *testing.T) {
 				prev := runtime.GOMAXPROCS(1)
 				check("one thread", x)
 				runtime.GOMAXPROCS(prev)
-			}
-		}
-	}
-}
-
-// exactFiberStats counts the mode's fibers with a map: the reference for
-// the sampled statistics.
-func exactFiberStats(x *formats.COO, mode int) (fibers int, mean, max float64) {
-	counts := map[[formats.MaxOrder]uint32]int{}
-	for k := range x.NNZ() {
-		var key [formats.MaxOrder]uint32
-		for m := range x.Order() {
-			if m != mode {
-				key[m] = x.Inds[m][k]
-			}
-		}
-		counts[key]++
-	}
-	for _, c := range counts {
-		max = math.Max(max, float64(c))
-	}
-	return len(counts), float64(x.NNZ()) / float64(len(counts)), max
-}
-
-// TestGlobalSampledFibers checks the sampled fiber statistics of tensors
-// past the exact limit against an exact count.
-func TestGlobalSampledFibers(t *testing.T) {
-	if testing.Short() {
-		t.Skip("short: skipping 2M-nonzero tensors")
-	}
-	rng := rand.New(rand.NewPCG(3, 4))
-	for _, tc := range []struct {
-		dims []int
-		skew bool
-	}{{[]int{5000, 4000, 300}, false}, {[]int{3000, 3000, 3000}, true}} {
-		x := randomTensor(rng, tc.dims, 2_000_000, tc.skew)
-		for mode := range x.Order() {
-			v, err := Global(x, hetero.SpTTM, mode)
-			if err != nil {
-				t.Fatal(err)
-			}
-			fibers, mean, _ := exactFiberStats(x, mode)
-			if d := math.Abs(v[LogFibers] - math.Log10(float64(fibers))); d > 0.02 {
-				t.Errorf("%v mode %d: log fibers %.4f, exact %.4f", tc.dims, mode+1, v[LogFibers], math.Log10(float64(fibers)))
-			}
-			if d := math.Abs(v[LogFiberNNZMean] - math.Log10(mean)); d > 0.02 {
-				t.Errorf("%v mode %d: log mean fiber nnz %.4f, exact %.4f", tc.dims, mode+1, v[LogFiberNNZMean], math.Log10(mean))
 			}
 		}
 	}

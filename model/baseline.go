@@ -184,8 +184,13 @@ func NewBaselinePredictor(method string, s *BaselineSet) (*BaselinePredictor, er
 	return p, nil
 }
 
-// Predict computes the global features and classifies them.
+// Predict summarises x and classifies its global features.
 func (p *BaselinePredictor) Predict(x *formats.COO, op hetero.Op, mode int, kind hetero.Kind) (*Prediction, error) {
+	return viaSummary(p, x, op, mode, kind)
+}
+
+// PredictSummary classifies the summary's global features.
+func (p *BaselinePredictor) PredictSummary(s *features.Summary, op hetero.Op, mode int, kind hetero.Kind) (*Prediction, error) {
 	key := op.String() + "/" + kind.String()
 	c := p.fitted[key]
 	if c == nil {
@@ -193,7 +198,7 @@ func (p *BaselinePredictor) Predict(x *formats.COO, op hetero.Op, mode int, kind
 	}
 	pr := &Prediction{}
 	start := time.Now()
-	v, err := features.Global(x, op, mode)
+	v, err := s.Global(op, mode)
 	if err != nil {
 		return nil, err
 	}

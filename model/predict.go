@@ -24,13 +24,21 @@ type Ranked struct {
 // features and encoding side by side, so their times overlap: the wall
 // time is about the longer of the two plus the inference.
 type Prediction struct {
-	Formats  []Ranked      `json:"formats"`
+	Formats []Ranked `json:"formats"`
+	// Sample is the time taken to read the tensor's sample
+	// (features.Summarize). One summary can serve several predictions;
+	// each then carries the whole time, and the caller splits it.
+	Sample   time.Duration `json:"sample_ns"`
 	Features time.Duration `json:"features_ns"`
 	Encoding time.Duration `json:"encoding_ns"`
 	Infer    time.Duration `json:"inference_ns"`
 	// Warnings say why the prediction may be less trustworthy.
 	Warnings []string `json:"warnings,omitempty"`
 }
+
+// Total returns the time the prediction took: sample, features, encoding
+// and inference.
+func (p *Prediction) Total() time.Duration { return p.Sample + p.Features + p.Encoding + p.Infer }
 
 // Best returns the top-ranked format.
 func (p *Prediction) Best() string { return p.Formats[0].Format }
@@ -39,6 +47,33 @@ func (p *Prediction) Best() string { return p.Formats[0].Format }
 // for a device kind.
 type Predictor interface {
 	Predict(x *formats.COO, op hetero.Op, mode int, kind hetero.Kind) (*Prediction, error)
+}
+
+// SummaryPredictor is a Predictor that works from a tensor's summary, so
+// that one pass over the tensor serves every op and mode.
+type SummaryPredictor interface {
+	Predictor
+	PredictSummary(s *features.Summary, op hetero.Op, mode int, kind hetero.Kind) (*Prediction, error)
+}
+
+// viaSummary summarises x and predicts from the summary, counting the
+// summary's time in the prediction.
+func viaSummary(p SummaryPredictor, x *formats.COO, op hetero.Op, mode int, kind hetero.Kind) (*Prediction, error) {
+	if mode < 0 || mode >= x.Order() {
+		return nil, fmt.Errorf("mode %d out of range for an order-%d tensor", mode+1, x.Order())
+	}
+	start := time.Now()
+	s, err := features.Summarize(x)
+	if err != nil {
+		return nil, err
+	}
+	took := time.Since(start)
+	pr, err := p.PredictSummary(s, op, mode, kind)
+	if err != nil {
+		return nil, err
+	}
+	pr.Sample = took
+	return pr, nil
 }
 
 // rank sorts formats by score, best first; ties keep the given order.
@@ -63,8 +98,14 @@ func rank(names []string, scores []float64) []Ranked {
 // kind, for the op the file was trained on.
 type GCNPredictor struct{ Model *ONNXModel }
 
-// Predict computes the global features and the graph, and runs the model.
+// Predict summarises x and runs the model (see PredictSummary).
 func (p GCNPredictor) Predict(x *formats.COO, op hetero.Op, mode int, kind hetero.Kind) (*Prediction, error) {
+	return viaSummary(p, x, op, mode, kind)
+}
+
+// PredictSummary computes the global features and the graph from the
+// summary, and runs the model.
+func (p GCNPredictor) PredictSummary(s *features.Summary, op hetero.Op, mode int, kind hetero.Kind) (*Prediction, error) {
 	info := &p.Model.Info
 	if op.String() != info.Op {
 		return nil, fmt.Errorf("model %s predicts for %s, not %s", info.Path, info.Op, op)
@@ -74,32 +115,22 @@ func (p GCNPredictor) Predict(x *formats.COO, op hetero.Op, mode int, kind heter
 		return nil, fmt.Errorf("model %s has no head for device kind %s (heads: %v)", info.Path, kind, headNames(info.Heads))
 	}
 	pr := &Prediction{}
-	shape, err := graphenc.ShapeFor(op, x.Dims, mode)
+	shape, err := graphenc.ShapeFor(op, s.Dims, mode)
 	if err != nil {
 		return nil, err
 	}
-	// Features and encoding read the same nonzeros independently; run them
-	// side by side, so that each one's serial stretches (counting,
-	// bucketing, merging) overlap the other's parallel passes.
-	var v features.Vector
-	var ferr error
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		start := time.Now()
-		v, ferr = features.Global(x, op, mode)
-		pr.Features = time.Since(start)
-	}()
 	start := time.Now()
-	g, err := graphenc.Encode(x, shape, info.Budget)
-	pr.Encoding = time.Since(start)
-	<-done
-	if ferr != nil {
-		return nil, ferr
-	}
+	v, err := s.Global(op, mode)
 	if err != nil {
 		return nil, err
 	}
+	pr.Features = time.Since(start)
+	start = time.Now()
+	g, err := graphenc.Encode(s.Sample, shape, info.Budget)
+	if err != nil {
+		return nil, err
+	}
+	pr.Encoding = time.Since(start)
 	start = time.Now()
 	probs, err := p.Model.Run(NewInput(g, v))
 	if err != nil {
@@ -138,10 +169,15 @@ func headNames(hs []Head) []string {
 // (no index decode per level, balanced by nonzeros); COO on a CPU.
 type RulePredictor struct{}
 
-// Predict applies the rule.
-func (RulePredictor) Predict(x *formats.COO, op hetero.Op, mode int, kind hetero.Kind) (*Prediction, error) {
+// Predict summarises x and applies the rule.
+func (r RulePredictor) Predict(x *formats.COO, op hetero.Op, mode int, kind hetero.Kind) (*Prediction, error) {
+	return viaSummary(r, x, op, mode, kind)
+}
+
+// PredictSummary applies the rule to the summary's features.
+func (RulePredictor) PredictSummary(s *features.Summary, op hetero.Op, mode int, kind hetero.Kind) (*Prediction, error) {
 	start := time.Now()
-	v, err := features.Global(x, op, mode)
+	v, err := s.Global(op, mode)
 	if err != nil {
 		return nil, err
 	}
