@@ -55,9 +55,12 @@ func MTTKRPShape(dims []int, mode int) Shape {
 // shape of the model.
 type Budget struct{ Rows, Cols int }
 
-// DefaultBudget keeps 128 row and 128 column nodes: the biadjacency is
-// then 64 KiB of float32, and the paper's SPT-GCN used graphs of this size.
-var DefaultBudget = Budget{Rows: 128, Cols: 128}
+// DefaultBudget keeps 32 row and 32 column nodes. The paper's SPT-GCN used
+// graphs of 128 + 128 nodes; at that size the model's inference alone
+// costs 1.3-2.8 ms here (2 cores), several times the kernels it tunes at
+// 10^6 nonzeros, where 32 + 32 nodes cost about 0.04 ms (docs/model.md,
+// "Prediction cost"). A model file records its own budget.
+var DefaultBudget = Budget{Rows: 32, Cols: 32}
 
 // NodeFeatures is the number of features per node.
 const NodeFeatures = 5

@@ -25,10 +25,11 @@ type Config struct {
 	Heads  []Head
 }
 
-// DefaultConfig returns the architecture of DESIGN.md for op and heads:
-// the default budget, graph layers of width 128, heads 128 → 32 → classes.
+// DefaultConfig returns the architecture of DESIGN.md for op and heads,
+// sized so a prediction costs a small part of a kernel run: the default
+// budget, graph layers of width 32, heads 64 → 32 → classes.
 func DefaultConfig(op string, heads ...Head) Config {
-	return Config{Op: op, Budget: graphenc.DefaultBudget, Hidden: 128, MLP: [2]int{128, 32}, Heads: heads}
+	return Config{Op: op, Budget: graphenc.DefaultBudget, Hidden: 32, MLP: [2]int{64, 32}, Heads: heads}
 }
 
 func (c Config) validate() error {

@@ -38,9 +38,15 @@ func randomGCN(t testing.TB, seed uint64) *GCN {
 	return g
 }
 
-// TestONNXParity: onnx-go running the exported file gives the Go forward
-// pass's probabilities within 1e-4 on 100 random inputs.
+// TestONNXParity: each runtime running the exported file gives the Go
+// forward pass's probabilities within 1e-4 on 100 random inputs.
 func TestONNXParity(t *testing.T) {
+	for _, rt := range Runtimes {
+		t.Run(rt, func(t *testing.T) { testParity(t, rt) })
+	}
+}
+
+func testParity(t *testing.T, runtime string) {
 	g := randomGCN(t, 11)
 	data, err := g.ExportONNX()
 	if err != nil {
@@ -48,6 +54,9 @@ func TestONNXParity(t *testing.T) {
 	}
 	m, err := ParseONNX("random.onnx", data)
 	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.UseRuntime(runtime); err != nil {
 		t.Fatal(err)
 	}
 	rng := rand.New(rand.NewPCG(12, 12))
@@ -72,7 +81,7 @@ func TestONNXParity(t *testing.T) {
 	}
 	t.Logf("%d inputs, largest probability difference %.2g", n, worst)
 	if worst > 1e-4 {
-		t.Errorf("onnx-go differs from the Go forward by %.3g, want <= 1e-4", worst)
+		t.Errorf("%s differs from the Go forward by %.3g, want <= 1e-4", runtime, worst)
 	}
 }
 
@@ -135,7 +144,7 @@ func TestONNXErrors(t *testing.T) {
 		{"mean", editModel(t, data, setMeta(metaMean, "x")), "sparsetune.feature_mean has 1 values"},
 		{"no-graph", editModel(t, data, func(mp *onnxpb.ModelProto) { mp.Graph = nil }), "no graph"},
 		{"inputs", editModel(t, data, func(mp *onnxpb.ModelProto) { mp.Graph.Input = mp.Graph.Input[1:] }), "graph has 5 inputs"},
-		{"operator", editModel(t, data, func(mp *onnxpb.ModelProto) { mp.Graph.Node[3].OpType = proto.String("NoSuchOp") }), "onnx-go cannot run this graph: onnx: operator NoSuchOp not implemented"},
+		{"operator", editModel(t, data, func(mp *onnxpb.ModelProto) { mp.Graph.Node[3].OpType = proto.String("NoSuchOp") }), "operator NoSuchOp is not one the builtin runtime runs"},
 	} {
 		path := filepath.Join(t.TempDir(), tc.name+".onnx")
 		if err := os.WriteFile(path, tc.data, 0o644); err != nil {

@@ -53,8 +53,11 @@ type ONNXModel struct {
 	Info Info
 	data []byte
 
-	mu   sync.Mutex
-	free []*onnxInstance
+	runtime  string
+	prog     *program
+	mu       sync.Mutex
+	free     []*onnxInstance
+	machines []*machine
 }
 
 // instanceMu serialises building instances and their first run: onnx-go's
@@ -79,31 +82,59 @@ func LoadONNX(path string) (*ONNXModel, error) {
 
 // ParseONNX validates a model file's bytes; name is used in errors. It
 // checks the protobuf, the metadata and that the graph's inputs and
-// outputs have the shapes the metadata implies, and builds one onnx-go
-// instance, so a file onnx-go cannot run fails here rather than at the
-// first prediction.
+// outputs have the shapes the metadata implies, and compiles the graph for
+// the builtin runtime, so a file it cannot run fails here rather than at
+// the first prediction. UseRuntime switches to onnx-go.
 func ParseONNX(name string, data []byte) (*ONNXModel, error) {
-	info, err := parseInfo(data)
+	info, mp, err := parseInfo(data)
 	if err != nil {
 		return nil, fmt.Errorf("model %s: %w", name, err)
 	}
 	info.Path = name
-	m := &ONNXModel{Info: *info, data: data}
-	inst, err := m.newInstance()
+	prog, err := compile(mp.Graph)
 	if err != nil {
 		return nil, fmt.Errorf("model %s: %w", name, err)
 	}
-	m.free = append(m.free, inst)
-	return m, nil
+	if len(prog.inputs) != len(inputNames) || len(prog.outputs) != len(info.Heads) {
+		return nil, fmt.Errorf("model %s: graph has %d inputs and %d outputs, expected %d and %d", name, len(prog.inputs), len(prog.outputs), len(inputNames), len(info.Heads))
+	}
+	return &ONNXModel{Info: *info, data: data, runtime: "builtin", prog: prog}, nil
 }
 
-func parseInfo(data []byte) (*Info, error) {
+// UseRuntime selects how Run executes the graph, one of Runtimes. For
+// onnx-go it builds an instance now, so a file onnx-go cannot run fails
+// here.
+func (m *ONNXModel) UseRuntime(name string) error {
+	switch name {
+	case "builtin":
+	case "onnx-go":
+		m.mu.Lock()
+		ready := len(m.free) > 0
+		m.mu.Unlock()
+		if !ready {
+			inst, err := m.newInstance()
+			if err != nil {
+				return fmt.Errorf("model %s: %w", m.Info.Path, err)
+			}
+			m.put(inst)
+		}
+	default:
+		return fmt.Errorf("unknown model runtime %q (known: %s)", name, strings.Join(Runtimes, ", "))
+	}
+	m.runtime = name
+	return nil
+}
+
+// Runtime returns the runtime Run uses.
+func (m *ONNXModel) Runtime() string { return m.runtime }
+
+func parseInfo(data []byte) (*Info, *onnxpb.ModelProto, error) {
 	var mp onnxpb.ModelProto
 	if err := proto.Unmarshal(data, &mp); err != nil {
-		return nil, fmt.Errorf("not an ONNX protobuf: %v", err)
+		return nil, nil, fmt.Errorf("not an ONNX protobuf: %v", err)
 	}
 	if mp.Graph == nil {
-		return nil, errors.New("not an ONNX model: no graph")
+		return nil, nil, errors.New("not an ONNX model: no graph")
 	}
 	meta := map[string]string{}
 	for _, p := range mp.MetadataProps {
@@ -124,73 +155,73 @@ func parseInfo(data []byte) (*Info, error) {
 	}
 	v, err := get(metaVersion)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if info.FormatVersion, err = strconv.Atoi(v); err != nil || info.FormatVersion != FormatVersion {
-		return nil, fmt.Errorf("model format version %q, this build reads version %d", v, FormatVersion)
+		return nil, nil, fmt.Errorf("model format version %q, this build reads version %d", v, FormatVersion)
 	}
 	if info.Op, err = get(metaOp); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if info.Op != "ttm" && info.Op != "mttkrp" {
-		return nil, fmt.Errorf("metadata %s = %q, expected ttm or mttkrp", metaOp, info.Op)
+		return nil, nil, fmt.Errorf("metadata %s = %q, expected ttm or mttkrp", metaOp, info.Op)
 	}
 	if v, err = get(metaBudget); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if _, err := fmt.Sscanf(v, "%dx%d", &info.Budget.Rows, &info.Budget.Cols); err != nil || info.Budget.Rows < 1 || info.Budget.Cols < 1 {
-		return nil, fmt.Errorf("metadata %s = %q, expected ROWSxCOLS", metaBudget, v)
+		return nil, nil, fmt.Errorf("metadata %s = %q, expected ROWSxCOLS", metaBudget, v)
 	}
 	if v, err = get(metaHidden); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if info.Hidden, err = strconv.Atoi(v); err != nil || info.Hidden < 1 {
-		return nil, fmt.Errorf("metadata %s = %q, expected a positive integer", metaHidden, v)
+		return nil, nil, fmt.Errorf("metadata %s = %q, expected a positive integer", metaHidden, v)
 	}
 	if v, err = get(metaMLP); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if _, err := fmt.Sscanf(v, "%d,%d", &info.MLP[0], &info.MLP[1]); err != nil {
-		return nil, fmt.Errorf("metadata %s = %q, expected two widths", metaMLP, v)
+		return nil, nil, fmt.Errorf("metadata %s = %q, expected two widths", metaMLP, v)
 	}
 	if v, err = get(metaFeatures); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	info.Features = strings.Split(v, ",")
 	if !slices.Equal(info.Features, features.Names[:]) {
-		return nil, fmt.Errorf("metadata %s lists %d global features that differ from this build's %d (%s)", metaFeatures, len(info.Features), features.Count, strings.Join(features.Names[:], ","))
+		return nil, nil, fmt.Errorf("metadata %s lists %d global features that differ from this build's %d (%s)", metaFeatures, len(info.Features), features.Count, strings.Join(features.Names[:], ","))
 	}
 	if v, err = get(metaNodeFeatures); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	info.NodeFeatures = strings.Split(v, ",")
 	if !slices.Equal(info.NodeFeatures, graphenc.NodeFeatureNames[:]) {
-		return nil, fmt.Errorf("metadata %s = %q, this build computes %s", metaNodeFeatures, v, strings.Join(graphenc.NodeFeatureNames[:], ","))
+		return nil, nil, fmt.Errorf("metadata %s = %q, this build computes %s", metaNodeFeatures, v, strings.Join(graphenc.NodeFeatureNames[:], ","))
 	}
 	for _, vec := range []struct {
 		key string
 		dst *features.Vector
 	}{{metaMean, &info.Mean}, {metaStd, &info.Std}, {metaTrainMin, &info.TrainMin}, {metaTrainMax, &info.TrainMax}} {
 		if v, err = get(vec.key); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		parts := strings.Split(v, ",")
 		if len(parts) != features.Count {
-			return nil, fmt.Errorf("metadata %s has %d values, expected %d", vec.key, len(parts), features.Count)
+			return nil, nil, fmt.Errorf("metadata %s has %d values, expected %d", vec.key, len(parts), features.Count)
 		}
 		for i, p := range parts {
 			if vec.dst[i], err = strconv.ParseFloat(p, 64); err != nil {
-				return nil, fmt.Errorf("metadata %s value %d: %q is not a number", vec.key, i+1, p)
+				return nil, nil, fmt.Errorf("metadata %s value %d: %q is not a number", vec.key, i+1, p)
 			}
 		}
 	}
 	if v, err = get(metaHeads); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	for _, h := range strings.Split(v, ",") {
 		cl, err := get(metaClasses + h)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		info.Heads = append(info.Heads, Head{Name: h, Classes: strings.Split(cl, ",")})
 	}
@@ -199,30 +230,30 @@ func parseInfo(data []byte) (*Info, error) {
 	br, bc, nf := info.Budget.Rows, info.Budget.Cols, features.Count
 	wantIn := [][2]int{{br, bc}, {br, graphenc.NodeFeatures}, {bc, graphenc.NodeFeatures}, {1, br}, {1, bc}, {1, nf}}
 	if len(mp.Graph.Input) < len(inputNames) {
-		return nil, fmt.Errorf("graph has %d inputs, expected %d (%s)", len(mp.Graph.Input), len(inputNames), strings.Join(inputNames, ", "))
+		return nil, nil, fmt.Errorf("graph has %d inputs, expected %d (%s)", len(mp.Graph.Input), len(inputNames), strings.Join(inputNames, ", "))
 	}
 	for i, name := range inputNames {
 		vi := mp.Graph.Input[i]
 		if vi.GetName() != name {
-			return nil, fmt.Errorf("graph input %d is %q, expected %q", i+1, vi.GetName(), name)
+			return nil, nil, fmt.Errorf("graph input %d is %q, expected %q", i+1, vi.GetName(), name)
 		}
 		if got := shapeOf(vi); !slices.Equal(got, wantIn[i][:]) {
-			return nil, fmt.Errorf("input %s has shape %v, expected %v for a %dx%d budget", name, got, wantIn[i], br, bc)
+			return nil, nil, fmt.Errorf("input %s has shape %v, expected %v for a %dx%d budget", name, got, wantIn[i], br, bc)
 		}
 	}
 	if len(mp.Graph.Output) != len(info.Heads) {
-		return nil, fmt.Errorf("graph has %d outputs for %d heads", len(mp.Graph.Output), len(info.Heads))
+		return nil, nil, fmt.Errorf("graph has %d outputs for %d heads", len(mp.Graph.Output), len(info.Heads))
 	}
 	for k, h := range info.Heads {
 		vi := mp.Graph.Output[k]
 		if want := []int{1, len(h.Classes)}; vi.GetName() != outputName(h.Name) || !slices.Equal(shapeOf(vi), want) {
-			return nil, fmt.Errorf("output %d is %q of shape %v, expected %q of shape %v", k+1, vi.GetName(), shapeOf(vi), outputName(h.Name), want)
+			return nil, nil, fmt.Errorf("output %d is %q of shape %v, expected %q of shape %v", k+1, vi.GetName(), shapeOf(vi), outputName(h.Name), want)
 		}
 	}
 	for _, t := range mp.Graph.Initializer {
 		info.Weights += len(t.FloatData)
 	}
-	return info, nil
+	return info, &mp, nil
 }
 
 func shapeOf(vi *onnxpb.ValueInfoProto) []int {
@@ -291,6 +322,41 @@ func (m *ONNXModel) Run(in *Input) (probs [][]float64, err error) {
 	if err := c.checkInput(in); err != nil {
 		return nil, err
 	}
+	if m.runtime == "onnx-go" {
+		return m.runONNXGo(in)
+	}
+	m.mu.Lock()
+	var mc *machine
+	if n := len(m.machines); n > 0 {
+		mc, m.machines = m.machines[n-1], m.machines[:n-1]
+	}
+	m.mu.Unlock()
+	if mc == nil {
+		mc = m.prog.newMachine()
+	}
+	for i, src := range [][]float32{in.Adj, in.RowFeat, in.ColFeat, in.RowMask, in.ColMask} {
+		copy(mc.vals[m.prog.inputs[i]], src)
+	}
+	g := mc.vals[m.prog.inputs[5]]
+	for i, v := range in.Global {
+		g[i] = float32(v)
+	}
+	mc.run()
+	probs = make([][]float64, len(m.prog.outputs))
+	for k, id := range m.prog.outputs {
+		probs[k] = make([]float64, len(mc.vals[id]))
+		for i, v := range mc.vals[id] {
+			probs[k][i] = float64(v)
+		}
+	}
+	m.mu.Lock()
+	m.machines = append(m.machines, mc)
+	m.mu.Unlock()
+	return probs, nil
+}
+
+// runONNXGo runs in through an onnx-go instance.
+func (m *ONNXModel) runONNXGo(in *Input) (probs [][]float64, err error) {
 	inst, err := m.get()
 	if err != nil {
 		return nil, err

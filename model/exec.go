@@ -1,0 +1,294 @@
+package model
+
+import (
+	"fmt"
+
+	"gonum.org/v1/gonum/blas"
+	"gonum.org/v1/gonum/blas/blas32"
+	"math"
+	"slices"
+
+	"github.com/sparsetune/sparsetune/model/onnxpb"
+)
+
+// Runtimes are the ways a model file can be run: "builtin", this
+// package's float32 interpreter of the graph (the default), and
+// "onnx-go", the onnx-go library.
+//
+// Why two: onnx-go builds the graph into gorgonia's tape machine, which
+// allocates about 1,300 times per run and costs 0.35 ms on a 32-node graph
+// and 1.3 ms on a 128-node one (2 cores), more than the kernels a
+// prediction tunes at 10^6 nonzeros. The builtin interpreter executes the
+// same file, node by node, in buffers allocated once per instance: no
+// allocation per run. A test holds the two to the same outputs.
+var Runtimes = []string{"builtin", "onnx-go"}
+
+// program is an ONNX graph compiled for the builtin runtime: every value
+// is a 2-D float32 matrix of fixed shape with its own buffer, and the
+// nodes run in file order (ONNX requires it to be topological).
+type program struct {
+	shapes  [][2]int    // per value
+	consts  [][]float32 // per value: the initializer's data, or nil
+	inputs  []int       // value of each graph input, in order
+	outputs []int       // value of each graph output, in order
+	steps   []step
+}
+
+// step is one node: an operator on values.
+type step struct {
+	op      opKind
+	in      []int
+	out     int
+	rowWise bool // Add/Sub/Mul: the second operand is one row, added to every row
+}
+
+type opKind int
+
+const (
+	opMatMul opKind = iota
+	opAdd
+	opSub
+	opMul
+	opRelu
+	opTranspose
+	opConcat
+	opSoftmax
+)
+
+var opKinds = map[string]opKind{"MatMul": opMatMul, "Add": opAdd, "Sub": opSub, "Mul": opMul, "Relu": opRelu,
+	"Transpose": opTranspose, "Concat": opConcat, "Softmax": opSoftmax}
+
+// compile checks that every node of g is one the builtin runtime runs and
+// infers every value's shape from the inputs and initializers.
+func compile(g *onnxpb.GraphProto) (*program, error) {
+	p := &program{}
+	ids := map[string]int{}
+	add := func(name string, shape [2]int, data []float32) int {
+		ids[name] = len(p.shapes)
+		p.shapes = append(p.shapes, shape)
+		p.consts = append(p.consts, data)
+		return ids[name]
+	}
+	shape2 := func(dims []int64) ([2]int, bool) {
+		switch len(dims) {
+		case 1:
+			return [2]int{1, int(dims[0])}, true
+		case 2:
+			return [2]int{int(dims[0]), int(dims[1])}, true
+		}
+		return [2]int{}, false
+	}
+	for _, t := range g.Initializer {
+		var dims []int64
+		dims = append(dims, t.Dims...)
+		s, ok := shape2(dims)
+		if !ok || t.GetDataType() != int32(onnxpb.TensorProto_FLOAT) || len(t.FloatData) != s[0]*s[1] {
+			return nil, fmt.Errorf("initializer %s: the builtin runtime reads 1-D and 2-D float tensors in float_data", t.GetName())
+		}
+		add(t.GetName(), s, t.FloatData)
+	}
+	for _, vi := range g.Input {
+		if _, ok := ids[vi.GetName()]; ok {
+			continue // an initializer listed as an input
+		}
+		var dims []int64
+		for _, d := range vi.GetType().GetTensorType().GetShape().GetDim() {
+			dims = append(dims, d.GetDimValue())
+		}
+		s, ok := shape2(dims)
+		if !ok {
+			return nil, fmt.Errorf("input %s: the builtin runtime takes 1-D and 2-D inputs", vi.GetName())
+		}
+		p.inputs = append(p.inputs, add(vi.GetName(), s, nil))
+	}
+	for _, n := range g.Node {
+		kind, ok := opKinds[n.GetOpType()]
+		if !ok {
+			return nil, fmt.Errorf("node %s: operator %s is not one the builtin runtime runs (try the onnx-go runtime)", n.GetName(), n.GetOpType())
+		}
+		st := step{op: kind}
+		var in [][2]int
+		for _, name := range n.Input {
+			id, ok := ids[name]
+			if !ok {
+				return nil, fmt.Errorf("node %s: input %s is not defined before it", n.GetName(), name)
+			}
+			st.in = append(st.in, id)
+			in = append(in, p.shapes[id])
+		}
+		attr := func(name string) (int64, []int64, bool) {
+			for _, a := range n.Attribute {
+				if a.GetName() == name {
+					return a.GetI(), a.Ints, true
+				}
+			}
+			return 0, nil, false
+		}
+		arity := map[opKind]int{opMatMul: 2, opAdd: 2, opSub: 2, opMul: 2, opRelu: 1, opTranspose: 1, opSoftmax: 1}
+		if want, ok := arity[kind]; ok && len(in) != want {
+			return nil, fmt.Errorf("node %s: %s with %d inputs, expected %d", n.GetName(), n.GetOpType(), len(in), want)
+		}
+		var out [2]int
+		switch kind {
+		case opMatMul:
+			if in[0][1] != in[1][0] {
+				return nil, fmt.Errorf("node %s: MatMul of %v and %v", n.GetName(), in[0], in[1])
+			}
+			out = [2]int{in[0][0], in[1][1]}
+		case opAdd, opSub, opMul:
+			switch {
+			case in[0] == in[1]:
+			case in[1][0] == 1 && in[1][1] == in[0][1]:
+				st.rowWise = true
+			default:
+				return nil, fmt.Errorf("node %s: %s of %v and %v: the builtin runtime broadcasts only a row", n.GetName(), n.GetOpType(), in[0], in[1])
+			}
+			out = in[0]
+		case opRelu:
+			out = in[0]
+		case opTranspose:
+			if _, perm, ok := attr("perm"); ok && !slices.Equal(perm, []int64{1, 0}) {
+				return nil, fmt.Errorf("node %s: Transpose with perm %v, expected [1 0]", n.GetName(), perm)
+			}
+			out = [2]int{in[0][1], in[0][0]}
+		case opConcat:
+			if axis, _, ok := attr("axis"); !ok || axis != 1 {
+				return nil, fmt.Errorf("node %s: the builtin runtime concatenates along axis 1 only", n.GetName())
+			}
+			if len(in) == 0 {
+				return nil, fmt.Errorf("node %s: Concat of nothing", n.GetName())
+			}
+			out = [2]int{in[0][0], 0}
+			for _, s := range in {
+				if s[0] != out[0] {
+					return nil, fmt.Errorf("node %s: Concat of %d and %d rows", n.GetName(), out[0], s[0])
+				}
+				out[1] += s[1]
+			}
+		case opSoftmax:
+			if axis, _, ok := attr("axis"); ok && axis != 1 && axis != -1 {
+				return nil, fmt.Errorf("node %s: the builtin runtime takes Softmax along axis 1 only", n.GetName())
+			}
+			out = in[0]
+		}
+		if len(n.Output) != 1 {
+			return nil, fmt.Errorf("node %s: %d outputs, expected 1", n.GetName(), len(n.Output))
+		}
+		st.out = add(n.Output[0], out, nil)
+		p.steps = append(p.steps, st)
+	}
+	for _, vi := range g.Output {
+		id, ok := ids[vi.GetName()]
+		if !ok {
+			return nil, fmt.Errorf("output %s is not computed by the graph", vi.GetName())
+		}
+		p.outputs = append(p.outputs, id)
+	}
+	return p, nil
+}
+
+// machine is one instance of a program: a buffer per value. It is used
+// by one goroutine at a time.
+type machine struct {
+	p    *program
+	vals [][]float32
+}
+
+func (p *program) newMachine() *machine {
+	m := &machine{p: p, vals: make([][]float32, len(p.shapes))}
+	for i, s := range p.shapes {
+		if p.consts[i] != nil {
+			m.vals[i] = p.consts[i]
+		} else {
+			m.vals[i] = make([]float32, s[0]*s[1])
+		}
+	}
+	return m
+}
+
+// run executes the program on the inputs already copied into their
+// buffers.
+func (m *machine) run() {
+	for _, st := range m.p.steps {
+		out := m.vals[st.out]
+		switch st.op {
+		case opMatMul:
+			a, b := m.p.shapes[st.in[0]], m.p.shapes[st.in[1]]
+			matMul32(out, m.vals[st.in[0]], m.vals[st.in[1]], a[0], a[1], b[1])
+		case opAdd, opSub, opMul:
+			x, y := m.vals[st.in[0]], m.vals[st.in[1]]
+			cols := m.p.shapes[st.out][1]
+			for i := 0; i < len(out); i += cols {
+				yr := y
+				if !st.rowWise {
+					yr = y[i : i+cols]
+				}
+				xr, or := x[i:i+cols], out[i:i+cols]
+				switch st.op {
+				case opAdd:
+					for j := range or {
+						or[j] = xr[j] + yr[j]
+					}
+				case opSub:
+					for j := range or {
+						or[j] = xr[j] - yr[j]
+					}
+				default:
+					for j := range or {
+						or[j] = xr[j] * yr[j]
+					}
+				}
+			}
+		case opRelu:
+			for i, v := range m.vals[st.in[0]] {
+				out[i] = max(v, 0)
+			}
+		case opTranspose:
+			s := m.p.shapes[st.in[0]]
+			x := m.vals[st.in[0]]
+			for i := range s[0] {
+				for j := range s[1] {
+					out[j*s[0]+i] = x[i*s[1]+j]
+				}
+			}
+		case opConcat:
+			rows, cols := m.p.shapes[st.out][0], m.p.shapes[st.out][1]
+			off := 0
+			for _, id := range st.in {
+				w := m.p.shapes[id][1]
+				x := m.vals[id]
+				for r := range rows {
+					copy(out[r*cols+off:r*cols+off+w], x[r*w:(r+1)*w])
+				}
+				off += w
+			}
+		case opSoftmax:
+			cols := m.p.shapes[st.out][1]
+			x := m.vals[st.in[0]]
+			for i := 0; i < len(out); i += cols {
+				xr, or := x[i:i+cols], out[i:i+cols]
+				mx := float32(math.Inf(-1))
+				for _, v := range xr {
+					mx = max(mx, v)
+				}
+				var sum float64
+				for j, v := range xr {
+					e := float32(math.Exp(float64(v - mx)))
+					or[j] = e
+					sum += float64(e)
+				}
+				for j := range or {
+					or[j] = float32(float64(or[j]) / sum)
+				}
+			}
+		}
+	}
+}
+
+// matMul32 sets c (m x n) = a (m x k) · b (k x n), row-major, with
+// gonum's float32 GEMM (measured 1.4-3x faster than a plain Go loop that
+// skips the zeros of a, at budgets 32 to 128).
+func matMul32(c, a, b []float32, m, k, n int) {
+	blas32.Gemm(blas.NoTrans, blas.NoTrans, 1, blas32.General{Rows: m, Cols: k, Stride: k, Data: a},
+		blas32.General{Rows: k, Cols: n, Stride: n, Data: b}, 0, blas32.General{Rows: m, Cols: n, Stride: n, Data: c})
+}
