@@ -150,7 +150,7 @@ type fiberSlot struct {
 
 // newFiberTable returns a table sized for about n keys without growing.
 func newFiberTable(n int) *fiberTable {
-	lg := max(bits.Len(uint(2*n)), 6)
+	lg := max(bits.Len(uint(max(2*n-1, 1))), 6)
 	return &fiberTable{slots: make([]fiberSlot, 1<<lg), shift: uint(64 - lg)}
 }
 

@@ -309,15 +309,15 @@ func narrow(node []uint32) []uint8 {
 // non-empty indices.
 //
 // The key is the index itself when the dim is within a small multiple of
-// the nonzeros, and node has one entry per index. A far larger dim (a mode
-// of hashed ids, say) would make that O(dim) memory, so its non-empty
-// indices are found by sorting a copy and the key is the index's rank among
-// them: O(nnz) memory instead. bad is the first nonzero whose index is not
+// the nonzeros, and node has one entry per index. A larger dim (a sample
+// of a big tensor, a mode of hashed ids) would make that O(dim) time and
+// memory, so its non-empty indices are found by sorting a copy and the key
+// is the index's rank among them: O(nnz log nnz) time and O(nnz) memory. bad is the first nonzero whose index is not
 // below dim, or -1.
 func assignNodes(ind []uint32, dim, budget int) (key, node []uint32, first []int, n, bad int) {
 	var ranks []uint32 // distinct indices, increasing, when keyed by rank
 	var seen []bool    // whether each index is non-empty, when keyed by index
-	if dim > 8*len(ind)+1<<20 {
+	if dim > 4*len(ind) {
 		for k, i := range ind {
 			if int(i) >= dim {
 				return nil, nil, nil, 0, k

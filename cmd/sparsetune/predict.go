@@ -4,13 +4,16 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/viper"
 
+	"github.com/sparsetune/sparsetune/features"
 	"github.com/sparsetune/sparsetune/formats"
 	"github.com/sparsetune/sparsetune/hetero"
 	"github.com/sparsetune/sparsetune/model"
@@ -25,7 +28,7 @@ func newPredictCmd(v *viper.Viper) *cobra.Command {
 		Long: `Rank the candidate storage formats of a tensor for an op and mode (1-based)
 on a device, with one of the predictors:
 
-  gcn      the SPT-GCN of a model file (--model; run through onnx-go)
+  gcn      the SPT-GCN of a model file (--model; --runtime builtin or onnx-go)
   tree     golearn's CART decision tree on the global features, fitted on
            the labelled examples of --model (a baseline-set JSON file)
   knn      golearn's k nearest neighbours (k = 5), likewise (cgo builds)
@@ -36,8 +39,12 @@ on a device, with one of the predictors:
            times each format once and fully only those within 1.5x of the
            fastest
 
-It prints the chosen format, the scores and the time spent computing
-features, encoding the graph and running the predictor.
+It prints the chosen format, the scores and the time spent reading the
+tensor's sample, computing features, encoding the graph and running the
+predictor. One sample serves every mode and device of a run: each row
+reports an equal share of it, and total_seconds is the row's share plus
+its own features, encoding and inference (docs/model.md, "Prediction
+cost").
 
 Without FILE, predict uses the embedded sample tensor.`,
 		Args: cobra.MaximumNArgs(1),
@@ -59,11 +66,12 @@ Without FILE, predict uses the embedded sample tensor.`,
 	f.String("device", "cpu", "device: cpu, BACKEND:INDEX, or all")
 	f.String("predictor", "rule", "gcn, tree, knn, rule or measure")
 	f.String("model", "", "model file: ONNX for gcn (sparsetune model inspect validates one), a baseline set for tree and knn")
+	f.String("runtime", "builtin", "gcn: how to run the ONNX file, builtin (float32 interpreter) or onnx-go")
 	f.Bool("retune", false, "measure: ignore the cached decision and measure again")
 	f.Bool("greedy", false, "measure: early cut (one run each, then full timing of the formats within 1.5x of the fastest)")
 	f.Int("rank", 16, "measure: rank R of the dense operands")
 	f.Int("iters", 5, "measure: timed runs per format")
-	for _, name := range []string{"op", "mode", "device", "predictor", "model", "retune", "greedy", "rank", "iters"} {
+	for _, name := range []string{"op", "mode", "device", "predictor", "model", "runtime", "retune", "greedy", "rank", "iters"} {
 		_ = v.BindPFlag("predict."+name, f.Lookup(name))
 	}
 	return cmd
@@ -75,6 +83,7 @@ type predictConfig struct {
 	devices   []string
 	predictor string
 	model     string
+	runtime   string
 	retune    bool
 	greedy    bool
 	rank      int
@@ -83,7 +92,7 @@ type predictConfig struct {
 }
 
 func predictConfigFrom(v *viper.Viper) (predictConfig, error) {
-	c := predictConfig{predictor: v.GetString("predict.predictor"), model: v.GetString("predict.model"),
+	c := predictConfig{predictor: v.GetString("predict.predictor"), model: v.GetString("predict.model"), runtime: v.GetString("predict.runtime"),
 		retune: v.GetBool("predict.retune"), greedy: v.GetBool("predict.greedy"), rank: v.GetInt("predict.rank"),
 		iters: v.GetInt("predict.iters"), threads: v.GetInt("threads")}
 	var err error
@@ -118,6 +127,9 @@ func predictConfigFrom(v *viper.Viper) (predictConfig, error) {
 	default:
 		return c, fmt.Errorf("--predictor: unknown predictor %q, expected gcn, tree, knn, rule or measure", c.predictor)
 	}
+	if !slices.Contains(model.Runtimes, c.runtime) {
+		return c, fmt.Errorf("--runtime: unknown runtime %q, expected %s", c.runtime, strings.Join(model.Runtimes, " or "))
+	}
 	if c.rank < 1 || c.iters < 1 {
 		return c, fmt.Errorf("--rank and --iters must be at least 1, found %d and %d", c.rank, c.iters)
 	}
@@ -133,9 +145,11 @@ type predictRow struct {
 	Predictor        string         `json:"predictor"`
 	Format           string         `json:"format"`
 	Formats          []model.Ranked `json:"formats"`
+	SampleSeconds    float64        `json:"sample_seconds"` // this row's share of the shared sample
 	FeaturesSeconds  float64        `json:"features_seconds"`
 	EncodingSeconds  float64        `json:"encoding_seconds"`
 	InferenceSeconds float64        `json:"inference_seconds"` // measuring, for measure
+	TotalSeconds     float64        `json:"total_seconds"`     // the whole decision: the four above
 	Cached           bool           `json:"cached"`
 	Warnings         []string       `json:"warnings,omitempty"`
 }
@@ -148,6 +162,9 @@ func runPredict(stdout, stderr io.Writer, name string, t *formats.COO, c predict
 	if c.predictor == "gcn" {
 		var err error
 		if gcn, err = model.LoadONNX(c.model); err != nil {
+			return err
+		}
+		if err := gcn.UseRuntime(c.runtime); err != nil {
 			return err
 		}
 	}
@@ -169,6 +186,19 @@ func runPredict(stdout, stderr io.Writer, name string, t *formats.COO, c predict
 			return err
 		}
 		fingerprint = model.Fingerprint(t)
+	}
+	// One summary serves every row; its time is shared among the rows that
+	// used it.
+	var summary *features.Summary
+	var sampleTime time.Duration
+	summaryRows := 0
+	if c.predictor != "measure" {
+		start := time.Now()
+		var err error
+		if summary, err = features.Summarize(t); err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		sampleTime = time.Since(start)
 	}
 	var rows []predictRow
 	for _, devName := range c.devices {
@@ -207,7 +237,13 @@ func runPredict(stdout, stderr io.Writer, name string, t *formats.COO, c predict
 				if c.predictor == "measure" {
 					fmt.Fprintf(stderr, "measuring %s mode %d on %s...\n", c.op, mode+1, row.Device)
 				}
-				if pr, err = p.Predict(t, c.op, mode, kind); err != nil {
+				if sp, ok := p.(model.SummaryPredictor); ok && summary != nil {
+					pr, err = sp.PredictSummary(summary, c.op, mode, kind)
+					summaryRows++
+				} else {
+					pr, err = p.Predict(t, c.op, mode, kind)
+				}
+				if err != nil {
 					return fmt.Errorf("%s: %w", name, err)
 				}
 				if decisions != nil {
@@ -219,8 +255,16 @@ func runPredict(stdout, stderr io.Writer, name string, t *formats.COO, c predict
 			}
 			row.Format, row.Formats, row.Warnings = pr.Best(), pr.Formats, pr.Warnings
 			row.FeaturesSeconds, row.EncodingSeconds, row.InferenceSeconds = pr.Features.Seconds(), pr.Encoding.Seconds(), pr.Infer.Seconds()
+			row.SampleSeconds = pr.Sample.Seconds()
 			rows = append(rows, row)
 		}
+	}
+	for i := range rows {
+		r := &rows[i]
+		if !r.Cached && summaryRows > 0 && r.Predictor != "measure" {
+			r.SampleSeconds = sampleTime.Seconds() / float64(summaryRows)
+		}
+		r.TotalSeconds = r.SampleSeconds + r.FeaturesSeconds + r.EncodingSeconds + r.InferenceSeconds
 	}
 	if asJSON {
 		enc := json.NewEncoder(stdout)
@@ -228,7 +272,7 @@ func runPredict(stdout, stderr io.Writer, name string, t *formats.COO, c predict
 		return enc.Encode(rows)
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "op\tmode\tdevice\tpredictor\tformat\tscores\tfeatures ms\tencoding ms\tpredictor ms\n")
+	fmt.Fprintf(tw, "op\tmode\tdevice\tpredictor\tformat\tscores\tsample ms\tfeatures ms\tencoding ms\tpredictor ms\ttotal ms\n")
 	for _, r := range rows {
 		var scores []string
 		for _, f := range r.Formats {
@@ -238,8 +282,8 @@ func runPredict(stdout, stderr io.Writer, name string, t *formats.COO, c predict
 		if r.Cached {
 			pred += " (cached)"
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%.2f\t%.2f\t%.2f\n", r.Op, r.Mode, r.Device, pred, r.Format, strings.Join(scores, ", "),
-			r.FeaturesSeconds*1e3, r.EncodingSeconds*1e3, r.InferenceSeconds*1e3)
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%.3f\t%.3f\t%.3f\t%.3f\t%.3f\n", r.Op, r.Mode, r.Device, pred, r.Format, strings.Join(scores, ", "),
+			r.SampleSeconds*1e3, r.FeaturesSeconds*1e3, r.EncodingSeconds*1e3, r.InferenceSeconds*1e3, r.TotalSeconds*1e3)
 	}
 	if err := tw.Flush(); err != nil {
 		return err

@@ -119,6 +119,19 @@ func TestPredictGCN(t *testing.T) {
 			if math.Abs(sum-1) > 1e-5 || r.InferenceSeconds <= 0 || r.EncodingSeconds <= 0 {
 				t.Errorf("%v mode %d: scores sum to %v, times %v %v", dims, r.Mode, sum, r.EncodingSeconds, r.InferenceSeconds)
 			}
+			if parts := r.SampleSeconds + r.FeaturesSeconds + r.EncodingSeconds + r.InferenceSeconds; r.SampleSeconds <= 0 || math.Abs(r.TotalSeconds-parts) > 1e-12 {
+				t.Errorf("%v mode %d: total %v, parts sum to %v (sample %v)", dims, r.Mode, r.TotalSeconds, parts, r.SampleSeconds)
+			}
+		}
+		// The onnx-go runtime ranks the formats as the builtin one does.
+		other := predictRows(t, path, "--predictor", "gcn", "--model", modelPath, "--runtime", "onnx-go")
+		for i := range rows {
+			for k, f := range rows[i].Formats {
+				if g := other[i].Formats[k]; g.Format != f.Format || math.Abs(g.Score-f.Score) > 1e-4 {
+					t.Errorf("%v mode %d: onnx-go ranks %v, builtin %v", dims, rows[i].Mode, other[i].Formats, rows[i].Formats)
+					break
+				}
+			}
 		}
 	}
 	big := writeRandomTensor(t, []int{300, 200, 100}, 5000, 40) // log10 5000 = 3.7 > 3.5
