@@ -50,12 +50,13 @@ func SampleNNZ(nnz int) int {
 // between ops and kept for the next call.
 //
 // Up to ExactNNZ nonzeros the sample is the tensor itself and every
-// statistic is exact. Beyond, it is SampleNNZ evenly spaced nonzeros: the
-// k-th at position ⌊(2k+1)·nnz / 2S⌋. The positions depend only on nnz, so
-// the sample is deterministic and does not depend on the number of
-// threads; it does depend on the order the nonzeros are stored in, since
-// choosing them by a hash of their coordinates would mean reading all of
-// them, which is what the sample avoids. Statistics are then estimated
+// statistic is exact. Beyond, it is SampleNNZ nonzeros at pseudo-random
+// positions that depend only on nnz (samplePositions), so the sample is
+// deterministic and does not depend on the number of threads. Which
+// nonzeros it holds does depend on the order they are stored in: choosing
+// them by a hash of their coordinates would mean reading all of them,
+// which is what the sample avoids. Since the positions are uniform and
+// independent, the estimates' distribution does not depend on the order. Statistics are then estimated
 // (Global documents how) and documented bounds on their error are tested
 // in summary_test.go.
 type Summary struct {
@@ -96,13 +97,19 @@ func summarize(x *formats.COO, n int) (*Summary, error) {
 	if n == nnz {
 		s.Sample, s.Exact = x, true
 	} else {
-		// Gather mode by mode: each index array is read at evenly spaced
-		// positions, which the hardware prefetches as one stream.
+		// The positions are a fixed pseudo-random sequence: evenly spaced
+		// ones would meet a sorted tensor's slices in lockstep (a slice
+		// shorter than the stride then shows at most once, and no
+		// statistic of pairs survives), while independent uniform
+		// positions make the sample behave as the estimators assume
+		// whatever the order. Drawn with replacement: a few positions
+		// repeat (about n²/2nnz), a negligible bias.
+		pos := samplePositions(nnz, n)
 		sample := &formats.COO{Dims: s.Dims, Inds: make([][]uint32, x.Order())}
 		for m, ind := range x.Inds {
 			out := make([]uint32, n)
-			for k := range out {
-				out[k] = ind[(2*k+1)*nnz/(2*n)]
+			for k, at := range pos {
+				out[k] = ind[at]
 			}
 			sample.Inds[m] = out
 		}
@@ -120,7 +127,7 @@ func summarize(x *formats.COO, n int) (*Summary, error) {
 				if i > dim {
 					at := k
 					if !s.Exact {
-						at = (2*k + 1) * nnz / (2 * n)
+						at = samplePositions(nnz, n)[k]
 					}
 					return nil, fmt.Errorf("tensor summary: nonzero %d has an index beyond the dims", at+1)
 				}
@@ -128,6 +135,18 @@ func summarize(x *formats.COO, n int) (*Summary, error) {
 		}
 	}
 	return s, nil
+}
+
+// samplePositions returns the n positions in [0, nnz) a sample reads: the
+// k-th is a 64-bit hash of k scaled to nnz, so they depend on nothing but
+// nnz and n.
+func samplePositions(nnz, n int) []int {
+	pos := make([]int, n)
+	for k := range pos {
+		hi, _ := bits.Mul64(mix(uint64(k)+0x9e3779b97f4a7c15), uint64(nnz))
+		pos[k] = int(hi)
+	}
+	return pos
 }
 
 // Rate returns the fraction of the nonzeros the sample holds.
@@ -206,14 +225,17 @@ func (t *fiberTable) counts() []uint32 {
 // (S of the nnz nonzeros), the nonzeros, dims and density stay exact, and
 // for the groups along a mode (slices, fibers or rows), with f_i the
 // groups seen i times in the sample and d = Σ f_i:
-//   - their number is Shlosser's estimator for Bernoulli samples,
-//     D = d + f_1·Σ q^i f_i / Σ i·p·q^(i-1) f_i (q = 1 − p), kept within
-//     [d, the most groups there can be];
+//   - their number is the geometric mean of two classic estimators, each
+//     kept within the most groups there can be: Chao's bias-corrected
+//     d + f_1(f_1 − 1) / 2(f_2 + 1), which falls short where groups are
+//     skewed, and Shlosser's for Bernoulli samples,
+//     d + f_1·Σ q^i f_i / Σ i·p·q^(i-1) f_i (q = 1 − p), which overshoots
+//     where most groups are about equal and seen once; then at least d;
 //   - the mean is nnz/D; the sum of squared lengths comes from the pairs of
 //     sampled nonzeros in one group, nnz + Σ c(c−1)/p², which gives the
 //     standard deviation and the coefficient of variation;
-//   - the longest group is the largest sampled count over p (at least the
-//     mean);
+//   - the longest group is the largest sampled count c, less √c (the
+//     spread of a sampled count), over p, and at least the mean;
 //   - the length histogram behind ELL padding at the mean width and the
 //     HYB split is the sampled counts scaled to total nnz over D groups.
 //
@@ -338,6 +360,11 @@ func estimate(sampled []uint32, p float64, nnz int, space float64) groupStats {
 		}
 		return g
 	}
+	f1, f2 := freq[1], 0.0
+	if len(freq) > 2 {
+		f2 = freq[2]
+	}
+	chao := d + f1*(f1-1)/(2*(f2+1))
 	q := 1 - p
 	var num, den float64
 	for c, f := range freq {
@@ -347,13 +374,17 @@ func estimate(sampled []uint32, p float64, nnz int, space float64) groupStats {
 			den += i * p * math.Pow(q, i-1) * f
 		}
 	}
-	g.count = d
+	shlosser := d
 	if den > 0 {
-		g.count += freq[1] * num / den
+		shlosser += f1 * num / den
 	}
+	g.count = math.Sqrt(min(chao, space, total) * min(shlosser, space, total))
 	g.count = min(max(g.count, d), space, total)
 	mean := total / g.count
-	g.max = min(max(float64(most)/p, mean), total)
+	// A sampled count c is Poisson-like with spread √c: the largest of
+	// many small counts is mostly that spread, so one √c comes off.
+	fm := float64(most)
+	g.max = min(max((fm-math.Sqrt(fm))/p, mean), total)
 	g.sq = max(total+pairs/(p*p), total*mean)
 	// Scale the sampled counts so the histogram holds count groups and
 	// total nonzeros; every length is at least 1. Rounding can merge
