@@ -169,9 +169,25 @@ func (s *Summary) mode(m int) *modeCounts {
 	// Slices are counted in a table keyed by the index, fibers in one
 	// keyed by the other modes' indices in mixed radix when the product of
 	// their dims fits 64 bits (exact), else by a 64-bit hash of them.
-	st := newFiberTable(n)
-	for _, i := range x.Inds[m] {
-		st.add(uint64(i), mix(uint64(i)))
+	var sliceCounts []uint32
+	if dim := s.Dims[m]; dim <= max(4*n, 1<<16) {
+		// A counter per index: sequential, and small enough to stay in
+		// cache, where a hash table's random probes would not.
+		c := make([]uint32, dim)
+		for _, i := range x.Inds[m] {
+			c[i]++
+		}
+		for _, v := range c {
+			if v > 0 {
+				sliceCounts = append(sliceCounts, v)
+			}
+		}
+	} else {
+		st := newFiberTable(min(n, 1<<12))
+		for _, i := range x.Inds[m] {
+			st.add(uint64(i), mix(uint64(i)))
+		}
+		sliceCounts = st.counts()
 	}
 	exactKey := true
 	prod := uint64(1)
@@ -199,11 +215,13 @@ func (s *Summary) mode(m int) *modeCounts {
 			}
 		}
 	}
-	ft := newFiberTable(n)
+	// Sized for a few thousand fibers and grown as needed: a table sized
+	// for every sampled nonzero would not fit in cache.
+	ft := newFiberTable(min(n, 1<<12))
 	for _, k := range keys {
 		ft.add(k, mix(k))
 	}
-	c := &modeCounts{slices: st.counts(), fibers: ft.counts()}
+	c := &modeCounts{slices: sliceCounts, fibers: ft.counts()}
 	s.counts[m] = c
 	return c
 }
