@@ -161,7 +161,7 @@ func PeakShare(cpu, acc Cost) float64 {
 // MapSlices splits the slices, given their nonzero counts, between the
 // CPU and the accelerator with the profiles' numbers for op. Ties are
 // broken by slice id and, between the sides, towards the CPU (for
-// dynamic, the accelerator pulls first), so the result depends only on
+// dynamic, towards the faster side), so the result depends only on
 // the arguments; seed drives SplitRandom only. A profile that lacks a
 // number the strategy needs is an error naming it (cpu and acc need only
 // their own side's profile).
@@ -273,22 +273,27 @@ func dealPeak(s *Split, sliceNNZ []int64, total int64) {
 // copy engine is free and one of its two staging buffers is (the chunk
 // before the previous has finished its kernel), sends it, and runs it
 // once it has arrived and the previous kernel has finished, paying the
-// per-chunk overhead. At equal times the accelerator pulls first.
+// per-chunk overhead (not for a chunk of empty slices). When both are
+// ready at once, the one with the smaller time per nonzero pulls first
+// (the CPU on a tie).
 func simulateDynamic(s *Split, q *ChunkQueue, cost [2]Cost, overhead float64) {
 	cpuFree := 0.0 // when the CPU is idle
 	accPull := 0.0 // when the accelerator can start sending a chunk
 	accDone := 0.0 // when its last queued kernel ends
 	accCompute := cost[OnAcc].Compute + cost[OnAcc].Memory
+	accFirst := cost[OnAcc].Total() < cost[OnCPU].Total()
 	for {
 		c, ok := q.Next()
 		if !ok {
 			break
 		}
 		n := float64(c.NNZ)
-		if accPull <= cpuFree {
+		if accPull < cpuFree || (accPull == cpuFree && accFirst) {
 			sent := accPull + n*cost[OnAcc].Transfer
 			prevDone := accDone // frees the buffer this chunk's successor uses
-			accDone = max(sent, accDone) + overhead + n*accCompute
+			if c.NNZ > 0 {
+				accDone = max(sent, accDone) + overhead + n*accCompute
+			}
 			accPull = max(sent, prevDone)
 			s.Slices[OnAcc] = append(s.Slices[OnAcc], c.Slices...)
 			s.NNZ[OnAcc] += c.NNZ
