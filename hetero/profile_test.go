@@ -16,13 +16,13 @@ import (
 	"github.com/sparsetune/sparsetune/kernels"
 )
 
-// tempConfig points os.UserConfigDir at a temporary directory, so no test
-// touches the user's profile, and returns where the profile goes.
+// tempConfig points os.UserConfigDir (XDG_CONFIG_HOME first) at a
+// temporary directory, so no test touches the user's profile, and returns
+// where the profile goes.
 func tempConfig(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
 	t.Setenv("XDG_CONFIG_HOME", filepath.Join(dir, "config"))
-	t.Setenv("HOME", dir)
 	path, err := ProfilePath()
 	if err != nil {
 		t.Fatal(err)
