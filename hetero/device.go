@@ -29,6 +29,19 @@ func (k Kind) String() string {
 // MarshalText writes the kind as its name, for JSON.
 func (k Kind) MarshalText() ([]byte, error) { return []byte(k.String()), nil }
 
+// UnmarshalText reads a kind's name, for JSON.
+func (k *Kind) UnmarshalText(b []byte) error {
+	switch string(b) {
+	case "cpu":
+		*k = CPU
+	case "gpu":
+		*k = GPU
+	default:
+		return fmt.Errorf("unknown device kind %q, expected cpu or gpu", b)
+	}
+	return nil
+}
+
 // Info describes a device.
 type Info struct {
 	Name         string `json:"name"` // how the CLI names it: "cpu", "opencl:0", "cuda:0"

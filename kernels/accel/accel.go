@@ -54,7 +54,17 @@ const (
 	MTTKRPCOO  = "mttkrp_coo"
 	MTTKRPCSF  = "mttkrp_csf"
 	MTTKRPALTO = "mttkrp_alto"
+	// FMAPeak and Triad are the calibration probes of package hetero: a
+	// chain of multiply-adds for the peak rate, a STREAM triad for the
+	// memory bandwidth.
+	FMAPeak = "fma_peak"
+	Triad   = "triad"
 )
+
+// FMAChains is the number of independent multiply-add chains each
+// work-item of fma_peak runs: one run does 2·FMAChains·iters flops per
+// work-item.
+const FMAChains = 8
 
 // Source returns the kernels' source for a backend, for work-groups of
 // workGroup work-items (mttkrp_alto must be launched with exactly that

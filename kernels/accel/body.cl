@@ -1,6 +1,6 @@
 /* sparsetune accelerator kernels: the body shared by every backend.
    The backend header defines KERNEL, GLOBAL, DEVFN, LOCAL_ARRAY, GLOBAL_ID,
-   LOCAL_ID, GROUP_ID, BARRIER and ATOMIC_ADD_F32; Source defines WG (the
+   LOCAL_ID, GROUP_ID, BARRIER, ATOMIC_ADD_F32 and FMA; Source defines WG (the
    work-group size mttkrp_alto is launched with), CHUNK (entries per
    work-item in the COO kernels) and MAX_ORDER. Matrices are row-major with
    R columns; offsets into them are ulong, as a factor can exceed 2^32
@@ -214,4 +214,33 @@ KERNEL void mttkrp_alto(ulong first, uint n, uint R, uint order, uint mode, ulon
 		}
 		BARRIER();
 	}
+}
+
+/* Calibration probe of the peak multiply-add rate: 8 (accel.FMAChains)
+   independent chains per work-item, iters rounds each. With 0 < b < 1 the
+   chains converge to c/(1-b) and stay finite; the sum is stored so that no
+   compiler drops the work. */
+KERNEL void fma_peak(uint iters, float b, float c, GLOBAL float *out) {
+	ulong g = GLOBAL_ID;
+	float x0 = (float)(g & 1023) * 1e-3f;
+	float x1 = x0 + 0.125f, x2 = x0 + 0.25f, x3 = x0 + 0.375f;
+	float x4 = x0 + 0.5f, x5 = x0 + 0.625f, x6 = x0 + 0.75f, x7 = x0 + 0.875f;
+	for (uint i = 0; i < iters; i++) {
+		x0 = FMA(x0, b, c);
+		x1 = FMA(x1, b, c);
+		x2 = FMA(x2, b, c);
+		x3 = FMA(x3, b, c);
+		x4 = FMA(x4, b, c);
+		x5 = FMA(x5, b, c);
+		x6 = FMA(x6, b, c);
+		x7 = FMA(x7, b, c);
+	}
+	out[g] = ((x0 + x1) + (x2 + x3)) + ((x4 + x5) + (x6 + x7));
+}
+
+/* Calibration probe of the memory bandwidth: the STREAM triad. */
+KERNEL void triad(ulong n, float s, GLOBAL float *a, GLOBAL const float *b, GLOBAL const float *c) {
+	ulong i = GLOBAL_ID;
+	if (i < n)
+		a[i] = b[i] + s * c[i];
 }

@@ -10,3 +10,6 @@ typedef unsigned long long ulong;
 #define GROUP_ID ((ulong)blockIdx.x)
 #define BARRIER() __syncthreads()
 #define ATOMIC_ADD_F32(p, v) atomicAdd((p), (v))
+/* A multiply-add: NVRTC contracts it into one FFMA (--fmad defaults to
+   true). */
+#define FMA(a, b, c) ((a) * (b) + (c))

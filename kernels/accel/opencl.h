@@ -21,3 +21,6 @@ void atomic_add_f32(__global float *p, float v) {
 	}
 }
 #define ATOMIC_ADD_F32(p, v) atomic_add_f32((p), (v))
+/* A multiply-add at the device's fastest (mad may fuse or not, as the
+   device runs it faster). */
+#define FMA(a, b, c) mad((a), (b), (c))
