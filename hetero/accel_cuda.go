@@ -53,7 +53,7 @@ func listCUDA() ([]accelEntry, error) {
 
 func cudaInfo(name string, dev cuda.Device, driver string) Info {
 	return Info{Name: name, Kind: GPU, Vendor: "NVIDIA", Model: fmt.Sprintf("%s (sm_%d%d)", dev.Name, dev.Major, dev.Minor),
-		ComputeUnits: dev.SMs, ClockMHz: dev.ClockMHz, GlobalMemory: dev.GlobalMemory, Driver: "CUDA driver " + driver}
+		ComputeUnits: dev.SMs, ClockMHz: dev.ClockMHz, GlobalMemory: dev.GlobalMemory, Driver: "CUDA driver " + driver, Type: "gpu"}
 }
 
 // openCUDA opens the device discovery described as info.

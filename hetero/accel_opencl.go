@@ -48,7 +48,20 @@ func openOpenCLSource(name string, dev opencl.Device, src string, group int) (*a
 func clInfo(name string, dev opencl.Device) Info {
 	return Info{Name: name, Kind: GPU, Vendor: dev.Vendor, Model: fmt.Sprintf("%s [%s]", dev.Name, dev.Type), ComputeUnits: dev.ComputeUnits,
 		ClockMHz: dev.MaxClockMHz, GlobalMemory: dev.GlobalMemBytes,
-		Driver: fmt.Sprintf("%s, driver %s (%s)", dev.Version, dev.DriverVersion, dev.Platform)}
+		Driver: fmt.Sprintf("%s, driver %s (%s)", dev.Version, dev.DriverVersion, dev.Platform), Type: clType(dev.Type)}
+}
+
+// clType names the hardware of an OpenCL device type for Info.Type.
+func clType(t opencl.DeviceType) string {
+	switch {
+	case t&opencl.TypeGPU != 0:
+		return "gpu"
+	case t&opencl.TypeCPU != 0:
+		return "cpu"
+	case t&opencl.TypeAccelerator != 0:
+		return "accelerator"
+	}
+	return "other"
 }
 
 func newCLRuntime(ctx *opencl.Context, src string, group int) (*clRuntime, error) {

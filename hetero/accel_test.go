@@ -372,7 +372,8 @@ func TestLookupAccelerators(t *testing.T) {
 		if err != nil || padded != d {
 			t.Errorf("%s:0%s: %v, want the device %s", bname, idx, err, name)
 		}
-		if d != again || d.Info().Name != name || d.Info().Kind != GPU || d.Info().GlobalMemory <= 0 {
+		if d != again || d.Info().Name != name || d.Info().Kind != GPU || d.Info().GlobalMemory <= 0 ||
+			d.Info().Class() != bname+"-"+d.Info().Type || d.Info().Type == "" {
 			t.Errorf("%s: %+v", name, d.Info())
 		}
 	}

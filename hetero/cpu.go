@@ -25,7 +25,7 @@ func NewCPU(threads int) *CPUDevice {
 		threads = runtime.GOMAXPROCS(0)
 	}
 	info := Info{Name: "cpu", Kind: CPU, ComputeUnits: threads, Driver: runtime.Version(),
-		Vendor: runtime.GOARCH, Model: runtime.GOARCH}
+		Vendor: runtime.GOARCH, Model: runtime.GOARCH, Type: "cpu"}
 	readCPUInfo(&info)
 	return &CPUDevice{threads: threads, info: info}
 }

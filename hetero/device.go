@@ -2,13 +2,16 @@ package hetero
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/sparsetune/sparsetune/formats"
 	"github.com/sparsetune/sparsetune/kernels"
 )
 
-// Kind is the kind of a device: the predictor has one head per kind.
+// Kind is the kind of a device: the host CPU or an accelerator. Info.Class
+// names the hardware more finely (a PoCL device is an accelerator of class
+// "opencl-cpu"): predictor heads are per class.
 type Kind int
 
 const (
@@ -52,6 +55,30 @@ type Info struct {
 	ClockMHz     int    `json:"clock_mhz"`
 	GlobalMemory int64  `json:"global_memory_bytes"`
 	Driver       string `json:"driver"` // driver / runtime version; the Go version for the CPU
+	// Type is the hardware the device is: "cpu", "gpu" or "accelerator"
+	// (OpenCL's CL_DEVICE_TYPE; PoCL's device is a "cpu"), "other" for
+	// anything else. The host CPU device is "cpu".
+	Type string `json:"type"`
+}
+
+// Class names the kind of hardware the device is, so that a predictor head
+// trained on one is never applied to another: "cpu" for the host's cores
+// running package kernels, else the backend and Type joined by a dash,
+// such as "opencl-cpu" (PoCL), "opencl-gpu" or "cuda-gpu". An Info with no
+// Type counts as a GPU.
+func (i Info) Class() string {
+	if i.Kind == CPU {
+		return "cpu"
+	}
+	backend, _, _ := strings.Cut(i.Name, ":")
+	if backend == "" {
+		backend = "accel"
+	}
+	typ := i.Type
+	if typ == "" {
+		typ = "gpu"
+	}
+	return backend + "-" + typ
 }
 
 // Timing is how long one run took, by phase. The CPU/accelerator split

@@ -5,8 +5,10 @@ import (
 	"math/rand/v2"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sparsetune/sparsetune/formats"
+	"github.com/sparsetune/sparsetune/hetero/opencl"
 	"github.com/sparsetune/sparsetune/kernels"
 )
 
@@ -151,6 +153,61 @@ func TestMeasure(t *testing.T) {
 				m.ConvertSeconds <= 0 || m.Flops != op.Flops(4, 3000, 16) || m.Device != "cpu" || m.Iters != 3 {
 				t.Errorf("%s %s: %+v", op, format, m)
 			}
+		}
+	}
+}
+
+// TestMeasureRuns: the rule sees the warm-up's time and its answer is the
+// number of timed runs, at least one.
+func TestMeasureRuns(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	x := randomTensor(t, rng, []int{30, 20, 10}, 800)
+	dev := NewCPU(1)
+	for _, tc := range []struct{ answer, want int }{{4, 4}, {1, 1}, {0, 1}, {-3, 1}} {
+		var seen time.Duration
+		m, err := MeasureRuns(dev, x, MTTKRP, 1, "csf", 8, func(w time.Duration) int { seen = w; return tc.answer })
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.Iters != tc.want || seen <= 0 || m.Seconds <= 0 || m.MinSeconds > m.Seconds {
+			t.Errorf("rule answering %d: warm-up %v, %+v", tc.answer, seen, m)
+		}
+	}
+	if _, err := MeasureRuns(dev, x, MTTKRP, 1, "csf", 8, nil); err == nil {
+		t.Error("no rule: no error")
+	}
+}
+
+// TestInfoClass: the class names the hardware, never only the kind.
+func TestInfoClass(t *testing.T) {
+	for _, tc := range []struct {
+		info Info
+		want string
+	}{
+		{NewCPU(1).Info(), "cpu"},
+		{Info{Name: "cpu", Kind: CPU}, "cpu"},
+		{Info{Name: "opencl:0", Kind: GPU, Type: "cpu"}, "opencl-cpu"},
+		{Info{Name: "opencl:1", Kind: GPU, Type: "gpu"}, "opencl-gpu"},
+		{Info{Name: "opencl:2", Kind: GPU, Type: "accelerator"}, "opencl-accelerator"},
+		{Info{Name: "cuda:0", Kind: GPU, Type: "gpu"}, "cuda-gpu"},
+		{Info{Name: "cuda:3", Kind: GPU}, "cuda-gpu"},
+		{Info{Kind: GPU}, "accel-gpu"},
+	} {
+		if got := tc.info.Class(); got != tc.want {
+			t.Errorf("%+v: class %q, want %q", tc.info, got, tc.want)
+		}
+	}
+	for _, tc := range []struct {
+		t    opencl.DeviceType
+		want string
+	}{
+		{opencl.TypeCPU, "cpu"},
+		{opencl.TypeGPU | opencl.TypeDefault, "gpu"},
+		{opencl.TypeAccelerator, "accelerator"},
+		{opencl.TypeCustom, "other"},
+	} {
+		if got := clType(tc.t); got != tc.want {
+			t.Errorf("%s: %q, want %q", tc.t, got, tc.want)
 		}
 	}
 }

@@ -51,16 +51,27 @@ type Measurement struct {
 // to build (formats.MaxELLSlotsPerNNZ), or a format the device cannot run
 // (IsUnsupported), is reported as skipped, not run.
 func Measure(d Device, x *formats.COO, op Op, mode int, format string, rank, iters int) (*Measurement, error) {
+	if iters < 1 {
+		return nil, fmt.Errorf("iters must be at least 1, found %d", iters)
+	}
+	return MeasureRuns(d, x, op, mode, format, rank, func(time.Duration) int { return iters })
+}
+
+// MeasureRuns is Measure with the number of timed runs chosen after the
+// warm-up run: runs is given the warm-up's time (all phases) and returns
+// how many runs to time (at least 1 is run), so that long kernels can be
+// timed fewer times than short ones. Measurement.Iters records the number.
+func MeasureRuns(d Device, x *formats.COO, op Op, mode int, format string, rank int, runs func(warmup time.Duration) int) (*Measurement, error) {
 	if mode < 0 || mode >= x.Order() {
 		return nil, fmt.Errorf("mode %d out of range 1 to %d", mode+1, x.Order())
 	}
 	if rank < 1 {
 		return nil, fmt.Errorf("rank must be at least 1, found %d", rank)
 	}
-	if iters < 1 {
-		return nil, fmt.Errorf("iters must be at least 1, found %d", iters)
+	if runs == nil {
+		return nil, errors.New("no rule for the number of runs")
 	}
-	m := &Measurement{Op: op, Mode: mode, Format: format, Device: d.Info().Name, Rank: rank, Iters: iters}
+	m := &Measurement{Op: op, Mode: mode, Format: format, Device: d.Info().Name, Rank: rank}
 	rng := rand.New(rand.NewPCG(uint64(mode), uint64(rank)))
 	var job Job
 	switch op {
@@ -122,9 +133,12 @@ func Measure(d Device, x *formats.COO, op Op, mode int, format string, rank, ite
 	if w, ok := job.(interface{ WorkspaceBytes() int64 }); ok {
 		m.WorkspaceBytes = w.WorkspaceBytes()
 	}
-	if _, err := job.Run(); err != nil {
+	warm, err := job.Run()
+	if err != nil {
 		return nil, err
 	}
+	iters := max(runs(warm.Total()), 1)
+	m.Iters = iters
 	kernel, h2d, d2h := make([]float64, iters), make([]float64, iters), make([]float64, iters)
 	for i := range iters {
 		t, err := job.Run()

@@ -1,0 +1,591 @@
+package train
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/sparsetune/sparsetune/formats"
+	"github.com/sparsetune/sparsetune/hetero"
+	"github.com/sparsetune/sparsetune/model"
+)
+
+// Labelling defaults.
+const (
+	// DefaultRuns is the most timed runs per format (after a warm-up).
+	DefaultRuns = 5
+	// DefaultRunBudget is the time the timed runs of one format aim at:
+	// a format whose warm-up run took w is timed
+	// clamp(floor(budget / w), 1, runs) times, so kernels up to budget/runs
+	// (0.4 s with the defaults) get every run and longer ones fewer, down
+	// to one beyond the budget.
+	DefaultRunBudget = 2 * time.Second
+	// DefaultLabelRank is the rank R of the dense operands.
+	DefaultLabelRank = 16
+)
+
+// LabelOptions say what Label measures.
+type LabelOptions struct {
+	// Ops are the operations (default hetero.Ops: ttm and mttkrp).
+	Ops []hetero.Op
+	// Devices are the devices, measured one after another (default the
+	// CPU on every core).
+	Devices []hetero.Device
+	// Rank is R (default DefaultLabelRank).
+	Rank int
+	// Runs is the most timed runs per format (default DefaultRuns).
+	Runs int
+	// RunBudget is the time the timed runs of a format aim at (default
+	// DefaultRunBudget; negative: always Runs runs).
+	RunBudget time.Duration
+	// Limit, when positive, labels only the first Limit tensors of the
+	// input's order.
+	Limit int
+	// Progress, if set, is called after each row written and at the end
+	// of each tensor.
+	Progress func(LabelProgress)
+	// Warn, if set, receives one-line warnings: a truncated last line
+	// dropped, builds mixed in the labels file, an empty tensor skipped.
+	Warn func(string)
+}
+
+// LabelProgress reports a row written or a tensor finished.
+type LabelProgress struct {
+	// Index is the tensor's 0-based position among Total.
+	Index, Total int
+	// Tensor is the tensor as rows name it; NNZ and Dims are zero when
+	// every row was found done without reading the file.
+	Tensor string
+	NNZ    int
+	Dims   []int
+	// Row is the row just written; nil when the event ends a tensor.
+	Row *LabelRow
+	// At the end of a tensor: its rows written and found done (resumed),
+	// and the time spent on it.
+	Written, Resumed int
+	Elapsed          time.Duration
+	// Work and TotalWork measure the run in nonzeros: a row of a tensor of
+	// n nonzeros weighs n, and rows found done weigh nothing. TotalWork
+	// estimates tensors not read yet (the manifest's nonzeros, else from
+	// the file's size) and is corrected as they are read.
+	Work, TotalWork float64
+}
+
+// LabelSummary is what a Label run did.
+type LabelSummary struct {
+	Out string `json:"out"`
+	// Tensors is the number of tensors considered (after Limit), Empty
+	// those skipped for having no nonzeros.
+	Tensors int `json:"tensors"`
+	Empty   int `json:"empty,omitempty"`
+	// Written rows this run, Resumed rows found done.
+	Written int `json:"written"`
+	Resumed int `json:"resumed"`
+	// Dropped describes the truncated last line dropped, if any.
+	Dropped string `json:"dropped,omitempty"`
+	Build   Build  `json:"build"`
+	// MixedBuilds lists the builds of the file's rows and this run's
+	// when they differ (MixedBuilds).
+	MixedBuilds []string `json:"mixed_builds,omitempty"`
+	// ReadSeconds is the time spent reading and fingerprinting tensors.
+	ReadSeconds float64 `json:"read_seconds"`
+	// Devices is the measuring cost per device.
+	Devices []DeviceCost `json:"devices"`
+}
+
+// DeviceCost is the time one device's rows took in a run.
+type DeviceCost struct {
+	Device string `json:"device"`
+	Class  string `json:"device_class"`
+	Rows   int    `json:"rows"`
+	// NNZ sums the rows' nonzeros (a tensor counts once per op and mode).
+	NNZ     int64   `json:"nnz"`
+	Seconds float64 `json:"seconds"`
+}
+
+// SecondsPerMillion returns the seconds per million nonzeros of one row
+// (one op and mode): a tensor of n nonzeros and order N costs about
+// ops·N·n/10⁶ times this on the device.
+func (c DeviceCost) SecondsPerMillion() float64 {
+	if c.NNZ == 0 {
+		return 0
+	}
+	return c.Seconds / (float64(c.NNZ) / 1e6)
+}
+
+// LabelInput is a tensor to label.
+type LabelInput struct {
+	// Path is the tensor's file.
+	Path string
+	// Source is the group for grouped cross-validation: the manifest's
+	// source matrix, else the file's name. Generator is the manifest's
+	// generator chain ("" without one).
+	Source, Generator string
+	// NNZ and Dims are the manifest's (zero and nil without one).
+	NNZ  int
+	Dims []int
+	// Bytes is the file's size.
+	Bytes int64
+}
+
+// LabelInputs lists the tensors of dir in labelling order: the entries of
+// its manifest (ManifestName) in manifest order when it has one, else its
+// .tns, .stb and .mtx files (optionally .gz) sorted by name.
+func LabelInputs(dir string) ([]LabelInput, error) {
+	st, err := os.Stat(dir)
+	if err != nil {
+		return nil, err
+	}
+	if !st.IsDir() {
+		return nil, fmt.Errorf("%s: not a directory", dir)
+	}
+	manifest := filepath.Join(dir, ManifestName)
+	entries, err := readManifestFile(manifest)
+	if err != nil {
+		return nil, err
+	}
+	var inputs []LabelInput
+	if entries != nil {
+		for _, e := range entries {
+			path := filepath.Join(dir, e.File)
+			st, err := os.Stat(path)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %s is listed but absent: %w", manifest, e.File, errors.Unwrap(err))
+			}
+			inputs = append(inputs, LabelInput{Path: path, Source: e.Source, Generator: e.Generator,
+				NNZ: e.NNZ, Dims: e.Dims, Bytes: st.Size()})
+		}
+		return inputs, nil
+	}
+	des, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	for _, de := range des {
+		name := de.Name()
+		if strings.HasPrefix(name, ".") || !de.Type().IsRegular() && de.Type()&fs.ModeSymlink == 0 {
+			continue
+		}
+		if _, _, err := formats.FormatOf(name); err != nil {
+			continue
+		}
+		path := filepath.Join(dir, name)
+		st, err := os.Stat(path)
+		if err != nil || !st.Mode().IsRegular() {
+			continue
+		}
+		inputs = append(inputs, LabelInput{Path: path, Source: name, Bytes: st.Size()})
+	}
+	sort.Slice(inputs, func(i, j int) bool { return inputs[i].Path < inputs[j].Path })
+	if len(inputs) == 0 {
+		return nil, fmt.Errorf("%s: no %s and no tensor files (.tns, .stb, .mtx, optionally .gz)", dir, ManifestName)
+	}
+	return inputs, nil
+}
+
+// estimatedNNZ is the input's nonzeros, or a guess from its file's size
+// (binary 16 bytes per nonzero, text 24, gzip a third of that).
+func (in LabelInput) estimatedNNZ() float64 {
+	if in.NNZ > 0 {
+		return float64(in.NNZ)
+	}
+	per := 24.0
+	name := strings.TrimSuffix(in.Path, ".gz")
+	if strings.HasSuffix(name, string(formats.Binary)) {
+		per = 16
+	}
+	if name != in.Path {
+		per /= 3
+	}
+	return max(float64(in.Bytes)/per, 1)
+}
+
+// Label measures, for each tensor of the directory in (LabelInputs), each
+// operation, each mode and each device, every candidate format of the
+// operation (hetero.Op.Formats) with the real kernels (hetero.MeasureRuns:
+// conversion, a warm-up run, then the median of up to opt.Runs timed
+// runs, fewer for long kernels as DefaultRunBudget says), and appends one
+// LabelRow per (tensor, op, mode, device) to the labels file out.
+//
+// It is resumable and safe to kill at any moment: each row is written as
+// one line and synced before the next is measured; on start the rows
+// already in out (same tensor path or fingerprint, op, mode, device, its
+// class and rank) are skipped, and a truncated last line is dropped (and
+// reported through opt.Warn and the summary), so a run killed mid-write
+// loses only the row in progress. A tensor whose file now holds another
+// tensor than its rows record (another fingerprint) is an error: use
+// another labels file. When ctx is done, Label stops before the next
+// format and returns ctx's error; the row in progress is not written.
+func Label(ctx context.Context, in, out string, opt LabelOptions) (*LabelSummary, error) {
+	if err := opt.defaults(); err != nil {
+		return nil, err
+	}
+	inputs, err := LabelInputs(in)
+	if err != nil {
+		return nil, err
+	}
+	if opt.Limit > 0 && opt.Limit < len(inputs) {
+		inputs = inputs[:opt.Limit]
+	}
+	outDir, err := filepath.Abs(filepath.Dir(out))
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(outDir, 0o755); err != nil {
+		return nil, err
+	}
+	warn := func(format string, args ...any) {
+		if opt.Warn != nil {
+			opt.Warn(fmt.Sprintf(format, args...))
+		}
+	}
+	sum := &LabelSummary{Out: out, Tensors: len(inputs), Build: CurrentBuild()}
+	old, dropped, err := loadLabels(out)
+	if err != nil {
+		return nil, err
+	}
+	if dropped != nil {
+		sum.Dropped = dropped.Error()
+		warn("%s", sum.Dropped)
+	}
+	if mixed := MixedBuilds(append(old, LabelRow{Build: sum.Build})); mixed != nil {
+		sum.MixedBuilds = mixed
+		warn("%s mixes builds (this run's is the last): %s", out, strings.Join(mixed, "; "))
+	}
+	lab := &labeller{opt: opt, out: out, sum: sum, done: map[labelKey]bool{}, tensors: map[string]seenTensor{}}
+	for i := range old {
+		r := &old[i]
+		lab.done[r.key()] = true
+		lab.done[r.fingerprintKey()] = true
+		if _, ok := lab.tensors[r.Tensor]; !ok {
+			lab.tensors[r.Tensor] = seenTensor{order: r.Order, fingerprint: r.Fingerprint}
+		}
+	}
+	for _, d := range opt.Devices {
+		info := d.Info()
+		lab.infos = append(lab.infos, info)
+		sum.Devices = append(sum.Devices, DeviceCost{Device: info.Name, Class: info.Class()})
+	}
+	f, err := os.OpenFile(out, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	lab.file = f
+	names := make([]string, len(inputs))
+	estimates := make([]float64, len(inputs))
+	for i, input := range inputs {
+		names[i] = relTensor(outDir, input.Path)
+		order := len(input.Dims)
+		if order == 0 {
+			order = lab.tensors[names[i]].order
+		}
+		if order == 0 {
+			order = 3
+		}
+		estimates[i] = float64(lab.pending(names[i], "", order)) * input.estimatedNNZ()
+		lab.totalWork += estimates[i]
+	}
+	for i, input := range inputs {
+		if err := lab.tensor(ctx, i, len(inputs), names[i], input, estimates[i]); err != nil {
+			return sum, errors.Join(err, f.Close())
+		}
+	}
+	if err := f.Close(); err != nil {
+		return sum, fmt.Errorf("%s: %w", out, err)
+	}
+	return sum, nil
+}
+
+// defaults fills and checks the options.
+func (opt *LabelOptions) defaults() error {
+	if len(opt.Ops) == 0 {
+		opt.Ops = hetero.Ops
+	}
+	for i, op := range opt.Ops {
+		if op != hetero.SpTTM && op != hetero.MTTKRP {
+			return fmt.Errorf("label: unknown op %v", op)
+		}
+		if slices.Contains(opt.Ops[:i], op) {
+			return fmt.Errorf("label: op %s given twice", op)
+		}
+	}
+	if len(opt.Devices) == 0 {
+		opt.Devices = []hetero.Device{hetero.NewCPU(0)}
+	}
+	var names []string
+	for _, d := range opt.Devices {
+		name := d.Info().Name
+		if slices.Contains(names, name) {
+			return fmt.Errorf("label: device %s given twice", name)
+		}
+		names = append(names, name)
+	}
+	switch {
+	case opt.Rank == 0:
+		opt.Rank = DefaultLabelRank
+	case opt.Rank < 0:
+		return fmt.Errorf("label: rank must be at least 1, found %d", opt.Rank)
+	}
+	switch {
+	case opt.Runs == 0:
+		opt.Runs = DefaultRuns
+	case opt.Runs < 0:
+		return fmt.Errorf("label: runs must be at least 1, found %d", opt.Runs)
+	}
+	if opt.RunBudget == 0 {
+		opt.RunBudget = DefaultRunBudget
+	}
+	if opt.Limit < 0 {
+		return fmt.Errorf("label: limit must be 0 (all) or more, found %d", opt.Limit)
+	}
+	return nil
+}
+
+// runs is the rule MeasureRuns applies after the warm-up run.
+func (opt *LabelOptions) runs(warmup time.Duration) int {
+	if opt.RunBudget < 0 || warmup <= 0 {
+		return opt.Runs
+	}
+	return max(1, min(opt.Runs, int(opt.RunBudget/warmup)))
+}
+
+// seenTensor is what the labels file says of a tensor: its order and the
+// fingerprint of its first row.
+type seenTensor struct {
+	order       int
+	fingerprint string
+}
+
+// labeller is the state of a Label run.
+type labeller struct {
+	opt             LabelOptions
+	infos           []hetero.Info
+	out             string
+	file            *os.File
+	sum             *LabelSummary
+	done            map[labelKey]bool
+	tensors         map[string]seenTensor
+	work, totalWork float64
+}
+
+// pending counts the rows of a tensor of the given order not yet done,
+// by name and, when fp is set, by fingerprint.
+func (l *labeller) pending(name, fp string, order int) int {
+	n := 0
+	for _, op := range l.opt.Ops {
+		for mode := 1; mode <= order; mode++ {
+			for _, info := range l.infos {
+				r := LabelRow{Tensor: name, Fingerprint: fp, Op: op.String(), Mode: mode, Device: info.Name, DeviceClass: info.Class(), Rank: l.opt.Rank}
+				if !l.done[r.key()] && (fp == "" || !l.done[r.fingerprintKey()]) {
+					n++
+				}
+			}
+		}
+	}
+	return n
+}
+
+// tensor labels one input; estimate is its share of totalWork so far.
+func (l *labeller) tensor(ctx context.Context, index, total int, name string, in LabelInput, estimate float64) error {
+	start := time.Now()
+	ev := LabelProgress{Index: index, Total: total, Tensor: name}
+	report := func() {
+		if l.opt.Progress != nil {
+			ev.Work, ev.TotalWork = l.work, l.totalWork
+			l.opt.Progress(ev)
+		}
+	}
+	seen, labelled := l.tensors[name]
+	order := len(in.Dims)
+	if order == 0 {
+		order = seen.order
+	}
+	rowsPer := len(l.opt.Ops) * len(l.infos)
+	if order > 0 && l.pending(name, "", order) == 0 {
+		// Every row is done: no need to read the file.
+		ev.Resumed = rowsPer * order
+		l.sum.Resumed += ev.Resumed
+		l.totalWork -= estimate
+		ev.Elapsed = time.Since(start)
+		report()
+		return nil
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	x, err := formats.ReadFile(in.Path)
+	if err != nil {
+		return err
+	}
+	if in.Dims != nil && (x.NNZ() != in.NNZ || !slices.Equal(x.Dims, in.Dims)) {
+		return fmt.Errorf("%s: the manifest records %s with %d nonzeros, the file holds %s with %d: regenerate it (sparsetune gen)",
+			in.Path, formats.FormatDims(in.Dims), in.NNZ, formats.FormatDims(x.Dims), x.NNZ())
+	}
+	fp := model.Fingerprint(x)
+	l.sum.ReadSeconds += time.Since(start).Seconds()
+	if labelled && seen.fingerprint != fp {
+		return fmt.Errorf("%s: %s holds rows of this file with fingerprint %.12s, the file now holds another tensor (%.12s): label it into another labels file",
+			in.Path, l.out, seen.fingerprint, fp)
+	}
+	ev.NNZ, ev.Dims = x.NNZ(), x.Dims
+	if x.NNZ() == 0 {
+		l.sum.Empty++
+		l.totalWork -= estimate
+		if l.opt.Warn != nil {
+			l.opt.Warn(fmt.Sprintf("%s: no nonzeros, skipped", in.Path))
+		}
+		report()
+		return nil
+	}
+	pending := l.pending(name, fp, x.Order())
+	ev.Resumed = rowsPer*x.Order() - pending
+	l.sum.Resumed += ev.Resumed
+	l.totalWork += float64(pending*x.NNZ()) - estimate
+	base := LabelRow{Tensor: name, Source: in.Source, Generator: in.Generator, Fingerprint: fp, Rank: l.opt.Rank,
+		NNZ: x.NNZ(), Dims: slices.Clone(x.Dims), Order: x.Order(), Build: l.sum.Build}
+	for _, op := range l.opt.Ops {
+		for mode := range x.Order() {
+			for d, dev := range l.opt.Devices {
+				info := l.infos[d]
+				r := base
+				r.Op, r.Mode, r.Device, r.DeviceClass, r.DeviceModel, r.ComputeUnits = op.String(), mode+1, info.Name, info.Class(), info.Model, info.ComputeUnits
+				if l.done[r.key()] || l.done[r.fingerprintKey()] {
+					continue
+				}
+				rowStart := time.Now()
+				if err := l.measure(ctx, dev, x, op, mode, &r); err != nil {
+					return err
+				}
+				if err := l.write(&r); err != nil {
+					return err
+				}
+				l.done[r.key()], l.done[r.fingerprintKey()] = true, true
+				cost := &l.sum.Devices[d]
+				cost.Rows++
+				cost.NNZ += int64(x.NNZ())
+				cost.Seconds += time.Since(rowStart).Seconds()
+				l.sum.Written++
+				ev.Written++
+				l.work += float64(x.NNZ())
+				ev.Row = &r
+				report()
+				ev.Row = nil
+			}
+		}
+	}
+	ev.Elapsed = time.Since(start)
+	report()
+	return nil
+}
+
+// measure times every candidate of op on dev into r.
+func (l *labeller) measure(ctx context.Context, dev hetero.Device, x *formats.COO, op hetero.Op, mode int, r *LabelRow) error {
+	candidates := op.Formats()
+	r.Times, r.MinTimes = map[string]float64{}, map[string]float64{}
+	r.ConvertSeconds, r.Skipped, r.Runs = map[string]float64{}, map[string]string{}, map[string]int{}
+	for _, f := range candidates {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		m, err := hetero.MeasureRuns(dev, x, op, mode, f, l.opt.Rank, l.opt.runs)
+		if err != nil {
+			return fmt.Errorf("%s: %s mode %d in %s on %s: %s", r.Tensor, op, mode+1, f, r.Device, oneLine(err))
+		}
+		if m.ConvertSeconds > 0 {
+			r.ConvertSeconds[f] = m.ConvertSeconds
+		}
+		if m.Skipped != "" {
+			r.Skipped[f] = strings.Join(strings.Fields(m.Skipped), " ")
+			continue
+		}
+		r.ConvertSeconds[f] = m.ConvertSeconds
+		r.Times[f], r.MinTimes[f], r.Runs[f] = m.Seconds, m.MinSeconds, m.Iters
+		if tr := m.HostToDevice + m.DeviceToHost; tr > 0 {
+			if r.TransferSeconds == nil {
+				r.TransferSeconds = map[string]float64{}
+			}
+			r.TransferSeconds[f] = tr
+		}
+	}
+	r.Label, r.NearTies = rankTimes(candidates, r.Times)
+	r.MeasuredAt = time.Now().UTC().Truncate(time.Millisecond)
+	return nil
+}
+
+// write appends r to the labels file as one line and syncs it.
+func (l *labeller) write(r *LabelRow) error {
+	if err := r.check(); err != nil {
+		return fmt.Errorf("label row of %s, %s mode %d on %s: %w", r.Tensor, r.Op, r.Mode, r.Device, err)
+	}
+	line, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	if _, err := l.file.Write(append(line, '\n')); err != nil {
+		return fmt.Errorf("%s: %w", l.out, err)
+	}
+	if err := l.file.Sync(); err != nil {
+		return fmt.Errorf("%s: %w", l.out, err)
+	}
+	return nil
+}
+
+// loadLabels reads the labels file at out for resuming, absent meaning
+// empty. A truncated last line is cut off the file and returned.
+func loadLabels(out string) ([]LabelRow, *truncatedError, error) {
+	data, err := os.ReadFile(out)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil, nil
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	rows, tail, err := parseLabels(data, out)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w (fix or remove the line to resume)", err)
+	}
+	cut := len(data)
+	if tail != nil {
+		cut = bytes.LastIndexByte(data, '\n') + 1
+	} else if cut > 0 && data[cut-1] != '\n' {
+		// A complete last row without its newline: end it, so the next
+		// row starts on its own line.
+		f, err := os.OpenFile(out, os.O_WRONLY|os.O_APPEND, 0)
+		if err == nil {
+			_, err = f.Write([]byte{'\n'})
+			err = errors.Join(err, f.Sync(), f.Close())
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+	}
+	if cut < len(data) {
+		if err := os.Truncate(out, int64(cut)); err != nil {
+			return nil, nil, err
+		}
+	}
+	return rows, tail, nil
+}
+
+// relTensor names a tensor in rows: its path relative to the labels file's
+// directory, slash-separated, or its absolute path when it has none.
+func relTensor(outDir, path string) string {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return filepath.ToSlash(path)
+	}
+	rel, err := filepath.Rel(outDir, abs)
+	if err != nil {
+		return filepath.ToSlash(abs)
+	}
+	return filepath.ToSlash(rel)
+}
