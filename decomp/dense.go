@@ -26,25 +26,47 @@ const maxCond = 1e6
 
 // gram returns AᵀA (R x R, row-major, float64). Rows are cut into ranges
 // summed separately and added in range order, so the result depends only
-// on the thread count.
+// on the thread count. Like mulSmall it takes four rows per pass over the
+// accumulator (only its upper triangle, mirrored at the end).
 func gram(a *kernels.Matrix, threads int) []float64 {
 	R := a.Cols
 	parts := rangeParts(a.Rows, float64(R*R), threads)
 	partial := make([][]float64, parts)
 	parallelRange(a.Rows, parts, func(t, lo, hi int) {
 		g := make([]float64, R*R)
-		row := make([]float64, R)
-		for i := lo; i < hi; i++ {
+		var rows [4][]float64
+		for q := range rows {
+			rows[q] = make([]float64, R)
+		}
+		i := lo
+		for ; i+4 <= hi; i += 4 {
+			for q := range rows {
+				for j, v := range a.Row(i + q) {
+					rows[q][j] = float64(v)
+				}
+			}
+			r0, r1, r2, r3 := rows[0], rows[1], rows[2], rows[3]
+			for j := range R {
+				v0, v1, v2, v3 := r0[j], r1[j], r2[j], r3[j]
+				gj := g[j*R+j : j*R+R]
+				a0, a1, a2, a3 := r0[j:], r1[j:], r2[j:], r3[j:]
+				a0, a1, a2, a3 = a0[:len(gj)], a1[:len(gj)], a2[:len(gj)], a3[:len(gj)]
+				for k := range gj {
+					gj[k] += v0*a0[k] + v1*a1[k] + v2*a2[k] + v3*a3[k]
+				}
+			}
+		}
+		for ; i < hi; i++ {
+			row := rows[0]
 			for j, v := range a.Row(i) {
 				row[j] = float64(v)
 			}
 			for j, vj := range row {
-				if vj == 0 {
-					continue
-				}
-				gj := g[j*R : j*R+R]
-				for k := j; k < R; k++ {
-					gj[k] += vj * row[k]
+				gj := g[j*R+j : j*R+R]
+				rj := row[j:]
+				rj = rj[:len(gj)]
+				for k := range gj {
+					gj[k] += vj * rj[k]
 				}
 			}
 		}
@@ -159,27 +181,40 @@ func pseudoInverse(v []float64, R int) []float64 {
 }
 
 // mulSmall sets a = m·s for an I x R float32 matrix m and an R x R
-// float64 matrix s, row by row in parallel. a and m may be the same.
+// float64 matrix s, row by row in parallel, accumulating in float64. a and
+// m may be the same. On a tensor whose dims are large against its
+// nonzeros this product costs more than the MTTKRP (I·R² against
+// N·nnz·R/N per mode), so the inner loop takes four rows of s per pass over
+// the accumulator: a quarter of the accumulator loads and stores.
 func mulSmall(a, m *kernels.Matrix, s []float64, threads int) {
 	R := m.Cols
-	parallelRange(m.Rows, rangeParts(m.Rows, float64(R*R), threads), func(t, lo, hi int) {
-		row := make([]float64, R)
+	parallelRange(m.Rows, rangeParts(m.Rows, float64(R*R), threads), func(_, lo, hi int) {
 		acc := make([]float64, R)
 		for i := lo; i < hi; i++ {
-			for j, v := range m.Row(i) {
-				row[j] = float64(v)
-			}
+			src := m.Row(i)
 			clear(acc)
-			for j, vj := range row {
-				if vj == 0 {
-					continue
+			j := 0
+			for ; j+4 <= R; j += 4 {
+				v0, v1, v2, v3 := float64(src[j]), float64(src[j+1]), float64(src[j+2]), float64(src[j+3])
+				s0 := s[j*R : j*R+R]
+				s1 := s[(j+1)*R : (j+1)*R+R]
+				s2 := s[(j+2)*R : (j+2)*R+R]
+				s3 := s[(j+3)*R : (j+3)*R+R]
+				s0, s1, s2, s3 = s0[:len(acc)], s1[:len(acc)], s2[:len(acc)], s3[:len(acc)]
+				for k := range acc {
+					acc[k] += v0*s0[k] + v1*s1[k] + v2*s2[k] + v3*s3[k]
 				}
+			}
+			for ; j < R; j++ {
+				v := float64(src[j])
 				sj := s[j*R : j*R+R]
-				for k, x := range sj {
-					acc[k] += vj * x
+				sj = sj[:len(acc)]
+				for k := range acc {
+					acc[k] += v * sj[k]
 				}
 			}
 			dst := a.Row(i)
+			dst = dst[:len(acc)]
 			for k, x := range acc {
 				dst[k] = float32(x)
 			}
