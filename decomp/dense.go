@@ -180,34 +180,35 @@ func pseudoInverse(v []float64, R int) []float64 {
 	return inv
 }
 
-// mulSmall sets a = m·s for an I x R float32 matrix m and an R x R
-// float64 matrix s, row by row in parallel, accumulating in float64. a and
-// m may be the same. On a tensor whose dims are large against its
-// nonzeros this product costs more than the MTTKRP (I·R² against
-// N·nnz·R/N per mode), so the inner loop takes four rows of s per pass over
-// the accumulator: a quarter of the accumulator loads and stores.
+// mulSmall sets a = m·s for an I x K float32 matrix m and a K x C
+// float64 matrix s (C = a.Cols; K = C = R for CP-ALS's solve), row by row
+// in parallel, accumulating in float64. a and m may be the same when
+// K = C. On a tensor whose dims are large against its nonzeros this
+// product costs more than the MTTKRP (I·R² against nnz·R per mode), so the
+// inner loop takes four rows of s per pass over the accumulator: a quarter
+// of the accumulator loads and stores.
 func mulSmall(a, m *kernels.Matrix, s []float64, threads int) {
-	R := m.Cols
-	parallelRange(m.Rows, rangeParts(m.Rows, float64(R*R), threads), func(_, lo, hi int) {
-		acc := make([]float64, R)
+	K, C := m.Cols, a.Cols
+	parallelRange(m.Rows, rangeParts(m.Rows, float64(K*C), threads), func(_, lo, hi int) {
+		acc := make([]float64, C)
 		for i := lo; i < hi; i++ {
 			src := m.Row(i)
 			clear(acc)
 			j := 0
-			for ; j+4 <= R; j += 4 {
+			for ; j+4 <= K; j += 4 {
 				v0, v1, v2, v3 := float64(src[j]), float64(src[j+1]), float64(src[j+2]), float64(src[j+3])
-				s0 := s[j*R : j*R+R]
-				s1 := s[(j+1)*R : (j+1)*R+R]
-				s2 := s[(j+2)*R : (j+2)*R+R]
-				s3 := s[(j+3)*R : (j+3)*R+R]
+				s0 := s[j*C : j*C+C]
+				s1 := s[(j+1)*C : (j+1)*C+C]
+				s2 := s[(j+2)*C : (j+2)*C+C]
+				s3 := s[(j+3)*C : (j+3)*C+C]
 				s0, s1, s2, s3 = s0[:len(acc)], s1[:len(acc)], s2[:len(acc)], s3[:len(acc)]
 				for k := range acc {
 					acc[k] += v0*s0[k] + v1*s1[k] + v2*s2[k] + v3*s3[k]
 				}
 			}
-			for ; j < R; j++ {
+			for ; j < K; j++ {
 				v := float64(src[j])
-				sj := s[j*R : j*R+R]
+				sj := s[j*C : j*C+C]
 				sj = sj[:len(acc)]
 				for k := range acc {
 					acc[k] += v * sj[k]

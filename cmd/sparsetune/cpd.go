@@ -44,6 +44,9 @@ PREFIX.lambda.npy. docs/decomp.md describes the algorithm.`,
 			if c.rank < 1 {
 				return fmt.Errorf("--rank must be >= 1, found %d", c.rank)
 			}
+			if c.formats, err = mttkrpFormats(v.GetString("cpd.format")); err != nil {
+				return err
+			}
 			return runCPD(cmd, args[0], c)
 		},
 	}
@@ -61,7 +64,6 @@ PREFIX.lambda.npy. docs/decomp.md describes the algorithm.`,
 // decompConfig holds the flags the decomposition commands share.
 type decompConfig struct {
 	rank       int
-	ranks      []int
 	iters      int
 	tol        float64
 	seed       uint64
@@ -108,15 +110,22 @@ func decompConfigFrom(v *viper.Viper, name string, cmd *cobra.Command) (decompCo
 	if c.init != decomp.InitRandom && c.init != decomp.InitHOSVD {
 		return c, fmt.Errorf("--init must be random or hosvd, found %q", c.init)
 	}
-	if s := v.GetString(name + ".format"); s != "" {
-		c.formats = strings.Split(s, ",")
-		for _, f := range c.formats {
-			if !slices.Contains(formats.TensorFormatNames, f) {
-				return c, fmt.Errorf("--format %q: each format must be one of %s", s, strings.Join(formats.TensorFormatNames, ", "))
-			}
+	return c, nil
+}
+
+// mttkrpFormats parses cpd's and cpapr's --format: one MTTKRP format, or
+// one per mode.
+func mttkrpFormats(s string) ([]string, error) {
+	if s == "" {
+		return nil, nil
+	}
+	fs := strings.Split(s, ",")
+	for _, f := range fs {
+		if !slices.Contains(formats.TensorFormatNames, f) {
+			return nil, fmt.Errorf("--format %q: each format must be one of %s", s, strings.Join(formats.TensorFormatNames, ", "))
 		}
 	}
-	return c, nil
+	return fs, nil
 }
 
 // readForDecomp reads FILE for a decomposition and checks the per-mode
