@@ -6,6 +6,9 @@
 //
 //	sparsetune info [FILE] [--json]
 //	sparsetune convert IN OUT
+//	sparsetune cpd FILE --rank R [--out PREFIX] [--json]
+//	sparsetune tucker FILE --ranks R1,R2,... [--out PREFIX] [--json]
+//	sparsetune cpapr FILE --rank R [--out PREFIX] [--json]
 //
 // Files are FROSTT .tns, MatrixMarket .mtx or sparsetune binary .stb, each
 // optionally gzipped (.gz). Modes are numbered from 1, as in SPLATT and

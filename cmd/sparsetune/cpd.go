@@ -1,0 +1,298 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"runtime"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/viper"
+
+	"github.com/sparsetune/sparsetune/decomp"
+	"github.com/sparsetune/sparsetune/formats"
+)
+
+func init() { register(newCPDCmd) }
+
+func newCPDCmd(v *viper.Viper) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "cpd FILE --rank R [--iters K] [--tol T] [--seed S] [--init random|hosvd] [--format alto|csf|coo|hicoo] [--line-search] [--out PREFIX]",
+		Short: "CP decomposition by alternating least squares (CP-ALS)",
+		Long: `Compute a rank-R CP decomposition X ≈ Σ_r λ_r a_1r ∘ … ∘ a_Nr of a sparse
+tensor of order 3 or more by alternating least squares.
+
+Each iteration runs one MTTKRP per mode in --format (ALTO by default: one
+copy of the tensor serves every mode; csf and coo keep one copy per mode),
+converted once before the first iteration, and solves with the Gram
+matrices. It stops when the fit changes by less than --tol or after
+--iters iterations. A progress line per iteration goes to stderr.
+
+--out PREFIX writes the factors as NumPy float32 arrays, PREFIX.mode1.npy
+… (Dims[n] x R, C order, unit-norm columns), and the weights as
+PREFIX.lambda.npy. docs/decomp.md describes the algorithm.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := decompConfigFrom(v, "cpd", cmd)
+			if err != nil {
+				return err
+			}
+			if c.rank < 1 {
+				return fmt.Errorf("--rank must be >= 1, found %d", c.rank)
+			}
+			if c.formats, err = mttkrpFormats(v.GetString("cpd.format")); err != nil {
+				return err
+			}
+			return runCPD(cmd, args[0], c)
+		},
+	}
+	f := cmd.Flags()
+	f.Int("rank", 0, "rank R: number of components (required)")
+	addDecompFlags(cmd, v, "cpd", "random")
+	f.String("format", decomp.DefaultMTTKRPFormat, "MTTKRP format: alto, csf, coo or hicoo, or one per mode, comma-separated")
+	f.Bool("line-search", false, "extrapolate the factors after each sweep, kept when the fit does not drop")
+	for _, name := range []string{"rank", "format", "line-search"} {
+		_ = v.BindPFlag("cpd."+name, f.Lookup(name))
+	}
+	return cmd
+}
+
+// decompConfig holds the flags the decomposition commands share.
+type decompConfig struct {
+	rank       int
+	iters      int
+	tol        float64
+	seed       uint64
+	init       string
+	formats    []string
+	lineSearch bool
+	out        string
+	threads    int
+	asJSON     bool
+}
+
+// addDecompFlags adds the flags every decomposition command has, bound to
+// viper under the command's name (so sparsetune.yaml can set cpd.iters).
+func addDecompFlags(cmd *cobra.Command, v *viper.Viper, name, defaultInit string) {
+	f := cmd.Flags()
+	f.Int("iters", decomp.DefaultIters, "largest number of iterations")
+	f.Float64("tol", 1e-4, "stop when the change per iteration falls below this (0: run all iterations)")
+	f.Uint64("seed", 1, "seed of the random initialisation")
+	f.String("init", defaultInit, "initialisation: random or hosvd")
+	f.String("out", "", "write the model as PREFIX.*.npy (float32, C order)")
+	for _, flag := range []string{"iters", "tol", "seed", "init", "out"} {
+		_ = v.BindPFlag(name+"."+flag, f.Lookup(flag))
+	}
+}
+
+func decompConfigFrom(v *viper.Viper, name string, cmd *cobra.Command) (decompConfig, error) {
+	c := decompConfig{
+		rank:       v.GetInt(name + ".rank"),
+		iters:      v.GetInt(name + ".iters"),
+		tol:        v.GetFloat64(name + ".tol"),
+		seed:       v.GetUint64(name + ".seed"),
+		init:       v.GetString(name + ".init"),
+		lineSearch: v.GetBool(name + ".line-search"),
+		out:        v.GetString(name + ".out"),
+		threads:    v.GetInt("threads"),
+		asJSON:     v.GetBool("json"),
+	}
+	if c.iters < 1 {
+		return c, fmt.Errorf("--iters must be >= 1, found %d", c.iters)
+	}
+	if c.tol < 0 || math.IsNaN(c.tol) {
+		return c, fmt.Errorf("--tol must be >= 0, found %v", c.tol)
+	}
+	if c.init != decomp.InitRandom && c.init != decomp.InitHOSVD {
+		return c, fmt.Errorf("--init must be random or hosvd, found %q", c.init)
+	}
+	return c, nil
+}
+
+// mttkrpFormats parses cpd's and cpapr's --format: one MTTKRP format, or
+// one per mode.
+func mttkrpFormats(s string) ([]string, error) {
+	if s == "" {
+		return nil, nil
+	}
+	fs := strings.Split(s, ",")
+	for _, f := range fs {
+		if !slices.Contains(formats.TensorFormatNames, f) {
+			return nil, fmt.Errorf("--format %q: each format must be one of %s", s, strings.Join(formats.TensorFormatNames, ", "))
+		}
+	}
+	return fs, nil
+}
+
+// readForDecomp reads FILE for a decomposition and checks the per-mode
+// format list against its order.
+func readForDecomp(path string, c decompConfig) (*formats.COO, error) {
+	x, err := formats.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	if len(c.formats) > 1 && len(c.formats) != x.Order() {
+		return nil, fmt.Errorf("--format lists %d formats for a tensor of order %d: give one, or one per mode", len(c.formats), x.Order())
+	}
+	return x, nil
+}
+
+// iterJSON is one iteration in --json output.
+type iterJSON struct {
+	Iteration     int      `json:"iteration"`
+	Fit           *float64 `json:"fit,omitempty"`
+	LogLikelihood *float64 `json:"log_likelihood,omitempty"`
+	KKTViolation  *float64 `json:"kkt_violation,omitempty"`
+	Delta         float64  `json:"delta"`
+	Seconds       float64  `json:"seconds"`
+}
+
+// decompReport is what the decomposition commands print with --json.
+type decompReport struct {
+	Method              string     `json:"method"`
+	File                string     `json:"file"`
+	Dims                []int      `json:"dims"`
+	NNZ                 int        `json:"nnz"`
+	Rank                int        `json:"rank,omitempty"`
+	Ranks               []int      `json:"ranks,omitempty"`
+	Formats             []string   `json:"formats,omitempty"`
+	Init                string     `json:"init"`
+	Fit                 *float64   `json:"fit,omitempty"`
+	LogLikelihood       *float64   `json:"log_likelihood,omitempty"`
+	KKTViolation        *float64   `json:"kkt_violation,omitempty"`
+	Iterations          int        `json:"iterations"`
+	Converged           bool       `json:"converged"`
+	Seconds             float64    `json:"seconds"`
+	SecondsPerIteration float64    `json:"seconds_per_iteration"`
+	KernelSeconds       float64    `json:"kernel_seconds"`
+	DenseSeconds        float64    `json:"dense_seconds"`
+	SetupSeconds        float64    `json:"setup_seconds"`
+	ReadSeconds         float64    `json:"read_seconds"`
+	Threads             int        `json:"threads"`
+	Lambda              []float64  `json:"lambda,omitempty"`
+	Files               []string   `json:"files,omitempty"`
+	History             []iterJSON `json:"history"`
+}
+
+// fill sets the timing fields and history from the iterations. seconds
+// per iteration is the median, which the first iteration's page faults
+// and a busy machine's stragglers do not move.
+func (r *decompReport) fill(h []decomp.IterStat, likelihood bool) {
+	secs := make([]float64, len(h))
+	for i, s := range h {
+		secs[i] = s.Seconds
+		r.KernelSeconds += s.KernelSeconds
+		r.DenseSeconds += s.DenseSeconds
+		it := iterJSON{Iteration: s.Iteration, Delta: s.Delta, Seconds: s.Seconds}
+		if likelihood {
+			ll, kkt := s.LogLikelihood, s.KKTViolation
+			it.LogLikelihood, it.KKTViolation = &ll, &kkt
+		} else {
+			fit := s.Fit
+			it.Fit = &fit
+		}
+		r.History = append(r.History, it)
+	}
+	r.Iterations = len(h)
+	r.SecondsPerIteration = median(secs)
+}
+
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+// printIter writes one progress line per iteration.
+func printIter(w io.Writer, s decomp.IterStat, likelihood bool) {
+	if likelihood {
+		fmt.Fprintf(w, "iter %3d  loglik %.6e  delta %+.3e  kkt %.3e  %.3fs\n", s.Iteration, s.LogLikelihood, s.Delta, s.KKTViolation, s.Seconds)
+		return
+	}
+	ls := ""
+	if s.Extrapolated {
+		ls = "  (extrapolated)"
+	}
+	fmt.Fprintf(w, "iter %3d  fit %.6f  delta %+.3e  %.3fs%s\n", s.Iteration, s.Fit, s.Delta, s.Seconds, ls)
+}
+
+// printReport writes the report as JSON or as a short summary.
+func printReport(w io.Writer, r *decompReport, asJSON bool) error {
+	if asJSON {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(r)
+	}
+	what := ""
+	switch {
+	case r.Fit != nil:
+		what = fmt.Sprintf("fit %.6f", *r.Fit)
+	case r.LogLikelihood != nil:
+		what = fmt.Sprintf("log-likelihood %.6e, KKT violation %.3e", *r.LogLikelihood, *r.KKTViolation)
+	}
+	stop := "iteration limit"
+	if r.Converged {
+		stop = "converged"
+	}
+	if _, err := fmt.Fprintf(w, "%s of %s (%s, %d nnz): %s after %d iterations (%s)\n", r.Method, r.File,
+		formats.FormatDims(r.Dims), r.NNZ, what, r.Iterations, stop); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "time: %.3fs (%.4fs per iteration, median; kernels %.3fs, dense %.3fs, setup %.3fs, read %.3fs), %d threads\n",
+		r.Seconds, r.SecondsPerIteration, r.KernelSeconds, r.DenseSeconds, r.SetupSeconds, r.ReadSeconds, r.Threads)
+	for _, f := range r.Files {
+		fmt.Fprintf(w, "wrote %s\n", f)
+	}
+	return nil
+}
+
+func runCPD(cmd *cobra.Command, path string, c decompConfig) error {
+	start := time.Now()
+	x, err := readForDecomp(path, c)
+	if err != nil {
+		return err
+	}
+	read := time.Since(start)
+	stderr := cmd.ErrOrStderr()
+	start = time.Now()
+	res, err := decomp.CPALS(x, decomp.Options{Rank: c.rank, Iters: c.iters, Tol: c.tol, Seed: c.seed, Init: c.init,
+		LineSearch: c.lineSearch, Threads: c.threads, Formats: c.formats,
+		Progress: func(s decomp.IterStat) { printIter(stderr, s, false) }})
+	if err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	rep := &decompReport{Method: "CP-ALS", File: path, Dims: x.Dims, NNZ: x.NNZ(), Rank: c.rank, Formats: c.formats,
+		Init: c.init, Converged: res.Converged, Seconds: time.Since(start).Seconds(), SetupSeconds: res.SetupSeconds,
+		ReadSeconds: read.Seconds(), Threads: resolvedThreads(c.threads), Lambda: res.Lambda}
+	fit := res.Fit
+	rep.Fit = &fit
+	if len(rep.Formats) == 0 {
+		rep.Formats = []string{decomp.DefaultMTTKRPFormat}
+	}
+	rep.fill(res.History, false)
+	if c.out != "" {
+		if rep.Files, err = res.WriteNPY(c.out); err != nil {
+			return err
+		}
+	}
+	return printReport(cmd.OutOrStdout(), rep, c.asJSON)
+}
+
+// resolvedThreads returns the goroutines a --threads setting means (the
+// root command has already set GOMAXPROCS from it).
+func resolvedThreads(t int) int {
+	if t > 0 {
+		return t
+	}
+	return runtime.GOMAXPROCS(0)
+}

@@ -1,0 +1,410 @@
+package decomp
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"sort"
+	"time"
+
+	"github.com/sparsetune/sparsetune/formats"
+	"github.com/sparsetune/sparsetune/kernels"
+)
+
+// CPResult is a CP model [[λ; A_1, …, A_N]] of a tensor:
+// X ≈ Σ_r λ_r a_1r ∘ … ∘ a_Nr.
+type CPResult struct {
+	// Factors holds one Dims[m] x R float32 matrix per mode (row-major, the
+	// layout the kernels take). CPALS leaves each column with unit 2-norm,
+	// its largest-magnitude entry positive in every mode but the last;
+	// CPAPR leaves each column non-negative with unit 1-norm (sum 1).
+	Factors []*kernels.Matrix
+	// Lambda holds the components' weights, largest first.
+	Lambda []float64
+	// Fit is 1 - ‖X - model‖/‖X‖ (CPALS).
+	Fit float64
+	// LogLikelihood and KKTViolation are CPAPR's final values.
+	LogLikelihood float64
+	KKTViolation  float64
+	// Iterations is the number of (outer) iterations run.
+	Iterations int
+	// Converged reports whether the Tol test stopped the run before Iters.
+	Converged bool
+	// History has one entry per iteration.
+	History []IterStat
+	// SetupSeconds is the time spent converting the tensor and building
+	// kernel plans before the first iteration (0 for supplied kernels).
+	SetupSeconds float64
+	// PseudoInverses counts the CP-ALS solves that fell back from Cholesky
+	// to the pseudo-inverse (ill-conditioned or singular systems).
+	PseudoInverses int
+}
+
+// CPALS computes a rank-R CP decomposition of x by alternating least
+// squares.
+//
+// Each iteration updates the modes in turn: for mode n, M = MTTKRP(n) with
+// the current factors, then A_n = M V⁺ with V the Hadamard product of the
+// other factors' Gram matrices A_mᵀA_m. V is inverted by Cholesky, or by the
+// SVD pseudo-inverse when Cholesky fails or V's condition number exceeds
+// 1e12, so a rank-deficient problem gives finite, least-norm factors, never
+// NaN. The columns of A_n are then normalised into λ: by their 2-norm in the
+// first iteration, by max(1, max |entry|) after (the normalisation of the
+// Tensor Toolbox's cp_als, which keeps λ from drifting without rescaling
+// small columns).
+//
+// Fit = 1 - ‖X - [[λ; A]]‖/‖X‖ is computed without forming the model:
+// ‖X‖² from the values, ⟨X, model⟩ = Σ_r λ_r Σ_i M(i, r) A_N(i, r) from the
+// last mode's MTTKRP and updated factor, and ‖model‖² = λᵀ(∗_m A_mᵀA_m)λ
+// from the Gram matrices. The run stops when |Δfit| < Tol (Tol > 0) or
+// after Iters iterations.
+//
+// With LineSearch, from the second iteration on, the factors are also
+// extrapolated along the sweep's step, Y = P + s(C - P) with P the factors
+// before the sweep, C after it (λ folded into the last mode) and
+// s = (k+1)^(1/3) at iteration k; Y's fit costs one more MTTKRP, and Y
+// replaces C only if its fit is not lower.
+//
+// The MTTKRPs come from opts.MTTKRP, or from a CPU built with opts.Formats
+// (ALTO by default, one tensor copy for all modes) that converts the tensor
+// once before the first iteration.
+func CPALS(x *formats.COO, opts Options) (*CPResult, error) {
+	if err := checkTensor(x); err != nil {
+		return nil, err
+	}
+	if err := checkCommon(opts); err != nil {
+		return nil, err
+	}
+	if opts.Rank < 1 {
+		return nil, fmt.Errorf("rank must be >= 1, found %d", opts.Rank)
+	}
+	o := opts.resolve()
+	N, R := x.Order(), o.Rank
+	ranks := make([]int, N)
+	for m := range ranks {
+		ranks[m] = R
+	}
+
+	kern := o.MTTKRP
+	res := &CPResult{}
+	if kern == nil {
+		cpu, err := NewCPU(x, o.Formats, o.FiberFormat, o.Threads)
+		if err != nil {
+			return nil, err
+		}
+		kern = cpu
+	}
+	factors, err := initCP(x, o, ranks)
+	if err != nil {
+		return nil, err
+	}
+	if p, ok := kern.(preparer); ok {
+		start := time.Now()
+		if err := p.prepareMTTKRP(R); err != nil {
+			return nil, err
+		}
+		res.SetupSeconds = time.Since(start).Seconds()
+	}
+
+	s := &cpState{x: x, o: o, kern: kern, N: N, R: R, factors: factors, res: res}
+	s.normX2 = normSq(x)
+	s.mtt = make([]*kernels.Matrix, N)
+	s.grams = make([][]float64, N)
+	for m := range N {
+		s.mtt[m] = kernels.NewMatrix(x.Dims[m], R)
+		s.grams[m] = gram(factors[m], o.threads)
+	}
+	s.lambda = make([]float64, R)
+	for r := range s.lambda {
+		s.lambda[r] = 1
+	}
+	if err := s.run(); err != nil {
+		return nil, err
+	}
+	finishCP(res, s.factors, s.lambda, o.threads)
+	res.Fit = s.fit
+	return res, nil
+}
+
+// initCP returns the starting factors of a CP method.
+func initCP(x *formats.COO, o resolved, ranks []int) ([]*kernels.Matrix, error) {
+	if o.InitFactors != nil {
+		if err := checkInitFactors(x, o.InitFactors, ranks); err != nil {
+			return nil, err
+		}
+		fs := make([]*kernels.Matrix, len(o.InitFactors))
+		for m, f := range o.InitFactors {
+			fs[m] = cloneMatrix(f)
+		}
+		return fs, nil
+	}
+	if o.Init == InitHOSVD {
+		fs := make([]*kernels.Matrix, x.Order())
+		for m := range fs {
+			f, err := hosvdFactor(x, m, ranks[m], o.Seed, o.threads)
+			if err != nil {
+				return nil, err
+			}
+			fs[m] = f
+		}
+		return fs, nil
+	}
+	return randomFactors(x.Dims, ranks, o.Seed), nil
+}
+
+// cpState is a CP-ALS run in progress.
+type cpState struct {
+	x       *formats.COO
+	o       resolved
+	kern    MTTKRPer
+	N, R    int
+	factors []*kernels.Matrix
+	lambda  []float64
+	grams   [][]float64
+	mtt     []*kernels.Matrix
+	normX2  float64
+	fit     float64
+	res     *CPResult
+
+	kernelTime time.Duration // of the iteration in progress
+	prev       []*kernels.Matrix
+	trial      []*kernels.Matrix
+}
+
+func (s *cpState) mttkrp(n int, factors []*kernels.Matrix) error {
+	start := time.Now()
+	err := s.kern.MTTKRP(n, factors, s.mtt[n])
+	s.kernelTime += time.Since(start)
+	if err != nil {
+		return fmt.Errorf("MTTKRP of mode %d: %w", n+1, err)
+	}
+	return nil
+}
+
+func (s *cpState) run() error {
+	o := s.o
+	var prevFit float64
+	for it := 1; it <= o.Iters; it++ {
+		start := time.Now()
+		s.kernelTime = 0
+		if o.LineSearch && it >= 2 {
+			s.prev = absorbed(s.prev, s.factors, s.lambda)
+		}
+		for n := range s.N {
+			if err := s.update(n, it); err != nil {
+				return err
+			}
+		}
+		s.fit = s.fitOf(s.mtt[s.N-1], s.factors[s.N-1], s.lambda, s.grams)
+		extrapolated := false
+		if o.LineSearch && it >= 2 {
+			ok, err := s.lineSearch(it)
+			if err != nil {
+				return err
+			}
+			extrapolated = ok
+		}
+		elapsed := time.Since(start)
+		st := IterStat{Iteration: it, Fit: s.fit, Delta: s.fit - prevFit, Seconds: elapsed.Seconds(),
+			KernelSeconds: s.kernelTime.Seconds(), DenseSeconds: (elapsed - s.kernelTime).Seconds(), Extrapolated: extrapolated}
+		s.res.History = append(s.res.History, st)
+		s.res.Iterations = it
+		if o.Progress != nil {
+			o.Progress(st)
+		}
+		if o.Tol > 0 && it > 1 && math.Abs(st.Delta) < o.Tol {
+			s.res.Converged = true
+			break
+		}
+		prevFit = s.fit
+	}
+	return nil
+}
+
+// update runs the ALS step of mode n.
+func (s *cpState) update(n, it int) error {
+	if err := s.mttkrp(n, s.factors); err != nil {
+		return err
+	}
+	v := hadamardExcept(s.grams, n)
+	inv, pinv := symInverse(v, s.R)
+	a := s.factors[n]
+	mulSmall(a, s.mtt[n], inv, s.o.threads)
+	if !pinv && !allFinite(a) {
+		// Cholesky passed but the product overflowed float32: the
+		// pseudo-inverse drops the directions that blew up.
+		pinv = true
+		mulSmall(a, s.mtt[n], pseudoInverse(v, s.R), s.o.threads)
+	}
+	if pinv {
+		s.res.PseudoInverses++
+	}
+	if !allFinite(a) {
+		return fmt.Errorf("iteration %d: factor of mode %d is not finite (values beyond float32's range)", it, n+1)
+	}
+	s.lambda = columnNorms(a, it > 1, s.o.threads)
+	scaleColumns(a, s.lambda, s.o.threads)
+	s.grams[n] = gram(a, s.o.threads)
+	return nil
+}
+
+// fitOf returns 1 - ‖X - [[λ; A]]‖/‖X‖ from the MTTKRP m of the last mode
+// (computed with the other factors as they are), that mode's factor a,
+// λ and every mode's Gram matrix.
+func (s *cpState) fitOf(m, a *kernels.Matrix, lambda []float64, grams [][]float64) float64 {
+	R := s.R
+	var inner float64
+	for i := range m.Rows {
+		mr, ar := m.Row(i), a.Row(i)
+		for r := range R {
+			inner += lambda[r] * float64(mr[r]) * float64(ar[r])
+		}
+	}
+	h := hadamardExcept(grams, -1)
+	var normM2 float64
+	for r := range R {
+		for q := range R {
+			normM2 += lambda[r] * lambda[q] * h[r*R+q]
+		}
+	}
+	res2 := s.normX2 + normM2 - 2*inner
+	if res2 < 0 || math.IsNaN(res2) {
+		// Rounding can take a near-perfect fit's residual below zero.
+		res2 = 0
+	}
+	return 1 - math.Sqrt(res2)/math.Sqrt(s.normX2)
+}
+
+// absorbed copies factors into dst (allocated if nil) with λ folded into
+// the last mode, the form in which the line search extrapolates.
+func absorbed(dst, factors []*kernels.Matrix, lambda []float64) []*kernels.Matrix {
+	if dst == nil {
+		dst = make([]*kernels.Matrix, len(factors))
+		for m, f := range factors {
+			dst[m] = kernels.NewMatrix(f.Rows, f.Cols)
+		}
+	}
+	copyMatrices(dst, factors)
+	last := dst[len(dst)-1]
+	for i := range last.Rows {
+		row := last.Row(i)
+		for r := range row {
+			row[r] *= float32(lambda[r])
+		}
+	}
+	return dst
+}
+
+// lineSearch tries the extrapolated factors Y = P + s(C - P) and keeps
+// them if their fit is not below the sweep's.
+func (s *cpState) lineSearch(it int) (bool, error) {
+	step := math.Cbrt(float64(it + 1))
+	cur := absorbed(nil, s.factors, s.lambda)
+	if s.trial == nil {
+		s.trial = make([]*kernels.Matrix, s.N)
+		for m, f := range s.factors {
+			s.trial[m] = kernels.NewMatrix(f.Rows, f.Cols)
+		}
+	}
+	for m := range s.N {
+		p, c, y := s.prev[m].Data, cur[m].Data, s.trial[m].Data
+		for k := range y {
+			y[k] = p[k] + float32(step)*(c[k]-p[k])
+		}
+		if !allFinite(s.trial[m]) {
+			return false, nil
+		}
+	}
+	grams := make([][]float64, s.N)
+	for m := range s.N {
+		grams[m] = gram(s.trial[m], s.o.threads)
+	}
+	last := s.N - 1
+	if err := s.mttkrp(last, s.trial); err != nil {
+		return false, err
+	}
+	ones := make([]float64, s.R)
+	for r := range ones {
+		ones[r] = 1
+	}
+	fit := s.fitOf(s.mtt[last], s.trial[last], ones, grams)
+	if !(fit >= s.fit) {
+		return false, nil
+	}
+	// Accept: unit 2-norm columns in every mode, the norms' product in λ.
+	lambda := ones
+	for m := range s.N {
+		norms := columnNorms(s.trial[m], false, s.o.threads)
+		scaleColumns(s.trial[m], norms, s.o.threads)
+		for r := range lambda {
+			lambda[r] *= norms[r]
+		}
+		s.grams[m] = gram(s.trial[m], s.o.threads)
+	}
+	copyMatrices(s.factors, s.trial)
+	s.lambda = lambda
+	s.fit = fit
+	return true, nil
+}
+
+// finishCP stores the final model in res: every column scaled to unit
+// 2-norm with the norms folded into λ, components sorted by λ (largest
+// first), and signs fixed so each column but the last mode's has its
+// largest-magnitude entry positive (the last mode takes the sign product,
+// so the model is unchanged). A zero column keeps λ = 0.
+func finishCP(res *CPResult, factors []*kernels.Matrix, lambda []float64, threads int) {
+	R := len(lambda)
+	lambda = append([]float64(nil), lambda...)
+	for _, a := range factors {
+		norms := columnNorms(a, false, threads)
+		scaleColumns(a, norms, threads)
+		for r := range lambda {
+			lambda[r] *= norms[r]
+		}
+	}
+	N := len(factors)
+	for m := range N - 1 {
+		a := factors[m]
+		for r := range R {
+			var big float32
+			for i := range a.Rows {
+				if v := a.At(i, r); math.Abs(float64(v)) > math.Abs(float64(big)) {
+					big = v
+				}
+			}
+			if big < 0 {
+				negateColumn(a, r)
+				negateColumn(factors[N-1], r)
+			}
+		}
+	}
+	order := make([]int, R)
+	for r := range order {
+		order[r] = r
+	}
+	sort.SliceStable(order, func(a, b int) bool { return lambda[order[a]] > lambda[order[b]] })
+	res.Lambda = make([]float64, R)
+	for r, src := range order {
+		res.Lambda[r] = lambda[src]
+	}
+	res.Factors = make([]*kernels.Matrix, N)
+	for m, a := range factors {
+		b := kernels.NewMatrix(a.Rows, a.Cols)
+		for i := range a.Rows {
+			src, dst := a.Row(i), b.Row(i)
+			for r, o := range order {
+				dst[r] = src[o]
+			}
+		}
+		res.Factors[m] = b
+	}
+}
+
+func negateColumn(a *kernels.Matrix, r int) {
+	for i := range a.Rows {
+		a.Data[i*a.Cols+r] = -a.Data[i*a.Cols+r]
+	}
+}
+
+// errNoFactors is returned by writers given an empty result.
+var errNoFactors = errors.New("result has no factors")

@@ -1,0 +1,426 @@
+package decomp
+
+import (
+	"math"
+	"slices"
+	"strings"
+	"testing"
+
+	"gonum.org/v1/gonum/mat"
+
+	"github.com/sparsetune/sparsetune/formats"
+	"github.com/sparsetune/sparsetune/kernels"
+)
+
+// TestCPALSPlanted recovers exactly low-rank sparse tensors: fit ≥ 0.99 and
+// factor match score ≥ 0.95 against the planted factors, in every MTTKRP
+// format and with either initialisation.
+func TestCPALSPlanted(t *testing.T) {
+	cases := []struct {
+		name   string
+		dims   []int
+		rank   int
+		frac   float64
+		format string
+		init   string
+		ls     bool
+		seed   uint64
+	}{
+		{"alto-random", []int{30, 40, 50}, 3, 0.3, "alto", InitRandom, false, 1},
+		{"csf-random", []int{30, 40, 50}, 3, 0.3, "csf", InitRandom, false, 2},
+		{"coo-hosvd", []int{30, 40, 50}, 3, 0.3, "coo", InitHOSVD, false, 3},
+		{"hicoo-linesearch", []int{30, 40, 50}, 3, 0.3, "hicoo", InitRandom, true, 4},
+		{"order4-alto", []int{10, 12, 14, 16}, 2, 0.4, "alto", InitRandom, false, 5},
+		{"order4-csf-hosvd", []int{10, 12, 14, 16}, 3, 0.4, "csf", InitHOSVD, true, 6},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			p := plantedCP(c.dims, c.rank, c.frac, c.seed)
+			res, err := CPALS(p.x, Options{Rank: c.rank, Iters: 300, Tol: 1e-9, Seed: c.seed, Init: c.init,
+				LineSearch: c.ls, Formats: []string{c.format}, Threads: 2})
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkFinite(t, res.Factors, res.Lambda)
+			fms, err := FMS(res.Factors, res.Lambda, p.factors, p.lambda)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("nnz %d, %d iterations, fit %.6f, fms %.4f", p.x.NNZ(), res.Iterations, res.Fit, fms)
+			if res.Fit < 0.99 || fms < 0.95 {
+				t.Fatalf("fit %.6f (want ≥ 0.99), fms %.4f (want ≥ 0.95)", res.Fit, fms)
+			}
+			// The reported fit must be the true one, computed densely.
+			model := cpDense(p.x.Dims, res.Factors, res.Lambda)
+			if want := 1 - relDiff(model, dense(p.x)); math.Abs(want-res.Fit) > 1e-4 {
+				t.Fatalf("reported fit %.6f, dense fit %.6f", res.Fit, want)
+			}
+		})
+	}
+}
+
+// denseALSSweep runs one CP-ALS iteration on the dense tensor d in float64
+// by the textbook formulas: M = X_(n)(⊙ A_m), A_n = M V⁻¹ with
+// V = ∗_{m≠n} A_mᵀA_m, columns normalised by their 2-norm.
+func denseALSSweep(dims []int, d []float64, fs [][]float64, R int) ([][]float64, []float64) {
+	N := len(dims)
+	lambda := make([]float64, R)
+	for n := range N {
+		M := make([]float64, dims[n]*R)
+		idx := 0
+		forEachCell(dims, func(c []int) {
+			v := d[idx]
+			idx++
+			if v == 0 {
+				return
+			}
+			for r := range R {
+				p := v
+				for m := range N {
+					if m != n {
+						p *= fs[m][c[m]*R+r]
+					}
+				}
+				M[c[n]*R+r] += p
+			}
+		})
+		V := mat.NewDense(R, R, nil)
+		for r := range R {
+			for q := range R {
+				p := 1.0
+				for m := range N {
+					if m == n {
+						continue
+					}
+					var s float64
+					for i := range dims[m] {
+						s += fs[m][i*R+r] * fs[m][i*R+q]
+					}
+					p *= s
+				}
+				V.Set(r, q, p)
+			}
+		}
+		var A mat.Dense
+		// A V = M  ⇔  V Aᵀ = Mᵀ (V symmetric).
+		if err := A.Solve(V, mat.NewDense(dims[n], R, M).T()); err != nil {
+			panic(err)
+		}
+		for i := range dims[n] {
+			for r := range R {
+				fs[n][i*R+r] = A.At(r, i)
+			}
+		}
+		for r := range R {
+			var s float64
+			for i := range dims[n] {
+				s += fs[n][i*R+r] * fs[n][i*R+r]
+			}
+			lambda[r] = math.Sqrt(s)
+			for i := range dims[n] {
+				fs[n][i*R+r] /= lambda[r]
+			}
+		}
+	}
+	return fs, lambda
+}
+
+// TestCPALSMatchesDense holds one sweep of CPALS, from the same start, to
+// the dense float64 textbook sweep on tiny tensors.
+func TestCPALSMatchesDense(t *testing.T) {
+	cases := []struct {
+		dims    []int
+		rank    int
+		density float64
+		format  string
+	}{
+		{[]int{4, 5, 6}, 2, 0.5, "alto"},
+		{[]int{4, 5, 6}, 3, 0.7, "csf"},
+		{[]int{3, 4, 5, 3}, 2, 0.6, "coo"},
+		{[]int{5, 4, 6}, 4, 0.9, "hicoo"},
+	}
+	for i, c := range cases {
+		x := randomSparse(c.dims, c.density, uint64(i+1))
+		init := randomFactors(c.dims, slices.Repeat([]int{c.rank}, len(c.dims)), uint64(100+i))
+		res, err := CPALS(x, Options{Rank: c.rank, Iters: 1, InitFactors: init, Formats: []string{c.format}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		fs := make([][]float64, len(init))
+		for m, a := range init {
+			for _, v := range a.Data {
+				fs[m] = append(fs[m], float64(v))
+			}
+		}
+		fs, lambda := denseALSSweep(c.dims, dense(x), fs, c.rank)
+		want := make([]*kernels.Matrix, len(fs))
+		for m := range fs {
+			want[m] = kernels.NewMatrix(c.dims[m], c.rank)
+			for k, v := range fs[m] {
+				want[m].Data[k] = float32(v)
+			}
+		}
+		got := cpDense(c.dims, res.Factors, res.Lambda)
+		exp := cpDense(c.dims, want, lambda)
+		if d := relDiff(got, exp); d > 1e-4 {
+			t.Fatalf("%v rank %d: model differs from the dense sweep's by %.2e", c.dims, c.rank, d)
+		}
+		if wantFit := 1 - relDiff(exp, dense(x)); math.Abs(wantFit-res.Fit) > 1e-4 {
+			t.Fatalf("%v rank %d: fit %.6f, dense %.6f", c.dims, c.rank, res.Fit, wantFit)
+		}
+	}
+}
+
+// TestCPALSDeterministic runs the same request twice: equal seeds (and
+// threads) give bit-identical results.
+func TestCPALSDeterministic(t *testing.T) {
+	x := randomSparse([]int{20, 25, 30}, 0.05, 9)
+	for _, init := range []string{InitRandom, InitHOSVD} {
+		opts := Options{Rank: 4, Iters: 5, Seed: 42, Init: init, Threads: 2, LineSearch: true}
+		a, err := CPALS(x, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := CPALS(x, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a.Fit != b.Fit || !slices.Equal(a.Lambda, b.Lambda) {
+			t.Fatalf("%s: fits %v and %v, lambdas %v and %v", init, a.Fit, b.Fit, a.Lambda, b.Lambda)
+		}
+		for m := range a.Factors {
+			if !slices.Equal(a.Factors[m].Data, b.Factors[m].Data) {
+				t.Fatalf("%s: factor of mode %d differs", init, m+1)
+			}
+		}
+		opts.Seed = 43
+		c, err := CPALS(x, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if init == InitRandom && slices.Equal(a.Factors[0].Data, c.Factors[0].Data) {
+			t.Fatal("seeds 42 and 43 gave the same factors")
+		}
+	}
+}
+
+// TestCPALSRealTensor runs a few iterations on a real tensor: the fit must
+// not decrease (ALS is monotone up to float32 rounding) and must be in
+// (0, 1].
+func TestCPALSRealTensor(t *testing.T) {
+	x := realTensor(t, "splatt_med.tns")
+	for _, format := range []string{"alto", "csf"} {
+		var fits []float64
+		res, err := CPALS(x, Options{Rank: 8, Iters: 6, Seed: 1, Formats: []string{format},
+			Progress: func(s IterStat) { fits = append(fits, s.Fit) }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%s: fits %v", format, fits)
+		if len(fits) != 6 || len(res.History) != 6 {
+			t.Fatalf("%d progress calls, %d history entries, want 6", len(fits), len(res.History))
+		}
+		for i := 1; i < len(fits); i++ {
+			if fits[i] < fits[i-1]-1e-5 {
+				t.Fatalf("%s: fit dropped at iteration %d: %v", format, i+1, fits)
+			}
+		}
+		if fits[5] <= fits[0] || fits[5] <= 0 || fits[5] > 1 {
+			t.Fatalf("%s: fits %v", format, fits)
+		}
+		checkFinite(t, res.Factors, res.Lambda)
+	}
+}
+
+// TestCPALSDegenerate feeds rank-deficient and ill-conditioned problems:
+// the factors must stay finite, and the pseudo-inverse must be used.
+func TestCPALSDegenerate(t *testing.T) {
+	oneNZ, _ := formats.NewCOO([]int{3, 4, 5}, 1)
+	oneNZ.Append([]uint32{1, 2, 3}, 2)
+	small := randomSparse([]int{2, 3, 2}, 0.8, 3)
+	rank1 := plantedCP([]int{10, 11, 12}, 1, 0.5, 8).x
+
+	// Two identical columns make every Gram matrix singular.
+	twin := randomFactors(rank1.Dims, []int{3, 3, 3}, 1)
+	for _, a := range twin {
+		for i := range a.Rows {
+			a.Data[i*3+1] = a.Data[i*3]
+		}
+	}
+	// A zero column.
+	zero := randomFactors(rank1.Dims, []int{3, 3, 3}, 2)
+	for _, a := range zero {
+		for i := range a.Rows {
+			a.Data[i*3+2] = 0
+		}
+	}
+	// minFit is what an exactly representable tensor must reach despite
+	// the degenerate systems on the way (0: no requirement).
+	cases := []struct {
+		name   string
+		x      *formats.COO
+		opts   Options
+		minFit float64
+	}{
+		{"one nonzero, rank 5", oneNZ, Options{Rank: 5, Iters: 10}, 0.99},
+		{"rank above every dim", small, Options{Rank: 6, Iters: 10, LineSearch: true}, 0.99},
+		{"rank 1 tensor, rank 3", rank1, Options{Rank: 3, Iters: 30}, 0.99},
+		{"twin columns", rank1, Options{Rank: 3, Iters: 10, InitFactors: twin}, 0.99},
+		{"zero column", rank1, Options{Rank: 3, Iters: 10, InitFactors: zero}, 0.99},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			res, err := CPALS(c.x, c.opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkFinite(t, res.Factors, res.Lambda)
+			if math.IsNaN(res.Fit) || res.Fit > 1+1e-9 || res.Fit < c.minFit {
+				t.Fatalf("fit %v, want at least %v", res.Fit, c.minFit)
+			}
+			for _, h := range res.History {
+				if math.IsNaN(h.Fit) || math.IsNaN(h.Delta) {
+					t.Fatalf("history %+v", h)
+				}
+				// Once the model fits, float32 noise must not be amplified
+				// into a collapse (the failure a too-loose conditioning
+				// limit produced: fit 1, then 0.5, then 1).
+				if h.Iteration > 3 && h.Fit < c.minFit-0.01 {
+					t.Fatalf("fit fell to %v at iteration %d", h.Fit, h.Iteration)
+				}
+			}
+			t.Logf("fit %.6f, %d pseudo-inverse solves", res.Fit, res.PseudoInverses)
+		})
+	}
+}
+
+// TestCPALSErrors checks the one-line errors for bad input.
+func TestCPALSErrors(t *testing.T) {
+	x := randomSparse([]int{4, 5, 6}, 0.3, 1)
+	mtx, _ := formats.NewCOO([]int{4, 5}, 1)
+	mtx.Append([]uint32{1, 1}, 1)
+	empty, _ := formats.NewCOO([]int{4, 5, 6}, 0)
+	nan := x.Clone()
+	nan.Vals[0] = float32(math.NaN())
+	inf := x.Clone()
+	inf.Vals[1] = float32(math.Inf(1))
+	zeros := x.Clone()
+	clear(zeros.Vals)
+	cases := []struct {
+		name string
+		x    *formats.COO
+		opts Options
+		want string
+	}{
+		{"rank 0", x, Options{Rank: 0}, "rank must be >= 1"},
+		{"negative rank", x, Options{Rank: -2}, "rank must be >= 1"},
+		{"order 2", mtx, Options{Rank: 2}, "order 2"},
+		{"empty", empty, Options{Rank: 2}, "empty"},
+		{"nan", nan, Options{Rank: 2}, "NaN"},
+		{"inf", inf, Options{Rank: 2}, "Inf"},
+		{"all zero", zeros, Options{Rank: 2}, "only zero values"},
+		{"hosvd rank above dim", x, Options{Rank: 5, Init: InitHOSVD}, "exceeds dim 4 of mode 1"},
+		{"bad init", x, Options{Rank: 2, Init: "svd"}, "init must be"},
+		{"bad format", x, Options{Rank: 2, Formats: []string{"ell"}}, "MTTKRP format"},
+		{"formats count", x, Options{Rank: 2, Formats: []string{"csf", "coo"}}, "one per mode"},
+		{"negative iters", x, Options{Rank: 2, Iters: -1}, "iterations"},
+		{"negative tol", x, Options{Rank: 2, Tol: -1}, "tolerance"},
+		{"init factors shape", x, Options{Rank: 2, InitFactors: randomFactors(x.Dims, []int{3, 3, 3}, 1)}, "expected 4x2"},
+	}
+	for _, c := range cases {
+		_, err := CPALS(c.x, c.opts)
+		if err == nil || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("%s: error %v, want one line containing %q", c.name, err, c.want)
+		}
+	}
+}
+
+// countingMTTKRP wraps the CPU kernels, as an engine would supply them.
+type countingMTTKRP struct {
+	inner *CPU
+	calls int
+}
+
+func (c *countingMTTKRP) MTTKRP(mode int, fs []*kernels.Matrix, out *kernels.Matrix) error {
+	c.calls++
+	return c.inner.MTTKRP(mode, fs, out)
+}
+
+// TestCPALSSuppliedKernels runs CPALS on an MTTKRPer from outside and
+// counts its calls: N per iteration, one more per line-search trial.
+func TestCPALSSuppliedKernels(t *testing.T) {
+	p := plantedCP([]int{12, 13, 14}, 2, 0.5, 3)
+	cpu, err := NewCPU(p.x, []string{"csf"}, "", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := &countingMTTKRP{inner: cpu}
+	res, err := CPALS(p.x, Options{Rank: 2, Iters: 4, MTTKRP: k})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if k.calls != 12 || res.Iterations != 4 {
+		t.Fatalf("%d calls in %d iterations, want 12 in 4", k.calls, res.Iterations)
+	}
+	k.calls = 0
+	if _, err := CPALS(p.x, Options{Rank: 2, Iters: 4, MTTKRP: k, LineSearch: true}); err != nil {
+		t.Fatal(err)
+	}
+	if k.calls != 15 {
+		t.Fatalf("%d calls with line search, want 15", k.calls)
+	}
+}
+
+// TestFMS checks the score on permuted, rescaled and perturbed models.
+func TestFMS(t *testing.T) {
+	p := plantedCP([]int{8, 9, 10}, 3, 0.6, 1)
+	perm := []int{2, 0, 1}
+	fs := make([]*kernels.Matrix, 3)
+	for m, a := range p.factors {
+		fs[m] = kernels.NewMatrix(a.Rows, 3)
+		for i := range a.Rows {
+			for r, src := range perm {
+				fs[m].Data[i*3+r] = a.At(i, src) * float32(m+1)
+			}
+		}
+	}
+	lambda := []float64{1.0 / 6, 1.0 / 6, 1.0 / 6}
+	s, err := FMS(fs, lambda, p.factors, p.lambda)
+	if err != nil || math.Abs(s-1) > 1e-6 {
+		t.Fatalf("permuted, rescaled: %v %v", s, err)
+	}
+	lambda[0] = 0.5 / 6
+	s, _ = FMS(fs, lambda, p.factors, p.lambda)
+	if math.Abs(s-(2+0.5)/3) > 1e-6 {
+		t.Fatalf("one weight halved: %v, want %v", s, 2.5/3)
+	}
+	s, _ = FMS(fs, nil, p.factors, nil)
+	if math.Abs(s-1) > 1e-6 {
+		t.Fatalf("weights ignored: %v", s)
+	}
+	if _, err := FMS(fs[:2], nil, p.factors, nil); err == nil {
+		t.Fatal("order mismatch accepted")
+	}
+}
+
+func BenchmarkCPALS(b *testing.B) {
+	x := realTensor(b, "splatt_med.tns")
+	for _, format := range []string{"alto", "csf"} {
+		b.Run(format, func(b *testing.B) {
+			cpu, err := NewCPU(x, []string{format}, "", 0)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := cpu.prepareMTTKRP(16); err != nil {
+				b.Fatal(err)
+			}
+			b.ResetTimer()
+			for range b.N {
+				if _, err := CPALS(x, Options{Rank: 16, Iters: 5, MTTKRP: cpu}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Seconds())/float64(5*b.N), "s/iter")
+		})
+	}
+}

@@ -1,0 +1,446 @@
+package decomp
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"sort"
+	"time"
+
+	"github.com/sparsetune/sparsetune/formats"
+	"github.com/sparsetune/sparsetune/kernels"
+)
+
+// CP-APR defaults (Chi and Kolda 2012, and the Tensor Toolbox's cp_apr).
+const (
+	defaultAPRInner    = 10
+	defaultAPRKappa    = 0.01
+	defaultAPRKappaTol = 1e-10
+	defaultAPREps      = 1e-10
+	// piCacheMax is the most nonzeros·R products CPAPR keeps between
+	// inner iterations (2^24 float64s, 128 MiB); above it the products of
+	// the other modes' factor rows are recomputed in every inner iteration.
+	piCacheMax = 1 << 24
+)
+
+// CPAPR computes a rank-R non-negative CP model of a tensor of counts by
+// alternating Poisson regression with multiplicative updates (CP-APR MU,
+// Chi and Kolda, "On tensors, sparsity, and nonnegative factorizations",
+// SIAM J. Matrix Anal. Appl. 33(4), 2012). It maximises the Poisson
+// log-likelihood Σ x log m - Σ m of the data x under the model m, not a
+// least-squares fit, so it suits counts with many small values.
+//
+// Each outer iteration updates the modes in turn. For mode n, with
+// B = A_n diag(λ) and Π the Khatri-Rao product of the other factors (one
+// row per nonzero, never formed beyond the nonzeros),
+//
+//	Φ = (X_(n) ⊘ max(B Πᵀ, ε)) Π,  B ← B ∗ Φ
+//
+// is repeated up to APR.InnerIters times, stopping early once the KKT
+// violation of the subproblem, max |min(B, 1 - Φ)|, is below Tol; then the
+// columns of B are scaled to sum 1 into λ. Entries of A_n that are zero
+// while Φ > 1 says they should grow are first moved off zero by APR.Kappa
+// (the "inadmissible zeros" fix). The run stops when every mode's first
+// check passes (Tol > 0), or after Iters outer iterations.
+//
+// Φ is computed here, over copies of the nonzeros sorted by each mode
+// (made once, one per mode), so goroutines own disjoint rows of Φ; the
+// products of the other modes' factor rows are cached per nonzero between
+// inner iterations while nnz·R <= 2^24. Everything is in float64.
+//
+// Reported per outer iteration: the log-likelihood Σ x log m - Σ_r λ_r
+// (the factors' columns sum to 1, so Σ m over all cells is Σ λ; the
+// constant -Σ log x! is left out, and m is bounded below by ε inside the
+// log) and the KKT violation, max over modes of max |min(A_n, 1 - Φ)|.
+//
+// Values must be non-negative; the random initialisation (Init "random",
+// or InitFactors, which must be non-negative too) starts from uniform
+// factors scaled to column sums 1 and λ_r = Σ x / R, so the model's total
+// matches the data's from the start. The result's factors have columns
+// summing to 1 and Lambda the component totals, largest first.
+func CPAPR(x *formats.COO, opts Options) (*CPResult, error) {
+	if err := checkTensor(x); err != nil {
+		return nil, err
+	}
+	if err := checkCommon(opts); err != nil {
+		return nil, err
+	}
+	for k, v := range x.Vals {
+		if v < 0 {
+			return nil, fmt.Errorf("nonzero %d has value %v: CP-APR models counts and needs values >= 0", k, v)
+		}
+	}
+	if opts.Rank < 1 {
+		return nil, fmt.Errorf("rank must be >= 1, found %d", opts.Rank)
+	}
+	if opts.Init == InitHOSVD {
+		return nil, errors.New("cp-apr: init must be random (singular vectors are not non-negative)")
+	}
+	a := opts.APR
+	if a.InnerIters < 0 || a.KappaTol < 0 || a.EpsDivZero < 0 {
+		return nil, fmt.Errorf("cp-apr: inner iterations, kappa tolerance and epsilon must be >= 0, found %d, %v, %v", a.InnerIters, a.KappaTol, a.EpsDivZero)
+	}
+	if a.InnerIters == 0 {
+		a.InnerIters = defaultAPRInner
+	}
+	if a.Kappa == 0 {
+		a.Kappa = defaultAPRKappa
+	}
+	if a.KappaTol == 0 {
+		a.KappaTol = defaultAPRKappaTol
+	}
+	if a.EpsDivZero == 0 {
+		a.EpsDivZero = defaultAPREps
+	}
+	o := opts.resolve()
+	o.APR = a
+	N, R := x.Order(), o.Rank
+	ranks := make([]int, N)
+	for m := range ranks {
+		ranks[m] = R
+	}
+	init, err := initCP(x, o, ranks)
+	if err != nil {
+		return nil, err
+	}
+	for m, f := range init {
+		for _, v := range f.Data {
+			if v < 0 {
+				return nil, fmt.Errorf("initial factor of mode %d has the negative entry %v: CP-APR needs non-negative factors", m+1, v)
+			}
+		}
+	}
+
+	res := &CPResult{}
+	s := &aprState{x: x, o: o, N: N, R: R}
+	start := time.Now()
+	if err := s.setup(init); err != nil {
+		return nil, err
+	}
+	res.SetupSeconds = time.Since(start).Seconds()
+	var prevLL float64
+	for it := 1; it <= o.Iters; it++ {
+		start := time.Now()
+		s.kernelTime = 0
+		converged := true
+		var kkt float64
+		for n := range N {
+			ok, v := s.updateMode(n, it)
+			converged = converged && ok
+			kkt = max(kkt, v)
+		}
+		t0 := time.Now()
+		ll := s.logLikelihood()
+		s.kernelTime += time.Since(t0)
+		elapsed := time.Since(start)
+		delta := ll - prevLL
+		if it == 1 {
+			delta = 0
+		}
+		st := IterStat{Iteration: it, LogLikelihood: ll, KKTViolation: kkt, Delta: delta, Seconds: elapsed.Seconds(),
+			KernelSeconds: s.kernelTime.Seconds(), DenseSeconds: (elapsed - s.kernelTime).Seconds()}
+		res.History = append(res.History, st)
+		res.Iterations = it
+		res.LogLikelihood, res.KKTViolation = ll, kkt
+		if o.Progress != nil {
+			o.Progress(st)
+		}
+		if o.Tol > 0 && converged {
+			res.Converged = true
+			break
+		}
+		prevLL = ll
+	}
+	s.finish(res)
+	return res, nil
+}
+
+// aprState is a CP-APR run in progress. Factors are I x R row-major
+// float64.
+type aprState struct {
+	x      *formats.COO
+	o      resolved
+	N, R   int
+	a      [][]float64    // factors, columns summing to 1
+	lambda []float64      // component totals
+	phi    [][]float64    // last Φ of each mode
+	sorted []*formats.COO // per mode: the nonzeros sorted by that mode
+	splits [][]int        // per mode: parts+1 nonzero offsets at row starts
+	pi     []float64      // nnz x R cache of Π rows, nil when too large
+	b      []float64      // scratch: B of the mode being updated
+
+	kernelTime time.Duration
+}
+
+func (s *aprState) setup(init []*kernels.Matrix) error {
+	N, R := s.N, s.R
+	parts := resolvedThreads(s.o.Threads)
+	s.a = make([][]float64, N)
+	s.phi = make([][]float64, N)
+	s.sorted = make([]*formats.COO, N)
+	s.splits = make([][]int, N)
+	s.lambda = make([]float64, R)
+	for r := range s.lambda {
+		s.lambda[r] = 1
+	}
+	for m := range N {
+		s.a[m] = make([]float64, len(init[m].Data))
+		for k, v := range init[m].Data {
+			s.a[m][k] = float64(v)
+		}
+		sums := colSums(s.a[m], R)
+		for r, c := range sums {
+			s.lambda[r] *= c
+		}
+		normaliseCols(s.a[m], sums)
+		s.phi[m] = make([]float64, len(s.a[m]))
+		tf, err := formats.NewTensorFormat(s.x, "coo", m)
+		if err != nil {
+			return fmt.Errorf("sort the nonzeros by mode %d: %w", m+1, err)
+		}
+		s.sorted[m] = tf.(*formats.COO)
+		s.splits[m] = rowSplits(s.sorted[m].Inds[m], parts)
+	}
+	if s.o.InitFactors == nil {
+		// Spread the data's total evenly over the components, so the first
+		// updates start from the right scale.
+		var total float64
+		for _, v := range s.x.Vals {
+			total += float64(v)
+		}
+		for r := range s.lambda {
+			s.lambda[r] = total / float64(R)
+		}
+	}
+	if nnz := s.x.NNZ(); nnz*R <= piCacheMax {
+		s.pi = make([]float64, nnz*R)
+	}
+	return nil
+}
+
+// rowSplits cuts the nonzeros (sorted by the output index inds) into
+// parts ranges of about equal size, each cut moved forward to a change of
+// index, so no output row is shared between ranges.
+func rowSplits(inds []uint32, parts int) []int {
+	nnz := len(inds)
+	splits := make([]int, parts+1)
+	for t := 1; t < parts; t++ {
+		k := max(nnz*t/parts, splits[t-1])
+		for k > 0 && k < nnz && inds[k] == inds[k-1] {
+			k++
+		}
+		splits[t] = k
+	}
+	splits[parts] = nnz
+	return splits
+}
+
+func colSums(a []float64, R int) []float64 {
+	s := make([]float64, R)
+	for k, v := range a {
+		s[k%R] += v
+	}
+	return s
+}
+
+// normaliseCols divides each column by its sum; a zero sum leaves the
+// (zero) column as it is.
+func normaliseCols(a, sums []float64) {
+	R := len(sums)
+	for k := range a {
+		if c := sums[k%R]; c != 0 {
+			a[k] /= c
+		}
+	}
+}
+
+// updateMode runs the inner iterations of mode n. It reports whether the
+// first KKT check already passed (the mode had converged) and the mode's
+// KKT violation after the update.
+func (s *aprState) updateMode(n, it int) (bool, float64) {
+	o := s.o.APR
+	R := s.R
+	a := s.a[n]
+	if it > 1 && o.Kappa > 0 {
+		for k, v := range a {
+			if v < o.KappaTol && s.phi[n][k] > 1 {
+				a[k] += o.Kappa
+			}
+		}
+	}
+	if len(s.b) < len(a) {
+		s.b = make([]float64, len(a))
+	}
+	b := s.b[:len(a)]
+	for k, v := range a {
+		b[k] = v * s.lambda[k%R]
+	}
+	phi := s.phi[n]
+	t0 := time.Now()
+	if s.pi != nil {
+		s.fillPi(n)
+	}
+	s.kernelTime += time.Since(t0)
+	converged := false
+	for i := range o.InnerIters {
+		t0 := time.Now()
+		s.computePhi(n, b, phi)
+		s.kernelTime += time.Since(t0)
+		var viol float64
+		for k, v := range b {
+			viol = max(viol, math.Abs(math.Min(v, 1-phi[k])))
+		}
+		if viol < s.o.Tol {
+			converged = i == 0
+			break
+		}
+		for k := range b {
+			b[k] *= phi[k]
+		}
+	}
+	sums := colSums(b, R)
+	copy(a, b)
+	normaliseCols(a, sums)
+	copy(s.lambda, sums)
+	var kkt float64
+	for k, v := range a {
+		kkt = max(kkt, math.Abs(math.Min(v, 1-phi[k])))
+	}
+	return converged, kkt
+}
+
+// fillPi caches, for every nonzero of mode n's sorted copy, the product
+// of the other modes' factor rows.
+func (s *aprState) fillPi(n int) {
+	x, R := s.sorted[n], s.R
+	sp := s.splits[n]
+	parallelRange(len(sp)-1, len(sp)-1, func(t, _, _ int) {
+		for k := sp[t]; k < sp[t+1]; k++ {
+			s.piRow(x, n, k, s.pi[k*R:k*R+R])
+		}
+	})
+}
+
+// piRow writes Π_{m≠n} A_m(i_m, :) of nonzero k of x into dst.
+func (s *aprState) piRow(x *formats.COO, n, k int, dst []float64) {
+	R := s.R
+	first := true
+	for m := range s.N {
+		if m == n {
+			continue
+		}
+		row := s.a[m][int(x.Inds[m][k])*R : int(x.Inds[m][k])*R+R]
+		row = row[:len(dst)]
+		if first {
+			copy(dst, row)
+			first = false
+			continue
+		}
+		for r, v := range row {
+			dst[r] *= v
+		}
+	}
+}
+
+// computePhi sets phi = (X_(n) ⊘ max(B Πᵀ, ε)) Π: for each nonzero x at
+// i, with π its row of Π, phi(i_n, :) += x / max(⟨B(i_n, :), π⟩, ε) · π.
+// Goroutines own disjoint row ranges of the sorted copy.
+func (s *aprState) computePhi(n int, b, phi []float64) {
+	x, R := s.sorted[n], s.R
+	eps := s.o.APR.EpsDivZero
+	clear(phi)
+	sp := s.splits[n]
+	parallelRange(len(sp)-1, len(sp)-1, func(t, _, _ int) {
+		var scratch []float64
+		if s.pi == nil {
+			scratch = make([]float64, R)
+		}
+		inds := x.Inds[n]
+		for k := sp[t]; k < sp[t+1]; k++ {
+			var pi []float64
+			if s.pi != nil {
+				pi = s.pi[k*R : k*R+R]
+			} else {
+				pi = scratch
+				s.piRow(x, n, k, pi)
+			}
+			i := int(inds[k])
+			br := b[i*R : i*R+R]
+			br = br[:len(pi)]
+			var m float64
+			for r, v := range pi {
+				m += br[r] * v
+			}
+			w := float64(x.Vals[k]) / math.Max(m, eps)
+			pr := phi[i*R : i*R+R]
+			pr = pr[:len(pi)]
+			for r, v := range pi {
+				pr[r] += w * v
+			}
+		}
+	})
+}
+
+// logLikelihood returns Σ x log max(m, ε) - Σ λ over the nonzeros, each
+// range summed separately and the sums added in range order.
+func (s *aprState) logLikelihood() float64 {
+	x, R := s.x, s.R
+	eps := s.o.APR.EpsDivZero
+	parts := resolvedThreads(s.o.Threads)
+	sums := make([]float64, parts)
+	parallelRange(x.NNZ(), parts, func(t, lo, hi int) {
+		p := make([]float64, R)
+		var ll float64
+		for k := lo; k < hi; k++ {
+			for r := range p {
+				p[r] = s.lambda[r]
+			}
+			for m := range s.N {
+				row := s.a[m][int(x.Inds[m][k])*R : int(x.Inds[m][k])*R+R]
+				for r, v := range row {
+					p[r] *= v
+				}
+			}
+			var mk float64
+			for _, v := range p {
+				mk += v
+			}
+			if v := float64(x.Vals[k]); v != 0 {
+				ll += v * math.Log(math.Max(mk, eps))
+			}
+		}
+		sums[t] = ll
+	})
+	var ll float64
+	for _, v := range sums {
+		ll += v
+	}
+	for _, l := range s.lambda {
+		ll -= l
+	}
+	return ll
+}
+
+// finish stores the model, components sorted by λ (largest first).
+func (s *aprState) finish(res *CPResult) {
+	R := s.R
+	order := make([]int, R)
+	for r := range order {
+		order[r] = r
+	}
+	sort.SliceStable(order, func(a, b int) bool { return s.lambda[order[a]] > s.lambda[order[b]] })
+	res.Lambda = make([]float64, R)
+	for r, src := range order {
+		res.Lambda[r] = s.lambda[src]
+	}
+	res.Factors = make([]*kernels.Matrix, s.N)
+	for m, a := range s.a {
+		f := kernels.NewMatrix(s.x.Dims[m], R)
+		for i := range f.Rows {
+			for r, src := range order {
+				f.Data[i*R+r] = float32(a[i*R+src])
+			}
+		}
+		res.Factors[m] = f
+	}
+}

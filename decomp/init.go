@@ -1,0 +1,268 @@
+package decomp
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"sort"
+
+	"gonum.org/v1/gonum/mat"
+
+	"github.com/sparsetune/sparsetune/formats"
+	"github.com/sparsetune/sparsetune/kernels"
+)
+
+// newRNG returns the generator of a seed. The second PCG word is fixed
+// so a seed names one stream for every method.
+func newRNG(seed uint64) *rand.Rand { return rand.New(rand.NewPCG(seed, 0x5eed_dec0_de_cafe)) }
+
+// randomFactors returns one Dims[m] x ranks[m] matrix per mode with
+// entries uniform in [0, 1), drawn mode by mode, row by row from one
+// seeded stream: the same seed gives the same factors.
+func randomFactors(dims, ranks []int, seed uint64) []*kernels.Matrix {
+	rng := newRNG(seed)
+	fs := make([]*kernels.Matrix, len(dims))
+	for m := range dims {
+		a := kernels.NewMatrix(dims[m], ranks[m])
+		for k := range a.Data {
+			a.Data[k] = rng.Float32()
+		}
+		fs[m] = a
+	}
+	return fs
+}
+
+// orthonormalise replaces the columns of a (I x R, R <= I) by an
+// orthonormal basis of their span (see orthonormalColumns).
+func orthonormalise(a *kernels.Matrix) {
+	cols := make([][]float64, a.Cols)
+	for j := range cols {
+		cols[j] = make([]float64, a.Rows)
+		for i := range a.Rows {
+			cols[j][i] = float64(a.Data[i*a.Cols+j])
+		}
+	}
+	orthonormalColumns(cols)
+	for j, c := range cols {
+		for i, v := range c {
+			a.Data[i*a.Cols+j] = float32(v)
+		}
+	}
+}
+
+// orthonormalColumns makes the R vectors cols (each of length I >= R)
+// orthonormal, spanning what they spanned where they were independent:
+// modified Gram-Schmidt, run twice per column ("twice is enough",
+// Giraud et al. 2005) so orthogonality holds to rounding even for nearly
+// dependent columns. It is a thin QR that never forms an I x I matrix,
+// which gonum's QR.QTo would. A column left (near) zero by the projection
+// is dependent on the earlier ones; it is replaced by the first unit
+// vector e_i that is not, so the result always has R orthonormal columns.
+func orthonormalColumns(cols [][]float64) {
+	project := func(c []float64, upto int) {
+		for pass := 0; pass < 2; pass++ {
+			for _, q := range cols[:upto] {
+				var d float64
+				for i, x := range q {
+					d += x * c[i]
+				}
+				for i, x := range q {
+					c[i] -= d * x
+				}
+			}
+		}
+	}
+	for j, c := range cols {
+		before := norm2(c)
+		project(c, j)
+		after := norm2(c)
+		next := 0
+		for after <= 1e-10*before || after == 0 {
+			clear(c)
+			c[next] = 1
+			next++
+			project(c, j)
+			after = norm2(c)
+			if next >= len(c) {
+				break
+			}
+			before = 1
+		}
+		if after > 0 {
+			for i := range c {
+				c[i] /= after
+			}
+		}
+	}
+}
+
+// norm2 returns the 2-norm of v.
+func norm2(v []float64) float64 {
+	var s float64
+	for _, x := range v {
+		s += x * x
+	}
+	return math.Sqrt(s)
+}
+
+// HOSVD initialisation.
+//
+// The leading left singular vectors of the unfolding X_(n) are the leading
+// eigenvectors of X_(n)X_(n)ᵀ = FᵀF, where F is the mode-n fiber matrix
+// (one row per non-empty mode-n fiber, one column per mode-n index): the
+// unfolding's columns that are not zero are exactly F's rows. So they are
+// found without forming anything of the tensor's size, by randomised
+// subspace iteration (Halko, Martinsson and Tropp 2011) with the operator
+// Q ↦ Fᵀ(FQ): start from a seeded Gaussian I_n x k block, k = R + 10
+// (capped at I_n), apply the operator hosvdPowerIters times with a QR after
+// each, and take the Ritz vectors of the last block (eigenvectors of
+// (FQ)ᵀ(FQ), k x k). When k reaches I_n the start block is the identity and
+// the answer is exact. F is built by formats.NewFiberMatrix; the products
+// run in float64 over its CSR arrays.
+
+const (
+	hosvdOversample = 10
+	hosvdPowerIters = 3
+)
+
+// hosvdFactor returns the R leading left singular vectors of x's mode-n
+// unfolding as an I_n x R matrix.
+func hosvdFactor(x *formats.COO, n, R int, seed uint64, threads int) (*kernels.Matrix, error) {
+	I := x.Dims[n]
+	if R > I {
+		return nil, fmt.Errorf("hosvd init: rank %d exceeds dim %d of mode %d (use random init)", R, I, n+1)
+	}
+	fm, err := formats.NewFiberMatrix(x, n, formats.DefaultSliceMode(n))
+	if err != nil {
+		return nil, fmt.Errorf("hosvd init: fiber matrix of mode %d: %w", n+1, err)
+	}
+	k := min(R+hosvdOversample, I)
+	q := mat.NewDense(I, k, nil)
+	iters := hosvdPowerIters
+	if k == I {
+		for i := range I {
+			q.Set(i, i, 1)
+		}
+		iters = 0
+	} else {
+		rng := newRNG(seed ^ uint64(n+1)*0x9e3779b97f4a7c15)
+		for i := range I {
+			for j := range k {
+				q.Set(i, j, rng.NormFloat64())
+			}
+		}
+		orthoDense(q)
+	}
+	z := mat.NewDense(max(fm.Rows(), 1), k, nil)
+	w := mat.NewDense(I, k, nil)
+	for range iters {
+		fiberTimes(fm, q, z, threads)
+		fiberTransTimes(fm, z, w)
+		q.Copy(w)
+		orthoDense(q)
+	}
+	// Rayleigh-Ritz: with Z = FQ, QᵀFᵀFQ = ZᵀZ; its eigenvectors V rotate Q
+	// onto the approximate singular vectors, largest first.
+	fiberTimes(fm, q, z, threads)
+	var b mat.SymDense
+	b.SymOuterK(1, z.T())
+	var eig mat.EigenSym
+	if !eig.Factorize(&b, true) {
+		return nil, fmt.Errorf("hosvd init: eigen decomposition of mode %d failed", n+1)
+	}
+	vals := eig.Values(nil)
+	var v mat.Dense
+	eig.VectorsTo(&v)
+	order := make([]int, k)
+	for j := range order {
+		order[j] = j
+	}
+	sort.SliceStable(order, func(a, b int) bool { return vals[order[a]] > vals[order[b]] })
+	out := kernels.NewMatrix(I, R)
+	row := make([]float64, k)
+	for i := range I {
+		mat.Row(row, i, q)
+		dst := out.Row(i)
+		for c := range R {
+			col := order[c]
+			var s float64
+			for j, x := range row {
+				s += x * v.At(j, col)
+			}
+			dst[c] = float32(s)
+		}
+	}
+	fixSigns(out)
+	return out, nil
+}
+
+// orthoDense replaces the columns of q by an orthonormal basis of their
+// span (see orthonormalColumns).
+func orthoDense(q *mat.Dense) {
+	r, c := q.Dims()
+	cols := make([][]float64, c)
+	for j := range cols {
+		cols[j] = mat.Col(nil, j, q)
+	}
+	orthonormalColumns(cols)
+	for j, col := range cols {
+		for i := range r {
+			q.Set(i, j, col[i])
+		}
+	}
+}
+
+// fiberTimes sets z = F·q (rows of F by rows, in parallel: each row of z
+// belongs to one goroutine).
+func fiberTimes(fm *formats.FiberMatrix, q, z *mat.Dense, threads int) {
+	_, k := q.Dims()
+	rows := fm.Rows()
+	parallelRange(rows, rangeParts(rows, float64(2*k*max(fm.NNZ()/max(rows, 1), 1)), threads), func(_, lo, hi int) {
+		for r := lo; r < hi; r++ {
+			dst := z.RawRowView(r)
+			clear(dst)
+			for e := fm.RowPtr[r]; e < fm.RowPtr[r+1]; e++ {
+				v := float64(fm.Vals[e])
+				for j, x := range q.RawRowView(int(fm.ColInd[e])) {
+					dst[j] += v * x
+				}
+			}
+		}
+	})
+}
+
+// fiberTransTimes sets w = Fᵀ·z. It scatters into rows of w by column
+// index, so it runs on one goroutine; it is called a few times per mode,
+// once per decomposition.
+func fiberTransTimes(fm *formats.FiberMatrix, z, w *mat.Dense) {
+	w.Zero()
+	for r := range fm.Rows() {
+		src := z.RawRowView(r)
+		for e := fm.RowPtr[r]; e < fm.RowPtr[r+1]; e++ {
+			v := float64(fm.Vals[e])
+			dst := w.RawRowView(int(fm.ColInd[e]))
+			for j, x := range src {
+				dst[j] += v * x
+			}
+		}
+	}
+}
+
+// fixSigns flips each column of a so that its entry of largest magnitude
+// is positive: singular vectors are defined up to sign, and a fixed choice
+// keeps results reproducible across linear algebra paths.
+func fixSigns(a *kernels.Matrix) {
+	for j := range a.Cols {
+		var big float32
+		for i := range a.Rows {
+			if v := a.At(i, j); math.Abs(float64(v)) > math.Abs(float64(big)) {
+				big = v
+			}
+		}
+		if big < 0 {
+			for i := range a.Rows {
+				a.Data[i*a.Cols+j] = -a.Data[i*a.Cols+j]
+			}
+		}
+	}
+}
