@@ -20,4 +20,15 @@
 // set and its manifest (one JSON Entry per tensor, ReadManifest, Rebuild),
 // resumably. docs/generate.md describes the generators, the plan, the
 // manifest and the preset.
+//
+// # Labelling
+//
+// Label times every candidate format of each tensor, operation, mode and
+// device with the real kernels (hetero.MeasureRuns: conversion apart,
+// a warm-up, the median of up to DefaultRuns runs, fewer for long
+// kernels) and appends one LabelRow per (tensor, op, mode, device) to
+// a labels file, one synced JSON line each, so that a killed run resumes
+// where it stopped. ReadLabels reads such a file strictly; MixedBuilds
+// says when its rows come from different builds. docs/train.md describes
+// the file, the run rule, resuming and the cost.
 package train
