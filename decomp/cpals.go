@@ -229,23 +229,40 @@ func (s *cpState) update(n, it int) error {
 	v := hadamardExcept(s.grams, n)
 	inv, pinv := symInverse(v, s.R)
 	a := s.factors[n]
-	mulSmall(a, s.mtt[n], inv, s.o.threads)
-	if !pinv && !allFinite(a) {
+	sumSq, maxAbs := mulSmall(a, s.mtt[n], inv, s.o.threads)
+	if !pinv && !finite(sumSq) {
 		// Cholesky passed but the product overflowed float32: the
 		// pseudo-inverse drops the directions that blew up.
 		pinv = true
-		mulSmall(a, s.mtt[n], pseudoInverse(v, s.R), s.o.threads)
+		sumSq, maxAbs = mulSmall(a, s.mtt[n], pseudoInverse(v, s.R), s.o.threads)
 	}
 	if pinv {
 		s.res.PseudoInverses++
 	}
-	if !allFinite(a) {
+	if !finite(sumSq) {
 		return fmt.Errorf("iteration %d: factor of mode %d is not finite (values beyond float32's range)", it, n+1)
 	}
-	s.lambda = columnNorms(a, it > 1, s.o.threads)
-	scaleColumns(a, s.lambda, s.o.threads)
-	s.grams[n] = gram(a, s.o.threads)
+	if it > 1 {
+		for r, x := range maxAbs {
+			s.lambda[r] = max(x, 1)
+		}
+	} else {
+		for r, x := range sumSq {
+			s.lambda[r] = math.Sqrt(x)
+		}
+	}
+	s.grams[n] = scaleGram(a, s.lambda, s.o.threads)
 	return nil
+}
+
+// finite reports whether every x is neither NaN nor Inf.
+func finite(xs []float64) bool {
+	for _, x := range xs {
+		if math.IsNaN(x) || math.IsInf(x, 0) {
+			return false
+		}
+	}
+	return true
 }
 
 // fitOf returns 1 - ‖X - [[λ; A]]‖/‖X‖ from the MTTKRP m of the last mode

@@ -28,7 +28,11 @@ const maxCond = 1e6
 // summed separately and added in range order, so the result depends only
 // on the thread count. Like mulSmall it takes four rows per pass over the
 // accumulator (only its upper triangle, mirrored at the end).
-func gram(a *kernels.Matrix, threads int) []float64 {
+func gram(a *kernels.Matrix, threads int) []float64 { return gramScaled(a, nil, threads) }
+
+// gramScaled is gram, but when inv is not nil it first multiplies column j
+// of a by inv[j], in place, in the same pass.
+func gramScaled(a *kernels.Matrix, inv []float32, threads int) []float64 {
 	R := a.Cols
 	parts := rangeParts(a.Rows, float64(R*R), threads)
 	partial := make([][]float64, parts)
@@ -41,7 +45,13 @@ func gram(a *kernels.Matrix, threads int) []float64 {
 		i := lo
 		for ; i+4 <= hi; i += 4 {
 			for q := range rows {
-				for j, v := range a.Row(i + q) {
+				src := a.Row(i + q)
+				if inv != nil {
+					for j := range src {
+						src[j] *= inv[j]
+					}
+				}
+				for j, v := range src {
 					rows[q][j] = float64(v)
 				}
 			}
@@ -58,7 +68,13 @@ func gram(a *kernels.Matrix, threads int) []float64 {
 		}
 		for ; i < hi; i++ {
 			row := rows[0]
-			for j, v := range a.Row(i) {
+			src := a.Row(i)
+			if inv != nil {
+				for j := range src {
+					src[j] *= inv[j]
+				}
+			}
+			for j, v := range src {
 				row[j] = float64(v)
 			}
 			for j, vj := range row {
@@ -187,10 +203,20 @@ func pseudoInverse(v []float64, R int) []float64 {
 // product costs more than the MTTKRP (I·R² against nnz·R per mode), so the
 // inner loop takes four rows of s per pass over the accumulator: a quarter
 // of the accumulator loads and stores.
-func mulSmall(a, m *kernels.Matrix, s []float64, threads int) {
+//
+// It also returns, per column of a (as stored, in float32), the sum of
+// squares and the largest magnitude, which CP-ALS's normalisation needs:
+// computing them here saves a pass over a. A NaN or Inf in a shows as a
+// NaN or Inf sum.
+func mulSmall(a, m *kernels.Matrix, s []float64, threads int) (sumSq, maxAbs []float64) {
 	K, C := m.Cols, a.Cols
-	parallelRange(m.Rows, rangeParts(m.Rows, float64(K*C), threads), func(_, lo, hi int) {
+	parts := rangeParts(m.Rows, float64(K*C), threads)
+	partSq := make([][]float64, parts)
+	partMax := make([][]float64, parts)
+	parallelRange(m.Rows, parts, func(t, lo, hi int) {
 		acc := make([]float64, C)
+		sq := make([]float64, C)
+		mx := make([]float64, C)
 		for i := lo; i < hi; i++ {
 			src := m.Row(i)
 			clear(acc)
@@ -216,11 +242,42 @@ func mulSmall(a, m *kernels.Matrix, s []float64, threads int) {
 			}
 			dst := a.Row(i)
 			dst = dst[:len(acc)]
+			sq, mx := sq[:len(acc)], mx[:len(acc)]
 			for k, x := range acc {
-				dst[k] = float32(x)
+				f := float32(x)
+				dst[k] = f
+				y := float64(f)
+				sq[k] += y * y
+				if y < 0 {
+					y = -y
+				}
+				if y > mx[k] || y != y {
+					mx[k] = y
+				}
 			}
 		}
+		partSq[t], partMax[t] = sq, mx
 	})
+	sumSq, maxAbs = make([]float64, C), make([]float64, C)
+	for t := range parts {
+		if partSq[t] == nil {
+			continue
+		}
+		for k := range C {
+			sumSq[k] += partSq[t][k]
+			if x := partMax[t][k]; x > maxAbs[k] || x != x {
+				maxAbs[k] = x
+			}
+		}
+	}
+	return sumSq, maxAbs
+}
+
+// scaleGram divides column j of a by d[j] (a zero d[j] leaves the column
+// as it is, see scaleColumns) and returns the Gram matrix of the result,
+// in one pass over a.
+func scaleGram(a *kernels.Matrix, d []float64, threads int) []float64 {
+	return gramScaled(a, inverses(d), threads)
 }
 
 // columnNorms returns each column's 2-norm (maxNorm false) or
@@ -270,13 +327,7 @@ func columnNorms(a *kernels.Matrix, maxNorm bool, threads int) []float64 {
 // column (then all zero) as it is rather than making it NaN.
 func scaleColumns(a *kernels.Matrix, d []float64, threads int) {
 	R := a.Cols
-	inv := make([]float32, R)
-	for j, x := range d {
-		inv[j] = 1
-		if x != 0 {
-			inv[j] = float32(1 / x)
-		}
-	}
+	inv := inverses(d)
 	parallelRange(a.Rows, rangeParts(a.Rows, float64(R), threads), func(t, lo, hi int) {
 		for i := lo; i < hi; i++ {
 			row := a.Row(i)
@@ -285,6 +336,18 @@ func scaleColumns(a *kernels.Matrix, d []float64, threads int) {
 			}
 		}
 	})
+}
+
+// inverses returns 1/d[j] in float32, and 1 where d[j] is 0.
+func inverses(d []float64) []float32 {
+	inv := make([]float32, len(d))
+	for j, x := range d {
+		inv[j] = 1
+		if x != 0 {
+			inv[j] = float32(1 / x)
+		}
+	}
+	return inv
 }
 
 // allFinite reports whether a holds no NaN or Inf.

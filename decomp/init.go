@@ -59,8 +59,9 @@ func orthonormalise(a *kernels.Matrix) {
 // is dependent on the earlier ones; it is replaced by the first unit
 // vector e_i that is not, so the result always has R orthonormal columns.
 func orthonormalColumns(cols [][]float64) {
+	// project removes from c its components along cols[:upto], twice.
 	project := func(c []float64, upto int) {
-		for pass := 0; pass < 2; pass++ {
+		for range 2 {
 			for _, q := range cols[:upto] {
 				var d float64
 				for i, x := range q {
@@ -76,17 +77,14 @@ func orthonormalColumns(cols [][]float64) {
 		before := norm2(c)
 		project(c, j)
 		after := norm2(c)
-		next := 0
-		for after <= 1e-10*before || after == 0 {
+		// A column that lost all but 1e-10 of its norm was (numerically)
+		// in the span of the earlier ones: try unit vectors instead. One of
+		// e_0 … e_j is always independent of j orthonormal vectors.
+		for e := 0; (after == 0 || after <= 1e-10*before) && e < len(c); e++ {
 			clear(c)
-			c[next] = 1
-			next++
+			c[e] = 1
 			project(c, j)
-			after = norm2(c)
-			if next >= len(c) {
-				break
-			}
-			before = 1
+			before, after = 1, norm2(c)
 		}
 		if after > 0 {
 			for i := range c {

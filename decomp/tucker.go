@@ -247,7 +247,7 @@ func leadingLeftSingular(y *kernels.Matrix, R, threads int) (*kernels.Matrix, er
 		if err != nil {
 			return nil, err
 		}
-		mulSmall(out, y, v, threads)
+		_, _ = mulSmall(out, y, v, threads)
 		orthonormalise(out)
 	default:
 		d := mat.NewDense(I, P, nil)

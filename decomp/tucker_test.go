@@ -320,3 +320,36 @@ func TestTuckerDeterministic(t *testing.T) {
 		}
 	}
 }
+
+// TestOrthonormalise gives dependent and zero columns: the result must
+// still have orthonormal columns, spanning the independent ones.
+func TestOrthonormalise(t *testing.T) {
+	a := kernels.NewMatrix(5, 4)
+	for i := range 5 {
+		a.Data[i*4] = float32(i + 1)
+		a.Data[i*4+1] = float32(2 * (i + 1)) // twice column 0
+		a.Data[i*4+3] = float32(i * i)
+	}
+	orig := cloneMatrix(a)
+	orthonormalise(a)
+	g := gram(a, 1)
+	for j := range 4 {
+		for k := range 4 {
+			want := 0.0
+			if j == k {
+				want = 1
+			}
+			if math.Abs(g[j*4+k]-want) > 1e-6 {
+				t.Fatalf("QᵀQ[%d,%d] = %v", j, k, g[j*4+k])
+			}
+		}
+	}
+	// Column 0 spans the original column 0 (up to sign, positive here).
+	var d float64
+	for i := range 5 {
+		d += float64(a.At(i, 0)) * float64(orig.At(i, 0))
+	}
+	if math.Abs(d-math.Sqrt(55)) > 1e-5 {
+		t.Fatalf("first column not the normalised original: ⟨q, a⟩ = %v", d)
+	}
+}

@@ -64,16 +64,21 @@ func runCPAPR(cmd *cobra.Command, path string, c decompConfig, inner int) error 
 		return err
 	}
 	read := time.Since(start)
+	init, err := resumeFactors(c.resume, x.Order())
+	if err != nil {
+		return err
+	}
 	stderr := cmd.ErrOrStderr()
 	start = time.Now()
 	res, err := decomp.CPAPR(x, decomp.Options{Rank: c.rank, Iters: c.iters, Tol: c.tol, Seed: c.seed, Init: c.init,
-		Threads: c.threads, APR: decomp.APROptions{InnerIters: inner},
+		InitFactors: init,
+		Threads:     c.threads, APR: decomp.APROptions{InnerIters: inner},
 		Progress: func(s decomp.IterStat) { printIter(stderr, s, true) }})
 	if err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}
 	rep := &decompReport{Method: "CP-APR", File: path, Dims: x.Dims, NNZ: x.NNZ(), Rank: c.rank,
-		Init: c.init, Converged: res.Converged, Seconds: time.Since(start).Seconds(), SetupSeconds: res.SetupSeconds,
+		Init: c.initName(), Converged: res.Converged, Seconds: time.Since(start).Seconds(), SetupSeconds: res.SetupSeconds,
 		ReadSeconds: read.Seconds(), Threads: resolvedThreads(c.threads), Lambda: res.Lambda}
 	ll, kkt := res.LogLikelihood, res.KKTViolation
 	rep.LogLikelihood, rep.KKTViolation = &ll, &kkt

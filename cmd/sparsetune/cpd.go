@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"os"
 	"runtime"
 	"slices"
 	"strings"
@@ -15,6 +16,8 @@ import (
 
 	"github.com/sparsetune/sparsetune/decomp"
 	"github.com/sparsetune/sparsetune/formats"
+	"github.com/sparsetune/sparsetune/internal/npy"
+	"github.com/sparsetune/sparsetune/kernels"
 )
 
 func init() { register(newCPDCmd) }
@@ -71,8 +74,18 @@ type decompConfig struct {
 	formats    []string
 	lineSearch bool
 	out        string
+	resume     string
 	threads    int
 	asJSON     bool
+}
+
+// initName is the initialisation as reported: --init, or where --resume
+// replaced it, "resume".
+func (c decompConfig) initName() string {
+	if c.resume != "" {
+		return "resume"
+	}
+	return c.init
 }
 
 // addDecompFlags adds the flags every decomposition command has, bound to
@@ -84,7 +97,8 @@ func addDecompFlags(cmd *cobra.Command, v *viper.Viper, name, defaultInit string
 	f.Uint64("seed", 1, "seed of the random initialisation")
 	f.String("init", defaultInit, "initialisation: random or hosvd")
 	f.String("out", "", "write the model as PREFIX.*.npy (float32, C order)")
-	for _, flag := range []string{"iters", "tol", "seed", "init", "out"} {
+	f.String("resume", "", "start from the model an earlier --out PREFIX wrote (replaces --init)")
+	for _, flag := range []string{"iters", "tol", "seed", "init", "out", "resume"} {
 		_ = v.BindPFlag(name+"."+flag, f.Lookup(flag))
 	}
 }
@@ -98,6 +112,7 @@ func decompConfigFrom(v *viper.Viper, name string, cmd *cobra.Command) (decompCo
 		init:       v.GetString(name + ".init"),
 		lineSearch: v.GetBool(name + ".line-search"),
 		out:        v.GetString(name + ".out"),
+		resume:     v.GetString(name + ".resume"),
 		threads:    v.GetInt("threads"),
 		asJSON:     v.GetBool("json"),
 	}
@@ -139,6 +154,48 @@ func readForDecomp(path string, c decompConfig) (*formats.COO, error) {
 		return nil, fmt.Errorf("--format lists %d formats for a tensor of order %d: give one, or one per mode", len(c.formats), x.Order())
 	}
 	return x, nil
+}
+
+// resumeFactors reads the factors an earlier run wrote with --out PREFIX
+// (PREFIX.mode1.npy …), for a tensor of the given order. When
+// PREFIX.lambda.npy exists (CP models) the weights are folded into the last
+// mode's columns, so the starting model is the written one, scale
+// included. It returns nil when prefix is empty.
+func resumeFactors(prefix string, order int) ([]*kernels.Matrix, error) {
+	if prefix == "" {
+		return nil, nil
+	}
+	fs := make([]*kernels.Matrix, order)
+	for m := range order {
+		path := fmt.Sprintf("%s.mode%d.npy", prefix, m+1)
+		shape, data, err := npy.ReadFile(path)
+		if err != nil {
+			return nil, fmt.Errorf("--resume: %w", err)
+		}
+		if len(shape) != 2 {
+			return nil, fmt.Errorf("--resume: %s has shape %v, expected a matrix", path, shape)
+		}
+		fs[m] = &kernels.Matrix{Rows: shape[0], Cols: shape[1], Data: data}
+	}
+	path := prefix + ".lambda.npy"
+	if _, err := os.Stat(path); err != nil {
+		return fs, nil
+	}
+	shape, lambda, err := npy.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("--resume: %w", err)
+	}
+	last := fs[order-1]
+	if len(shape) != 1 || shape[0] != last.Cols {
+		return nil, fmt.Errorf("--resume: %s has shape %v, expected (%d,)", path, shape, last.Cols)
+	}
+	for i := range last.Rows {
+		row := last.Row(i)
+		for r := range row {
+			row[r] *= lambda[r]
+		}
+	}
+	return fs, nil
 }
 
 // iterJSON is one iteration in --json output.
@@ -263,16 +320,20 @@ func runCPD(cmd *cobra.Command, path string, c decompConfig) error {
 		return err
 	}
 	read := time.Since(start)
+	init, err := resumeFactors(c.resume, x.Order())
+	if err != nil {
+		return err
+	}
 	stderr := cmd.ErrOrStderr()
 	start = time.Now()
 	res, err := decomp.CPALS(x, decomp.Options{Rank: c.rank, Iters: c.iters, Tol: c.tol, Seed: c.seed, Init: c.init,
-		LineSearch: c.lineSearch, Threads: c.threads, Formats: c.formats,
+		InitFactors: init, LineSearch: c.lineSearch, Threads: c.threads, Formats: c.formats,
 		Progress: func(s decomp.IterStat) { printIter(stderr, s, false) }})
 	if err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}
 	rep := &decompReport{Method: "CP-ALS", File: path, Dims: x.Dims, NNZ: x.NNZ(), Rank: c.rank, Formats: c.formats,
-		Init: c.init, Converged: res.Converged, Seconds: time.Since(start).Seconds(), SetupSeconds: res.SetupSeconds,
+		Init: c.initName(), Converged: res.Converged, Seconds: time.Since(start).Seconds(), SetupSeconds: res.SetupSeconds,
 		ReadSeconds: read.Seconds(), Threads: resolvedThreads(c.threads), Lambda: res.Lambda}
 	fit := res.Fit
 	rep.Fit = &fit

@@ -168,3 +168,60 @@ func TestCPDErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestResume continues each method from the files of an earlier run: the
+// first iteration after --resume must fit about as well as the last one
+// before it (ALS and HOOI do not decrease the fit; CP-APR does not
+// decrease the log-likelihood).
+func TestResume(t *testing.T) {
+	skipWithoutSmallTensor(t)
+	cases := []struct {
+		cmd  []string
+		like bool
+	}{
+		{[]string{"cpd", "--rank", "3"}, false},
+		{[]string{"tucker", "--ranks", "3,3,2"}, false},
+		{[]string{"cpapr", "--rank", "3"}, true},
+	}
+	for _, c := range cases {
+		prefix := filepath.Join(t.TempDir(), "m")
+		first := append([]string{c.cmd[0], smallTensor, "--iters", "6", "--tol", "0", "--json", "--out", prefix}, c.cmd[1:]...)
+		stdout, _, err := run(t, first...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var a, b decompReport
+		if err := json.Unmarshal([]byte(stdout), &a); err != nil {
+			t.Fatal(err)
+		}
+		second := append([]string{c.cmd[0], smallTensor, "--iters", "1", "--json", "--resume", prefix}, c.cmd[1:]...)
+		if stdout, _, err = run(t, second...); err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal([]byte(stdout), &b); err != nil {
+			t.Fatal(err)
+		}
+		if b.Init != "resume" {
+			t.Fatalf("%s: init %q", c.cmd[0], b.Init)
+		}
+		if c.like {
+			if *b.LogLikelihood < *a.LogLikelihood-1e-6*math.Abs(*a.LogLikelihood) {
+				t.Fatalf("%s: log-likelihood %v after resuming from %v", c.cmd[0], *b.LogLikelihood, *a.LogLikelihood)
+			}
+		} else if *b.Fit < *a.Fit-1e-5 {
+			t.Fatalf("%s: fit %v after resuming from %v", c.cmd[0], *b.Fit, *a.Fit)
+		}
+	}
+	_, _, err := run(t, "cpd", smallTensor, "--rank", "3", "--resume", filepath.Join(t.TempDir(), "none"))
+	if err == nil || !strings.Contains(err.Error(), "--resume") || !strings.Contains(err.Error(), "none.mode1.npy") {
+		t.Fatalf("missing resume files: %v", err)
+	}
+	prefix := filepath.Join(t.TempDir(), "r2")
+	if _, _, err := run(t, "cpd", smallTensor, "--rank", "2", "--iters", "1", "--out", prefix); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = run(t, "cpd", smallTensor, "--rank", "3", "--resume", prefix)
+	if err == nil || !strings.Contains(err.Error(), "initial factor of mode 1 is 14x2, expected 14x3") {
+		t.Fatalf("rank mismatch: %v", err)
+	}
+}

@@ -84,16 +84,21 @@ func runTucker(cmd *cobra.Command, path string, c decompConfig, ranks []int, fib
 		return err
 	}
 	read := time.Since(start)
+	init, err := resumeFactors(c.resume, x.Order())
+	if err != nil {
+		return err
+	}
 	stderr := cmd.ErrOrStderr()
 	start = time.Now()
 	res, err := decomp.TuckerHOOI(x, decomp.Options{Ranks: ranks, Iters: c.iters, Tol: c.tol, Seed: c.seed, Init: c.init,
-		Threads: c.threads, FiberFormat: fiberFormat,
+		InitFactors: init,
+		Threads:     c.threads, FiberFormat: fiberFormat,
 		Progress: func(s decomp.IterStat) { printIter(stderr, s, false) }})
 	if err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}
 	rep := &decompReport{Method: "Tucker-HOOI", File: path, Dims: x.Dims, NNZ: x.NNZ(), Ranks: ranks, Formats: []string{fiberFormat},
-		Init: c.init, Converged: res.Converged, Seconds: time.Since(start).Seconds(), SetupSeconds: res.SetupSeconds,
+		Init: c.initName(), Converged: res.Converged, Seconds: time.Since(start).Seconds(), SetupSeconds: res.SetupSeconds,
 		ReadSeconds: read.Seconds(), Threads: resolvedThreads(c.threads)}
 	fit := res.Fit
 	rep.Fit = &fit
