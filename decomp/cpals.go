@@ -46,9 +46,10 @@ type CPResult struct {
 // Each iteration updates the modes in turn: for mode n, M = MTTKRP(n) with
 // the current factors, then A_n = M V⁺ with V the Hadamard product of the
 // other factors' Gram matrices A_mᵀA_m. V is inverted by Cholesky, or by the
-// SVD pseudo-inverse when Cholesky fails or V's condition number exceeds
-// 1e12, so a rank-deficient problem gives finite, least-norm factors, never
-// NaN. The columns of A_n are then normalised into λ: by their 2-norm in the
+// SVD pseudo-inverse truncated at σ_max/1e6 when Cholesky fails or V's
+// condition number exceeds 1e6 (the limit float32 factors can resolve; see
+// maxCond), so a rank-deficient problem gives finite, least-norm factors,
+// never NaN. The columns of A_n are then normalised into λ: by their 2-norm in the
 // first iteration, by max(1, max |entry|) after (the normalisation of the
 // Tensor Toolbox's cp_als, which keeps λ from drifting without rescaling
 // small columns).

@@ -328,10 +328,10 @@ func (c *CPU) TTMChain(mode int, factors []*kernels.Matrix, out *kernels.Matrix)
 	// The dense products. Rows of out that no slice covers stay zero.
 	clear(out.Data)
 	fm := tp.fm
-	// col[j] is the factor (or, for p, nil: the SpTTM row) feeding the j-th
-	// fiber mode; FiberModes is the slice mode n first, then the others in
-	// increasing order, and the others are exactly the kron's modes.
-	others := fm.FiberModes[1:] // modes ≠ n, p in increasing order
+	// FiberModes is the slice mode n first, then the modes other than n
+	// and p in increasing order: row r's coordinates in the modes whose
+	// factor rows enter the Kronecker product beside the SpTTM row.
+	others := fm.FiberModes[1:]
 	parallelRange(len(tp.splits)-1, len(tp.splits)-1, func(t, _, _ int) {
 		kron := tp.scratch[t]
 		if len(kron) < 2*P {

@@ -26,7 +26,7 @@ const (
 // Initialisations, the values of Options.Init.
 const (
 	InitRandom = "random" // seeded uniform [0,1) entries (orthonormalised for Tucker)
-	InitHOSVD  = "hosvd"  // leading left singular vectors of each mode's unfolding
+	InitHOSVD  = "hosvd"  // leading left singular vectors of each mode's unfolding, by randomised subspace iteration on its fiber matrix (docs/decomp.md)
 )
 
 // Options configures CPALS, TuckerHOOI and CPAPR. Zero values select the
@@ -68,8 +68,9 @@ type Options struct {
 	// MTTKRP, when set, supplies the MTTKRPs of CPALS instead of the
 	// default CPU kernels (package engine will).
 	MTTKRP MTTKRPer
-	// TTMChain, when set, supplies the TTM chains of TuckerHOOI (and the
-	// operator of its HOSVD initialisation uses the default CPU code still).
+	// TTMChain, when set, supplies the TTM chains of TuckerHOOI. (The HOSVD
+	// initialisation of any method builds its own fiber matrices; see
+	// InitHOSVD.)
 	TTMChain TTMChainer
 	// Progress, when set, is called after every (outer) iteration.
 	Progress func(IterStat)

@@ -353,3 +353,40 @@ func TestOrthonormalise(t *testing.T) {
 		t.Fatalf("first column not the normalised original: ⟨q, a⟩ = %v", d)
 	}
 }
+
+// TestTuckerDegenerate: a single nonzero, and a tensor far too sparse for
+// its ranks (every TTM chain rank-deficient, through the Gram route), must
+// give finite, orthonormal factors.
+func TestTuckerDegenerate(t *testing.T) {
+	one, _ := formats.NewCOO([]int{3, 4, 5}, 1)
+	one.Append([]uint32{0, 1, 2}, 3)
+	sparse := randomSparse([]int{300, 300, 300}, 2e-5, 1)
+	cases := []struct {
+		x     *formats.COO
+		ranks []int
+		init  string
+	}{
+		{one, []int{2, 2, 2}, InitHOSVD},
+		{one, []int{2, 2, 2}, InitRandom},
+		{sparse, []int{20, 20, 20}, InitHOSVD},
+	}
+	for _, c := range cases {
+		res, err := TuckerHOOI(c.x, Options{Ranks: c.ranks, Iters: 3, Init: c.init})
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkFinite(t, res.Factors, res.Core)
+		for m, f := range res.Factors {
+			g := gram(f, 1)
+			R := f.Cols
+			for a := range R {
+				if math.Abs(g[a*R+a]-1) > 1e-4 {
+					t.Fatalf("%v mode %d: column %d has norm² %v", c.x.Dims, m+1, a, g[a*R+a])
+				}
+			}
+		}
+		if math.IsNaN(res.Fit) || res.Fit < 0 || res.Fit > 1 {
+			t.Fatalf("fit %v", res.Fit)
+		}
+	}
+}
