@@ -5,9 +5,11 @@
 // feed the global input of the SPT-GCN and the baseline classifiers of
 // package model.
 //
-// Global makes one pass over the nonzeros plus two counting passes, in
-// O(dims) memory and deterministic whatever the number of threads. Fibers
-// are counted exactly up to 2^16 nonzeros and on a fixed hash-selected
-// sample of fibers beyond. Names, Ranges and the Feature constants
-// document each entry of a Vector.
+// Summarize reads a tensor once for every op and mode: all of it up to
+// ExactNNZ nonzeros, a fixed pseudo-random sample of SampleNNZ nonzeros
+// beyond, so that a prediction costs a small part of the kernel it tunes.
+// Summary.Global computes one (op, mode) from it, exactly or by the
+// estimators it documents, deterministically whatever the number of
+// threads. Global is Summarize then Summary.Global. Names, Ranges and the
+// Feature constants document each entry of a Vector.
 package features

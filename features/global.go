@@ -185,12 +185,15 @@ func (t *fiberTable) grow() {
 	}
 }
 
-func (t *fiberTable) merge(o *fiberTable) {
-	for _, s := range o.slots {
-		if s.count > 0 {
-			t.addN(s.key, mix(s.key), s.count)
+// counts returns the non-zero counts in the table.
+func (t *fiberTable) counts() []uint32 {
+	out := make([]uint32, 0, t.used)
+	for _, sl := range t.slots {
+		if sl.count > 0 {
+			out = append(out, sl.count)
 		}
 	}
+	return out
 }
 
 // Describe returns the features as name-value pairs in vector order.

@@ -94,6 +94,7 @@ func summarize(x *formats.COO, n int) (*Summary, error) {
 		}
 	}
 	s := &Summary{Dims: slices.Clone(x.Dims), NNZ: nnz, counts: make([]*modeCounts, x.Order())}
+	var pos []int // the sampled positions; nil when the sample is x
 	if n == nnz {
 		s.Sample, s.Exact = x, true
 	} else {
@@ -104,7 +105,7 @@ func summarize(x *formats.COO, n int) (*Summary, error) {
 		// positions make the sample behave as the estimators assume
 		// whatever the order. Drawn with replacement: a few positions
 		// repeat (about n²/2nnz), a negligible bias.
-		pos := samplePositions(nnz, n)
+		pos = samplePositions(nnz, n)
 		sample := &formats.COO{Dims: s.Dims, Inds: make([][]uint32, x.Order())}
 		for m, ind := range x.Inds {
 			out := make([]uint32, n)
@@ -126,8 +127,8 @@ func summarize(x *formats.COO, n int) (*Summary, error) {
 			for k, i := range ind {
 				if i > dim {
 					at := k
-					if !s.Exact {
-						at = samplePositions(nnz, n)[k]
+					if pos != nil {
+						at = pos[k]
 					}
 					return nil, fmt.Errorf("tensor summary: nonzero %d has an index beyond the dims", at+1)
 				}
@@ -166,9 +167,10 @@ func (s *Summary) mode(m int) *modeCounts {
 	}
 	x := s.Sample
 	n := x.NNZ()
-	// Slices are counted in a table keyed by the index, fibers in one
-	// keyed by the other modes' indices in mixed radix when the product of
-	// their dims fits 64 bits (exact), else by a 64-bit hash of them.
+	// Slices are counted per index (below) or in a table keyed by the
+	// index, fibers in a table keyed by the other modes' indices in mixed
+	// radix when the product of their dims fits 64 bits (exact), else by a
+	// 64-bit hash of them.
 	var sliceCounts []uint32
 	if dim := s.Dims[m]; dim <= max(4*n, 1<<16) {
 		// A counter per index: sequential, and small enough to stay in
@@ -224,17 +226,6 @@ func (s *Summary) mode(m int) *modeCounts {
 	c := &modeCounts{slices: sliceCounts, fibers: ft.counts()}
 	s.counts[m] = c
 	return c
-}
-
-// counts returns the non-zero counts in the table.
-func (t *fiberTable) counts() []uint32 {
-	out := make([]uint32, 0, t.used)
-	for _, sl := range t.slots {
-		if sl.count > 0 {
-			out = append(out, sl.count)
-		}
-	}
-	return out
 }
 
 // Global returns the global features for op along mode (0-based).
