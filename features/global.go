@@ -123,7 +123,8 @@ func log10(x float64) float64 {
 }
 
 // mix is a 64-bit finaliser (the murmur3 one): every input bit affects
-// every output bit, so its low bits select a fair sample of keys.
+// every output bit, so any of its bits are fair: the fiber table's probe
+// start and the sample's positions use the high ones.
 func mix(h uint64) uint64 {
 	h ^= h >> 33
 	h *= 0xff51afd7ed558ccd

@@ -55,6 +55,10 @@ const (
 	opSoftmax
 )
 
+// opArity is the number of inputs of each operator with a fixed number
+// (Concat takes any).
+var opArity = map[opKind]int{opMatMul: 2, opAdd: 2, opSub: 2, opMul: 2, opRelu: 1, opTranspose: 1, opSoftmax: 1}
+
 var opKinds = map[string]opKind{"MatMul": opMatMul, "Add": opAdd, "Sub": opSub, "Mul": opMul, "Relu": opRelu,
 	"Transpose": opTranspose, "Concat": opConcat, "Softmax": opSoftmax}
 
@@ -79,9 +83,7 @@ func compile(g *onnxpb.GraphProto) (*program, error) {
 		return [2]int{}, false
 	}
 	for _, t := range g.Initializer {
-		var dims []int64
-		dims = append(dims, t.Dims...)
-		s, ok := shape2(dims)
+		s, ok := shape2(t.Dims)
 		if !ok || t.GetDataType() != int32(onnxpb.TensorProto_FLOAT) || len(t.FloatData) != s[0]*s[1] {
 			return nil, fmt.Errorf("initializer %s: the builtin runtime reads 1-D and 2-D float tensors in float_data", t.GetName())
 		}
@@ -124,8 +126,7 @@ func compile(g *onnxpb.GraphProto) (*program, error) {
 			}
 			return 0, nil, false
 		}
-		arity := map[opKind]int{opMatMul: 2, opAdd: 2, opSub: 2, opMul: 2, opRelu: 1, opTranspose: 1, opSoftmax: 1}
-		if want, ok := arity[kind]; ok && len(in) != want {
+		if want, ok := opArity[kind]; ok && len(in) != want {
 			return nil, fmt.Errorf("node %s: %s with %d inputs, expected %d", n.GetName(), n.GetOpType(), len(in), want)
 		}
 		var out [2]int
