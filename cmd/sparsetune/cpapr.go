@@ -8,7 +8,6 @@ import (
 	"github.com/spf13/viper"
 
 	"github.com/sparsetune/sparsetune/decomp"
-	"github.com/sparsetune/sparsetune/formats"
 )
 
 func init() { register(newCPAPRCmd) }
@@ -58,18 +57,12 @@ as PREFIX.lambda.npy. docs/decomp.md describes the algorithm.`,
 }
 
 func runCPAPR(cmd *cobra.Command, path string, c decompConfig, inner int) error {
-	start := time.Now()
-	x, err := formats.ReadFile(path)
-	if err != nil {
-		return err
-	}
-	read := time.Since(start)
-	init, err := resumeFactors(c.resume, x.Order())
+	x, read, init, err := readForDecomp(path, c)
 	if err != nil {
 		return err
 	}
 	stderr := cmd.ErrOrStderr()
-	start = time.Now()
+	start := time.Now()
 	res, err := decomp.CPAPR(x, decomp.Options{Rank: c.rank, Iters: c.iters, Tol: c.tol, Seed: c.seed, Init: c.init,
 		InitFactors: init,
 		Threads:     c.threads, APR: decomp.APROptions{InnerIters: inner},
@@ -83,10 +76,5 @@ func runCPAPR(cmd *cobra.Command, path string, c decompConfig, inner int) error 
 	ll, kkt := res.LogLikelihood, res.KKTViolation
 	rep.LogLikelihood, rep.KKTViolation = &ll, &kkt
 	rep.fill(res.History, true)
-	if c.out != "" {
-		if rep.Files, err = res.WriteNPY(c.out); err != nil {
-			return err
-		}
-	}
-	return printReport(cmd.OutOrStdout(), rep, c.asJSON)
+	return finishDecomp(cmd, rep, res, c)
 }

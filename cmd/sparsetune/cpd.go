@@ -143,17 +143,38 @@ func mttkrpFormats(s string) ([]string, error) {
 	return fs, nil
 }
 
-// readForDecomp reads FILE for a decomposition and checks the per-mode
-// format list against its order.
-func readForDecomp(path string, c decompConfig) (*formats.COO, error) {
+// readForDecomp reads FILE for a decomposition, checks the per-mode
+// --format list against its order, and reads the --resume factors. It
+// returns the time the read took.
+func readForDecomp(path string, c decompConfig) (*formats.COO, time.Duration, []*kernels.Matrix, error) {
+	start := time.Now()
 	x, err := formats.ReadFile(path)
 	if err != nil {
-		return nil, err
+		return nil, 0, nil, err
 	}
+	read := time.Since(start)
 	if len(c.formats) > 1 && len(c.formats) != x.Order() {
-		return nil, fmt.Errorf("--format lists %d formats for a tensor of order %d: give one, or one per mode", len(c.formats), x.Order())
+		return nil, 0, nil, fmt.Errorf("--format lists %d formats for a tensor of order %d: give one, or one per mode", len(c.formats), x.Order())
 	}
-	return x, nil
+	init, err := resumeFactors(c.resume, x.Order())
+	if err != nil {
+		return nil, 0, nil, err
+	}
+	return x, read, init, nil
+}
+
+// finishDecomp writes the result's .npy files when --out is set and
+// prints the report.
+func finishDecomp(cmd *cobra.Command, rep *decompReport, res interface {
+	WriteNPY(string) ([]string, error)
+}, c decompConfig) error {
+	if c.out != "" {
+		var err error
+		if rep.Files, err = res.WriteNPY(c.out); err != nil {
+			return err
+		}
+	}
+	return printReport(cmd.OutOrStdout(), rep, c.asJSON)
 }
 
 // resumeFactors reads the factors an earlier run wrote with --out PREFIX
@@ -314,18 +335,12 @@ func printReport(w io.Writer, r *decompReport, asJSON bool) error {
 }
 
 func runCPD(cmd *cobra.Command, path string, c decompConfig) error {
-	start := time.Now()
-	x, err := readForDecomp(path, c)
-	if err != nil {
-		return err
-	}
-	read := time.Since(start)
-	init, err := resumeFactors(c.resume, x.Order())
+	x, read, init, err := readForDecomp(path, c)
 	if err != nil {
 		return err
 	}
 	stderr := cmd.ErrOrStderr()
-	start = time.Now()
+	start := time.Now()
 	res, err := decomp.CPALS(x, decomp.Options{Rank: c.rank, Iters: c.iters, Tol: c.tol, Seed: c.seed, Init: c.init,
 		InitFactors: init, LineSearch: c.lineSearch, Threads: c.threads, Formats: c.formats,
 		Progress: func(s decomp.IterStat) { printIter(stderr, s, false) }})
@@ -341,12 +356,7 @@ func runCPD(cmd *cobra.Command, path string, c decompConfig) error {
 		rep.Formats = []string{decomp.DefaultMTTKRPFormat}
 	}
 	rep.fill(res.History, false)
-	if c.out != "" {
-		if rep.Files, err = res.WriteNPY(c.out); err != nil {
-			return err
-		}
-	}
-	return printReport(cmd.OutOrStdout(), rep, c.asJSON)
+	return finishDecomp(cmd, rep, res, c)
 }
 
 // resolvedThreads returns the goroutines a --threads setting means (the

@@ -78,18 +78,12 @@ func parseRanks(s string) ([]int, error) {
 }
 
 func runTucker(cmd *cobra.Command, path string, c decompConfig, ranks []int, fiberFormat string) error {
-	start := time.Now()
-	x, err := formats.ReadFile(path)
-	if err != nil {
-		return err
-	}
-	read := time.Since(start)
-	init, err := resumeFactors(c.resume, x.Order())
+	x, read, init, err := readForDecomp(path, c)
 	if err != nil {
 		return err
 	}
 	stderr := cmd.ErrOrStderr()
-	start = time.Now()
+	start := time.Now()
 	res, err := decomp.TuckerHOOI(x, decomp.Options{Ranks: ranks, Iters: c.iters, Tol: c.tol, Seed: c.seed, Init: c.init,
 		InitFactors: init,
 		Threads:     c.threads, FiberFormat: fiberFormat,
@@ -103,10 +97,5 @@ func runTucker(cmd *cobra.Command, path string, c decompConfig, ranks []int, fib
 	fit := res.Fit
 	rep.Fit = &fit
 	rep.fill(res.History, false)
-	if c.out != "" {
-		if rep.Files, err = res.WriteNPY(c.out); err != nil {
-			return err
-		}
-	}
-	return printReport(cmd.OutOrStdout(), rep, c.asJSON)
+	return finishDecomp(cmd, rep, res, c)
 }
