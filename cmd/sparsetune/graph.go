@@ -122,24 +122,31 @@ type featureValue struct {
 	Range [2]float64 `json:"range"`
 }
 
+// newGraphReport computes what a predictor sees, as it does: the global
+// features and the graph both from the tensor's summary (its sample, past
+// features.ExactNNZ nonzeros).
 func newGraphReport(name string, t *formats.COO, op hetero.Op, mode int) (*graphReport, *graphenc.Graph, error) {
-	start := time.Now()
-	fv, err := features.Global(t, op, mode)
-	if err != nil {
-		return nil, nil, err
-	}
-	featTime := time.Since(start)
 	shape, err := graphenc.ShapeFor(op, t.Dims, mode)
 	if err != nil {
 		return nil, nil, err
 	}
+	start := time.Now()
+	s, err := features.Summarize(t)
+	if err != nil {
+		return nil, nil, err
+	}
+	fv, err := s.Global(op, mode)
+	if err != nil {
+		return nil, nil, err
+	}
+	featTime := time.Since(start)
 	start = time.Now()
-	g, err := graphenc.Encode(t, shape, graphenc.DefaultBudget)
+	g, err := graphenc.Encode(s.Sample, shape, graphenc.DefaultBudget)
 	if err != nil {
 		return nil, nil, err
 	}
 	rep := &graphReport{Tensor: name, Dims: t.Dims, NNZ: t.NNZ(), Op: op.String(), Mode: mode + 1,
-		RowMode: shape.Rows + 1, ColMode: shape.Cols + 1, Budget: [2]int{g.Budget.Rows, g.Budget.Cols}, Exact: g.Exact,
+		RowMode: shape.Rows + 1, ColMode: shape.Cols + 1, Budget: [2]int{g.Budget.Rows, g.Budget.Cols}, Exact: g.Exact && s.Exact,
 		Rows:            describeSide(g.NonEmptyRows, g.RowNodes, g.RowFeat),
 		Cols:            describeSide(g.NonEmptyCols, g.ColNodes, g.ColFeat),
 		FeaturesSeconds: featTime.Seconds(), EncodeSeconds: time.Since(start).Seconds(), NodeFeatures: graphenc.NodeFeatureNames}
