@@ -33,7 +33,8 @@ type CPResult struct {
 	// History has one entry per iteration.
 	History []IterStat
 	// SetupSeconds is the time spent converting the tensor and building
-	// kernel plans before the first iteration (0 for supplied kernels).
+	// kernel plans before the first iteration (0 for supplied kernels
+	// that do not prepare ahead; EngineKernels does).
 	SetupSeconds float64
 	// PseudoInverses counts the CP-ALS solves that fell back from Cholesky
 	// to the pseudo-inverse (ill-conditioned or singular systems).
@@ -70,7 +71,15 @@ type CPResult struct {
 // (ALTO by default, one tensor copy for all modes) that converts the tensor
 // once before the first iteration.
 func CPALS(x *formats.COO, opts Options) (*CPResult, error) {
-	if err := checkTensor(x); err != nil {
+	dist, isDist := opts.MTTKRP.(Distributed)
+	if isDist {
+		if err := checkPart(x); err != nil {
+			return nil, err
+		}
+		if opts.Init == InitHOSVD && opts.InitFactors == nil {
+			return nil, errors.New("the HOSVD initialisation needs the whole tensor: a distributed CP-ALS starts from random factors or given ones")
+		}
+	} else if err := checkTensor(x); err != nil {
 		return nil, err
 	}
 	if err := checkCommon(opts); err != nil {
@@ -99,7 +108,7 @@ func CPALS(x *formats.COO, opts Options) (*CPResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	if p, ok := kern.(preparer); ok {
+	if p, ok := kern.(mttkrpPreparer); ok {
 		start := time.Now()
 		if err := p.prepareMTTKRP(R); err != nil {
 			return nil, err
@@ -108,12 +117,26 @@ func CPALS(x *formats.COO, opts Options) (*CPResult, error) {
 	}
 
 	s := &cpState{x: x, o: o, kern: kern, N: N, R: R, factors: factors, res: res}
+	if isDist {
+		s.dist = dist
+		for m, f := range factors {
+			dist.Own(m, f)
+		}
+	}
 	s.normX2 = normSq(x)
+	if isDist {
+		if s.normX2 = dist.NormSq(); !(s.normX2 > 0) || math.IsInf(s.normX2, 0) {
+			return nil, fmt.Errorf("the distributed tensor's squared norm is %v: it needs finite values, not all zero", s.normX2)
+		}
+	}
 	s.mtt = make([]*kernels.Matrix, N)
 	s.grams = make([][]float64, N)
 	for m := range N {
 		s.mtt[m] = kernels.NewMatrix(x.Dims[m], R)
-		s.grams[m] = gram(factors[m], o.threads)
+		s.grams[m] = gram(s.view(m, factors[m]), o.threads)
+		if err := s.sumRows(m, s.grams[m]); err != nil {
+			return nil, err
+		}
 	}
 	s.lambda = make([]float64, R)
 	for r := range s.lambda {
@@ -121,6 +144,13 @@ func CPALS(x *formats.COO, opts Options) (*CPResult, error) {
 	}
 	if err := s.run(); err != nil {
 		return nil, err
+	}
+	if isDist {
+		for m, f := range s.factors {
+			if err := dist.Gather(m, f); err != nil {
+				return nil, err
+			}
+		}
 	}
 	finishCP(res, s.factors, s.lambda, o.threads)
 	res.Fit = s.fit
@@ -170,6 +200,63 @@ type cpState struct {
 	kernelTime time.Duration // of the iteration in progress
 	prev       []*kernels.Matrix
 	trial      []*kernels.Matrix
+
+	// dist, for a distributed run, combines the statistics of the rows
+	// each part holds; nil when every row is here.
+	dist Distributed
+}
+
+// view returns the rows of a (mode's factor, or a matrix shaped like it)
+// that this run holds: all of them, or a distributed part's (Rows). The
+// view shares a's data.
+func (s *cpState) view(mode int, a *kernels.Matrix) *kernels.Matrix {
+	if s.dist == nil {
+		return a
+	}
+	lo, hi := s.dist.Rows(mode)
+	return &kernels.Matrix{Rows: hi - lo, Cols: a.Cols, Data: a.Data[lo*a.Cols : hi*a.Cols]}
+}
+
+// sumRows and maxRows make v, computed over the rows of mode's factor at
+// hand, the whole factor's statistic (see Distributed).
+func (s *cpState) sumRows(mode int, v []float64) error {
+	if s.dist == nil {
+		return nil
+	}
+	return s.dist.SumRows(mode, v)
+}
+
+func (s *cpState) maxRows(mode int, v []float64) error {
+	if s.dist == nil {
+		return nil
+	}
+	return s.dist.MaxRows(mode, v)
+}
+
+// allOK is ok, agreed by every part of a distributed run.
+func (s *cpState) allOK(ok bool) (bool, error) {
+	if s.dist == nil {
+		return ok, nil
+	}
+	return s.dist.AllOK(ok)
+}
+
+// colNorms returns the 2-norms of a's columns (mode's factor).
+func (s *cpState) colNorms(mode int, a *kernels.Matrix) ([]float64, error) {
+	norms := columnNorms(s.view(mode, a), false, s.o.threads)
+	if s.dist == nil {
+		return norms, nil
+	}
+	for r, n := range norms {
+		norms[r] = n * n
+	}
+	if err := s.dist.SumRows(mode, norms); err != nil {
+		return nil, err
+	}
+	for r, n := range norms {
+		norms[r] = math.Sqrt(n)
+	}
+	return norms, nil
 }
 
 func (s *cpState) mttkrp(n int, factors []*kernels.Matrix) error {
@@ -196,7 +283,11 @@ func (s *cpState) run() error {
 				return err
 			}
 		}
-		s.fit = s.fitOf(s.mtt[s.N-1], s.factors[s.N-1], s.lambda, s.grams)
+		fit, err := s.fitOf(s.mtt[s.N-1], s.factors[s.N-1], s.lambda, s.grams)
+		if err != nil {
+			return err
+		}
+		s.fit = fit
 		extrapolated := false
 		if o.LineSearch && it >= 2 {
 			ok, err := s.lineSearch(it)
@@ -229,13 +320,19 @@ func (s *cpState) update(n, it int) error {
 	}
 	v := hadamardExcept(s.grams, n)
 	inv, pinv := symInverse(v, s.R)
-	a := s.factors[n]
-	sumSq, maxAbs := mulSmall(a, s.mtt[n], inv, s.o.threads)
+	a, mtt := s.view(n, s.factors[n]), s.view(n, s.mtt[n])
+	sumSq, maxAbs := mulSmall(a, mtt, inv, s.o.threads)
+	if err := errors.Join(s.sumRows(n, sumSq), s.maxRows(n, maxAbs)); err != nil {
+		return err
+	}
 	if !pinv && !finite(sumSq) {
 		// Cholesky passed but the product overflowed float32: the
 		// pseudo-inverse drops the directions that blew up.
 		pinv = true
-		sumSq, maxAbs = mulSmall(a, s.mtt[n], pseudoInverse(v, s.R), s.o.threads)
+		sumSq, maxAbs = mulSmall(a, mtt, pseudoInverse(v, s.R), s.o.threads)
+		if err := errors.Join(s.sumRows(n, sumSq), s.maxRows(n, maxAbs)); err != nil {
+			return err
+		}
 	}
 	if pinv {
 		s.res.PseudoInverses++
@@ -253,7 +350,7 @@ func (s *cpState) update(n, it int) error {
 		}
 	}
 	s.grams[n] = scaleGram(a, s.lambda, s.o.threads)
-	return nil
+	return s.sumRows(n, s.grams[n])
 }
 
 // finite reports whether every x is neither NaN nor Inf.
@@ -269,8 +366,9 @@ func finite(xs []float64) bool {
 // fitOf returns 1 - ‖X - [[λ; A]]‖/‖X‖ from the MTTKRP m of the last mode
 // (computed with the other factors as they are), that mode's factor a,
 // λ and every mode's Gram matrix.
-func (s *cpState) fitOf(m, a *kernels.Matrix, lambda []float64, grams [][]float64) float64 {
+func (s *cpState) fitOf(m, a *kernels.Matrix, lambda []float64, grams [][]float64) (float64, error) {
 	R := s.R
+	m, a = s.view(s.N-1, m), s.view(s.N-1, a)
 	var inner float64
 	for i := range m.Rows {
 		mr, ar := m.Row(i), a.Row(i)
@@ -278,6 +376,11 @@ func (s *cpState) fitOf(m, a *kernels.Matrix, lambda []float64, grams [][]float6
 			inner += lambda[r] * float64(mr[r]) * float64(ar[r])
 		}
 	}
+	sum := []float64{inner}
+	if err := s.sumRows(s.N-1, sum); err != nil {
+		return 0, err
+	}
+	inner = sum[0]
 	h := hadamardExcept(grams, -1)
 	var normM2 float64
 	for r := range R {
@@ -290,7 +393,7 @@ func (s *cpState) fitOf(m, a *kernels.Matrix, lambda []float64, grams [][]float6
 		// Rounding can take a near-perfect fit's residual below zero.
 		res2 = 0
 	}
-	return 1 - math.Sqrt(res2)/math.Sqrt(s.normX2)
+	return 1 - math.Sqrt(res2)/math.Sqrt(s.normX2), nil
 }
 
 // absorbed copies factors into dst (allocated if nil) with λ folded into
@@ -324,18 +427,23 @@ func (s *cpState) lineSearch(it int) (bool, error) {
 			s.trial[m] = kernels.NewMatrix(f.Rows, f.Cols)
 		}
 	}
+	ok := true
 	for m := range s.N {
-		p, c, y := s.prev[m].Data, cur[m].Data, s.trial[m].Data
+		p, c, y := s.view(m, s.prev[m]).Data, s.view(m, cur[m]).Data, s.view(m, s.trial[m]).Data
 		for k := range y {
 			y[k] = p[k] + float32(step)*(c[k]-p[k])
 		}
-		if !allFinite(s.trial[m]) {
-			return false, nil
-		}
+		ok = ok && allFinite(s.view(m, s.trial[m]))
+	}
+	if ok, err := s.allOK(ok); !ok || err != nil {
+		return false, err
 	}
 	grams := make([][]float64, s.N)
 	for m := range s.N {
-		grams[m] = gram(s.trial[m], s.o.threads)
+		grams[m] = gram(s.view(m, s.trial[m]), s.o.threads)
+		if err := s.sumRows(m, grams[m]); err != nil {
+			return false, err
+		}
 	}
 	last := s.N - 1
 	if err := s.mttkrp(last, s.trial); err != nil {
@@ -345,19 +453,28 @@ func (s *cpState) lineSearch(it int) (bool, error) {
 	for r := range ones {
 		ones[r] = 1
 	}
-	fit := s.fitOf(s.mtt[last], s.trial[last], ones, grams)
+	fit, err := s.fitOf(s.mtt[last], s.trial[last], ones, grams)
+	if err != nil {
+		return false, err
+	}
 	if !(fit >= s.fit) {
 		return false, nil
 	}
 	// Accept: unit 2-norm columns in every mode, the norms' product in λ.
 	lambda := ones
 	for m := range s.N {
-		norms := columnNorms(s.trial[m], false, s.o.threads)
-		scaleColumns(s.trial[m], norms, s.o.threads)
+		norms, err := s.colNorms(m, s.trial[m])
+		if err != nil {
+			return false, err
+		}
+		scaleColumns(s.view(m, s.trial[m]), norms, s.o.threads)
 		for r := range lambda {
 			lambda[r] *= norms[r]
 		}
-		s.grams[m] = gram(s.trial[m], s.o.threads)
+		s.grams[m] = gram(s.view(m, s.trial[m]), s.o.threads)
+		if err := s.sumRows(m, s.grams[m]); err != nil {
+			return false, err
+		}
 	}
 	copyMatrices(s.factors, s.trial)
 	s.lambda = lambda

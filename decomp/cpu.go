@@ -19,10 +19,43 @@ import (
 // (per mode at most), not once per call, and keeps its kernel plans: CP-ALS
 // calls it N times per iteration with the same shapes.
 //
-// CPU is the implementation decomp uses by default; package engine is to
-// supply one that picks the format per mode and device.
+// CPU is the implementation decomp uses by default; EngineKernels runs
+// them through package engine, picking the format per mode and device.
 type MTTKRPer interface {
 	MTTKRP(mode int, factors []*kernels.Matrix, out *kernels.Matrix) error
+}
+
+// Distributed is an MTTKRPer over a tensor spread over the parts of a
+// job (the ranks of package dist), of which CPALS is given one part's
+// block. Each part holds only some rows of each factor (Own): its MTTKRP
+// gives the whole tensor's product in those rows, and the statistics
+// CP-ALS needs over all rows (column norms, Gram matrices, the fit's
+// inner product) are combined across the parts by SumRows and MaxRows.
+// CPALS then accepts a block with no nonzeros, takes the whole tensor's
+// norm from NormSq, refuses the HOSVD initialisation (which needs the
+// whole tensor), and gathers the whole factors (Gather) only once, at the
+// end.
+type Distributed interface {
+	MTTKRPer
+	// NormSq returns the whole tensor's squared Frobenius norm.
+	NormSq() float64
+	// Own zeroes the rows of a, mode's factor, that this part does not
+	// hold.
+	Own(mode int, a *kernels.Matrix)
+	// SumRows and MaxRows combine v, a statistic of this part's rows of
+	// mode's factor, with the other parts' by sum or max, so that every
+	// part holds the statistic of the whole factor.
+	SumRows(mode int, v []float64) error
+	MaxRows(mode int, v []float64) error
+	// AllOK reports whether every part reports ok: a decision every part
+	// must take alike.
+	AllOK(ok bool) (bool, error)
+	// Gather fills in the rows of a, mode's factor, held by other parts.
+	Gather(mode int, a *kernels.Matrix) error
+	// Rows returns the rows [lo, hi) of mode's factor this part holds:
+	// the dense steps touch only those, so their cost falls with the
+	// part's share.
+	Rows(mode int) (lo, hi int)
 }
 
 // TTMChainer computes the TTM chains of one tensor, Tucker's sparse kernel:
@@ -39,11 +72,15 @@ type TTMChainer interface {
 	TTMChain(mode int, factors []*kernels.Matrix, out *kernels.Matrix) error
 }
 
-// preparer is what CPU implements beside the kernels: building every
-// format and plan ahead, so the first iteration's time is not the
-// conversion's. Kernels supplied from outside need not implement it.
-type preparer interface {
+// mttkrpPreparer and ttmPreparer are what CPU and EngineKernels implement
+// beside the kernels: building every format and plan ahead, so the first
+// iteration's time is not the conversion's and setup is reported apart.
+// Kernels supplied from outside need not implement them.
+type mttkrpPreparer interface {
 	prepareMTTKRP(rank int) error
+}
+
+type ttmPreparer interface {
 	prepareTTMChain(ranks []int) error
 }
 

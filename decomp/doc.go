@@ -10,8 +10,9 @@
 //
 // The sparse work of each method is one kernel that decomp reaches through
 // a small interface of its own: MTTKRPer (CP-ALS) and TTMChainer (Tucker).
-// Package engine is to supply them, choosing the format per mode and
-// device; until then, and whenever Options leaves them nil, CPU runs
+// EngineKernels supplies CP-ALS's through package engine, one plan per
+// mode choosing the format per mode and device and splitting the work
+// between the CPU and an accelerator; whenever Options leaves them nil, CPU runs
 // package kernels on the CPU, converting the tensor once per mode (once in
 // all for ALTO, the default, which serves every mode) before the first
 // iteration. CP-APR's Φ, an MTTKRP-like kernel that divides by the model

@@ -264,3 +264,16 @@ func fixSigns(a *kernels.Matrix) {
 		}
 	}
 }
+
+// RandomFactors returns the starting factors CPALS draws for a tensor of
+// the given dims at the given rank and seed (Options.Init = InitRandom):
+// for a caller that must hold them itself, such as a distributed run that
+// relabels the indices and passes the factors, rows relabelled alike, as
+// Options.InitFactors.
+func RandomFactors(dims []int, rank int, seed uint64) []*kernels.Matrix {
+	ranks := make([]int, len(dims))
+	for m := range ranks {
+		ranks[m] = rank
+	}
+	return randomFactors(dims, ranks, seed)
+}

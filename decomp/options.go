@@ -66,7 +66,7 @@ type Options struct {
 	// TTM chain ("csr", "coo", "ell", "hyb"); "" means DefaultFiberFormat.
 	FiberFormat string
 	// MTTKRP, when set, supplies the MTTKRPs of CPALS instead of the
-	// default CPU kernels (package engine will).
+	// default CPU kernels (EngineKernels: through package engine).
 	MTTKRP MTTKRPer
 	// TTMChain, when set, supplies the TTM chains of TuckerHOOI. (The HOSVD
 	// initialisation of any method builds its own fiber matrices; see
@@ -129,6 +129,18 @@ func (o Options) resolve() resolved {
 
 // checkTensor rejects what no decomposition here can run on, with one line
 // saying why.
+// checkPart checks one rank's block of a distributed tensor: what
+// checkTensor checks, except that it may hold no nonzeros, or only zeros.
+func checkPart(x *formats.COO) error {
+	if x == nil {
+		return errors.New("tensor is nil")
+	}
+	if x.Order() < 3 {
+		return fmt.Errorf("tensor has order %d: decompositions need order 3 or more", x.Order())
+	}
+	return x.Validate()
+}
+
 func checkTensor(x *formats.COO) error {
 	if x == nil {
 		return errors.New("tensor is nil")

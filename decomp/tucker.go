@@ -107,7 +107,7 @@ func TuckerHOOI(x *formats.COO, opts Options) (*TuckerResult, error) {
 			orthonormalise(f)
 		}
 	}
-	if p, ok := kern.(preparer); ok {
+	if p, ok := kern.(ttmPreparer); ok {
 		start := time.Now()
 		if err := p.prepareTTMChain(ranks); err != nil {
 			return nil, err

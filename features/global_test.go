@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/sparsetune/sparsetune/formats"
@@ -326,5 +327,41 @@ func TestSampledEstimates(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// Prepare and concurrent Global calls give what one mode at a time gives.
+func TestSummaryConcurrent(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 12))
+	x := randomTensor(rng, []int{3000, 200, 70000, 9}, 300_000, true)
+	want := map[[2]int]Vector{}
+	seq, err := Summarize(x)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, op := range hetero.Ops {
+		for m := range x.Order() {
+			want[[2]int{int(op), m}], _ = seq.Global(op, m)
+		}
+	}
+	for _, prepare := range []bool{false, true} {
+		s, _ := Summarize(x)
+		if prepare {
+			s.Prepare()
+		}
+		var wg sync.WaitGroup
+		for _, op := range hetero.Ops {
+			for m := range x.Order() {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					got, err := s.Global(op, m)
+					if err != nil || got != want[[2]int{int(op), m}] {
+						t.Errorf("prepare %v, %v mode %d: %v, %v; sequential %v", prepare, op, m+1, got, err, want[[2]int{int(op), m}])
+					}
+				}()
+			}
+		}
+		wg.Wait()
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/sparsetune/sparsetune/formats"
 	"github.com/sparsetune/sparsetune/graphenc"
 	"github.com/sparsetune/sparsetune/hetero"
+	"github.com/sparsetune/sparsetune/internal/radix"
 )
 
 // ExactNNZ is the most nonzeros a Summary reads in full. Beyond it, a
@@ -19,9 +20,9 @@ const ExactNNZ = 1 << 16
 // Sample sizes beyond ExactNNZ: one nonzero in SampleStride, at least
 // MinSample and at most MaxSample.
 const (
-	SampleStride = 256
+	SampleStride = 512
 	MinSample    = 1 << 12
-	MaxSample    = 1 << 15
+	MaxSample    = 1 << 14
 )
 
 // SampleNNZ returns how many nonzeros a Summary of a tensor with nnz
@@ -32,10 +33,11 @@ const (
 // costs a small part of the kernel run it tunes, and the fastest kernels
 // run at about 0.35 ns per nonzero here (2 cores). Reading every index of
 // every nonzero alone costs more than that, so no statistic may need them
-// all. A sample of one nonzero in 256 costs about 10 ns per sampled
-// nonzero to read and count, a fifth of the kernel; the floor keeps the
-// estimates usable on small tensors, where the kernel is short anyway, and
-// the ceiling bounds the cost on huge ones.
+// all. Reading, counting and encoding one sampled nonzero for one mode
+// costs about 20-30 ns, so one nonzero in 512 keeps a prediction near a
+// sixth of the kernel; the floor keeps the estimates usable on small
+// tensors (TestSampledEstimates bounds them), where the kernel is short
+// anyway, and the ceiling bounds the cost on huge ones.
 func SampleNNZ(nnz int) int {
 	if nnz <= ExactNNZ {
 		return nnz
@@ -45,7 +47,7 @@ func SampleNNZ(nnz int) int {
 
 // Summary is what a prediction knows of a tensor: its dims and nonzero
 // count, exactly, and the nonzeros its statistics come from. It serves
-// every op and mode: Global and Graph compute one (op, mode) from it in
+// every op and mode: Global (and graphenc.Encode of Sample) compute one (op, mode) from it in
 // time proportional to the sample, and the counts per mode are shared
 // between ops and kept for the next call.
 //
@@ -56,24 +58,31 @@ func SampleNNZ(nnz int) int {
 // nonzeros it holds does depend on the order they are stored in: choosing
 // them by a hash of their coordinates would mean reading all of them,
 // which is what the sample avoids. Since the positions are uniform and
-// independent, the estimates' distribution does not depend on the order. Statistics are then estimated
-// (Global documents how) and documented bounds on their error are tested
-// in summary_test.go.
+// independent, the estimates' distribution does not depend on the order.
+// Statistics are then estimated (Global documents how) and documented
+// bounds on their error are tested in global_test.go.
+//
+// The positions are read in increasing order, each mode by its own
+// goroutine, which also counts the mode's slices. The fibers of a mode are
+// counted (by a radix sort of their keys) when first needed, or for every
+// mode at once, concurrently, by Prepare. A Summary is safe for concurrent
+// use.
 type Summary struct {
 	Dims   []int
 	NNZ    int
 	Sample *formats.COO // the nonzeros read: the tensor itself when Exact
 	Exact  bool
 
-	mu     sync.Mutex
-	counts []*modeCounts // per mode, built on first use
-}
+	// slices[m] holds the sample's nonzeros per non-empty slice of mode
+	// m (index of the mode), in no particular order; counted for every
+	// mode as the sample is read.
+	slices [][]uint32
 
-// modeCounts are the sample's group sizes along one mode: nonzeros per
-// non-empty slice (index of the mode) and per non-empty fiber (combination
-// of the other modes' indices), in no particular order.
-type modeCounts struct {
-	slices, fibers []uint32
+	// fibers[m] holds the nonzeros per non-empty mode-m fiber
+	// (combination of the other modes' indices); built on first use,
+	// once (fiberOnce[m]), so that modes can be counted concurrently.
+	fibers    [][]uint32
+	fiberOnce []sync.Once
 }
 
 // Summarize reads x's sample (see Summary). It checks the sample's
@@ -93,8 +102,9 @@ func summarize(x *formats.COO, n int) (*Summary, error) {
 			return nil, fmt.Errorf("tensor summary: mode %d has %d indices for %d values", m+1, len(ind), nnz)
 		}
 	}
-	s := &Summary{Dims: slices.Clone(x.Dims), NNZ: nnz, counts: make([]*modeCounts, x.Order())}
-	var pos []int // the sampled positions; nil when the sample is x
+	order := x.Order()
+	s := &Summary{Dims: slices.Clone(x.Dims), NNZ: nnz, slices: make([][]uint32, order), fibers: make([][]uint32, order), fiberOnce: make([]sync.Once, order)}
+	var pos []uint64 // the sampled positions; nil when the sample is x
 	if n == nnz {
 		s.Sample, s.Exact = x, true
 	} else {
@@ -105,50 +115,132 @@ func summarize(x *formats.COO, n int) (*Summary, error) {
 		// positions make the sample behave as the estimators assume
 		// whatever the order. Drawn with replacement: a few positions
 		// repeat (about n²/2nnz), a negligible bias.
-		pos = samplePositions(nnz, n)
-		sample := &formats.COO{Dims: s.Dims, Inds: make([][]uint32, x.Order())}
-		for m, ind := range x.Inds {
-			out := make([]uint32, n)
-			for k, at := range pos {
-				out[k] = ind[at]
-			}
-			sample.Inds[m] = out
-		}
-		sample.Vals = make([]float32, n)
-		s.Sample = sample
+		buf := getScratch(2 * n)
+		defer putScratch(buf)
+		pos = samplePositions(nnz, buf[:n], buf[n:2*n])
+		s.Sample = &formats.COO{Dims: s.Dims, Inds: make([][]uint32, order), Vals: make([]float32, n)}
 	}
-	for m, ind := range s.Sample.Inds {
-		dim := uint32(s.Dims[m] - 1)
-		var over uint32
-		for _, i := range ind {
-			over |= max(i, dim) - dim
-		}
-		if over != 0 {
-			for k, i := range ind {
-				if i > dim {
-					at := k
-					if pos != nil {
-						at = pos[k]
-					}
-					return nil, fmt.Errorf("tensor summary: nonzero %d has an index beyond the dims", at+1)
+	// One goroutine per mode reads the mode's sampled indices, checks them
+	// and counts its slices: the reads are cache misses, and two cores
+	// keep twice as many in flight.
+	bad := make([]int, order)
+	var wg sync.WaitGroup
+	for m := range order {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ind := x.Inds[m]
+			if pos != nil {
+				out := make([]uint32, n)
+				for k, at := range pos {
+					out[k] = ind[at]
 				}
+				s.Sample.Inds[m] = out
+				ind = out
 			}
+			bad[m] = -1
+			if k := beyond(ind, s.Dims[m]); k >= 0 {
+				bad[m] = k
+				if pos != nil {
+					bad[m] = int(pos[k])
+				}
+				return
+			}
+			s.slices[m] = sliceCounts(ind, s.Dims[m])
+		}()
+	}
+	wg.Wait()
+	for _, k := range bad {
+		if k >= 0 {
+			return nil, fmt.Errorf("tensor summary: nonzero %d has an index beyond the dims", k+1)
 		}
 	}
 	return s, nil
 }
 
-// samplePositions returns the n positions in [0, nnz) a sample reads: the
-// k-th is a 64-bit hash of k scaled to nnz, so they depend on nothing but
-// nnz and n.
-func samplePositions(nnz, n int) []int {
-	pos := make([]int, n)
-	for k := range pos {
-		hi, _ := bits.Mul64(mix(uint64(k)+0x9e3779b97f4a7c15), uint64(nnz))
-		pos[k] = int(hi)
+// beyond returns the first position of ind whose index is not below dim,
+// or -1.
+func beyond(ind []uint32, dim int) int {
+	top := uint32(dim - 1)
+	var over uint32
+	for _, i := range ind {
+		over |= max(i, top) - top
 	}
-	return pos
+	if over == 0 {
+		return -1
+	}
+	for k, i := range ind {
+		if i > top {
+			return k
+		}
+	}
+	return -1
 }
+
+// sliceCounts returns the nonzeros per non-empty index of ind (indices
+// below dim), in no particular order.
+func sliceCounts(ind []uint32, dim int) []uint32 {
+	n := len(ind)
+	if dim > max(4*n, 1<<16) {
+		// Past a small multiple of the sample, a counter per index would
+		// cost more to clear and scan than the sample: sort instead.
+		buf := getScratch(2 * n)
+		defer putScratch(buf)
+		keys := buf[:n]
+		for j, i := range ind {
+			keys[j] = uint64(i)
+		}
+		return runLengths(keys, buf[n:], formats.ModeBits(dim))
+	}
+	// A counter per index: sequential, and small enough to stay in cache.
+	c := make([]uint32, dim)
+	distinct := 0
+	for _, i := range ind {
+		if c[i] == 0 {
+			distinct++
+		}
+		c[i]++
+	}
+	out := make([]uint32, 0, distinct)
+	for _, v := range c {
+		if v > 0 {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// samplePositions fills keys (n of them; tmp is scratch of the same
+// length) with the n positions in [0, nnz) a sample reads, and returns
+// them in increasing order: the k-th drawn is a 64-bit hash of k scaled to
+// nnz, so they depend on nothing but nnz and n. Reading them in increasing
+// order turns the gather's random accesses into a forward sweep that
+// touches each page of the index arrays once, not once per position on
+// it.
+func samplePositions(nnz int, keys, tmp []uint64) []uint64 {
+	for k := range keys {
+		hi, _ := bits.Mul64(mix(uint64(k)+0x9e3779b97f4a7c15), uint64(nnz))
+		keys[k] = hi
+	}
+	return radix.Sort(keys, tmp, bits.Len(uint(nnz)))
+}
+
+// scratch holds the key buffers of the summaries' sorts. Reusing them is
+// not about the allocator: fresh memory costs a page fault per 4 KiB on
+// first touch, and in a one-shot process (sparsetune predict) those faults
+// were a third of a prediction.
+var scratch sync.Pool
+
+// getScratch returns a buffer of n keys, reused when one is free.
+func getScratch(n int) []uint64 {
+	if b, ok := scratch.Get().(*[]uint64); ok && cap(*b) >= n {
+		return (*b)[:n]
+	}
+	return make([]uint64, n)
+}
+
+// putScratch makes b free for reuse.
+func putScratch(b []uint64) { scratch.Put(&b) }
 
 // Rate returns the fraction of the nonzeros the sample holds.
 func (s *Summary) Rate() float64 {
@@ -158,39 +250,23 @@ func (s *Summary) Rate() float64 {
 	return float64(s.Sample.NNZ()) / float64(s.NNZ)
 }
 
-// mode returns the sample's group sizes along mode m.
-func (s *Summary) mode(m int) *modeCounts {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if c := s.counts[m]; c != nil {
-		return c
-	}
+// hashedKeyBits is the width fiber keys are hashed down to when the other
+// modes' indices need more: two of at most 16,384 fibers then share a key
+// with probability below 1/2000, and the sort needs four passes, not six.
+const hashedKeyBits = 40
+
+// fiberCounts returns the sample's nonzeros per non-empty mode-m fiber.
+// A fiber's key is the other modes' indices in mixed radix when the
+// product of their dims fits hashedKeyBits, else a hash of them cut to
+// that width.
+func (s *Summary) fiberCounts(m int) []uint32 {
+	s.fiberOnce[m].Do(func() { s.fibers[m] = s.countFibers(m) })
+	return s.fibers[m]
+}
+
+func (s *Summary) countFibers(m int) []uint32 {
 	x := s.Sample
 	n := x.NNZ()
-	// Slices are counted per index (below) or in a table keyed by the
-	// index, fibers in a table keyed by the other modes' indices in mixed
-	// radix when the product of their dims fits 64 bits (exact), else by a
-	// 64-bit hash of them.
-	var sliceCounts []uint32
-	if dim := s.Dims[m]; dim <= max(4*n, 1<<16) {
-		// A counter per index: sequential, and small enough to stay in
-		// cache, where a hash table's random probes would not.
-		c := make([]uint32, dim)
-		for _, i := range x.Inds[m] {
-			c[i]++
-		}
-		for _, v := range c {
-			if v > 0 {
-				sliceCounts = append(sliceCounts, v)
-			}
-		}
-	} else {
-		st := newFiberTable(min(n, 1<<12))
-		for _, i := range x.Inds[m] {
-			st.add(uint64(i), mix(uint64(i)))
-		}
-		sliceCounts = st.counts()
-	}
 	exactKey := true
 	prod := uint64(1)
 	for k, d := range s.Dims {
@@ -200,7 +276,10 @@ func (s *Summary) mode(m int) *modeCounts {
 			prod = lo
 		}
 	}
-	keys := make([]uint64, n)
+	buf := getScratch(2 * n)
+	defer putScratch(buf)
+	keys, tmp := buf[:n], buf[n:]
+	clear(keys)
 	radix := uint64(1)
 	for k, ind := range x.Inds {
 		if k == m {
@@ -217,15 +296,34 @@ func (s *Summary) mode(m int) *modeCounts {
 			}
 		}
 	}
-	// Sized for a few thousand fibers and grown as needed: a table sized
-	// for every sampled nonzero would not fit in cache.
-	ft := newFiberTable(min(n, 1<<12))
-	for _, k := range keys {
-		ft.add(k, mix(k))
+	width := 64
+	if exactKey {
+		width = bits.Len64(prod - 1)
 	}
-	c := &modeCounts{slices: sliceCounts, fibers: ft.counts()}
-	s.counts[m] = c
-	return c
+	if width > hashedKeyBits {
+		for j, k := range keys {
+			keys[j] = mix(k) >> (64 - hashedKeyBits)
+		}
+		width = hashedKeyBits
+	}
+	return runLengths(keys, tmp, width)
+}
+
+// Prepare counts the groups of every mode at once, concurrently: what
+// Global needs for any op and mode is then at hand. A caller that will
+// ask for every mode (predict --mode all, a decomposition) calls it once,
+// so that the work is spread over the cores; Global does the same work on
+// demand, one mode at a time, without it.
+func (s *Summary) Prepare() {
+	var wg sync.WaitGroup
+	for m := range s.fibers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s.fiberCounts(m)
+		}()
+	}
+	wg.Wait()
 }
 
 // Global returns the global features for op along mode (0-based).
@@ -282,7 +380,6 @@ func (s *Summary) Global(op hetero.Op, mode int) (Vector, error) {
 	}
 
 	p := s.Rate()
-	mc := s.mode(mode)
 	fiberSpace := math.Inf(1)
 	if logVolume-math.Log10(float64(s.Dims[mode])) < 18 {
 		fiberSpace = 1
@@ -292,8 +389,8 @@ func (s *Summary) Global(op hetero.Op, mode int) (Vector, error) {
 			}
 		}
 	}
-	slc := estimate(mc.slices, p, nnz, float64(s.Dims[mode]))
-	fib := estimate(mc.fibers, p, nnz, fiberSpace)
+	slc := estimate(s.slices[mode], p, nnz, float64(s.Dims[mode]))
+	fib := estimate(s.fiberCounts(mode), p, nnz, fiberSpace)
 	v[LogSlices] = log10(slc.count)
 	v[LogFibers] = log10(fib.count)
 	slc.put(v[LogSliceNNZMean : LogSliceNNZCV+1])
@@ -301,7 +398,7 @@ func (s *Summary) Global(op hetero.Op, mode int) (Vector, error) {
 	v[EmptySlices] = 1 - slc.count/float64(s.Dims[mode])
 	nonEmptyRows := slc.count
 	if shape.Rows != mode {
-		nonEmptyRows = estimate(s.mode(shape.Rows).slices, p, nnz, float64(s.Dims[shape.Rows])).count
+		nonEmptyRows = estimate(s.slices[shape.Rows], p, nnz, float64(s.Dims[shape.Rows])).count
 	}
 	v[EmptyRows] = 1 - nonEmptyRows/float64(s.Dims[shape.Rows])
 
@@ -356,8 +453,25 @@ func estimate(sampled []uint32, p float64, nnz int, space float64) groupStats {
 	// freq[i] = f_i, the groups seen i times; walked in order of i, so the
 	// sums below do not depend on the order of the groups.
 	freq := make([]float64, most+1)
-	for _, c := range sampled {
-		freq[c]++
+	// Most counts are equal (1, 2, ...): one histogram would make every
+	// increment wait for the previous one to the same slot, so four
+	// interleaved ones are summed at the end.
+	var parts [4][]uint32
+	for i := range parts {
+		parts[i] = make([]uint32, most+1)
+	}
+	j := 0
+	for ; j+4 <= len(sampled); j += 4 {
+		parts[0][sampled[j]]++
+		parts[1][sampled[j+1]]++
+		parts[2][sampled[j+2]]++
+		parts[3][sampled[j+3]]++
+	}
+	for ; j < len(sampled); j++ {
+		parts[0][sampled[j]]++
+	}
+	for c := range freq {
+		freq[c] = float64(parts[0][c] + parts[1][c] + parts[2][c] + parts[3][c])
 	}
 	g.total = total
 	if p >= 1 {
@@ -448,4 +562,34 @@ func (g *groupStats) hybWidth() float64 {
 		}
 	}
 	return g.hist[len(g.hist)-1].length
+}
+
+// runLengths sorts keys (whose values fit in width bits; tmp is scratch
+// of the same length) and returns the number of times each distinct key
+// occurs, in key order. A radix sort of at most 16,384 keys is a few
+// sequential passes, where a hash table of the same keys spends its time
+// on cache misses and on growing.
+func runLengths(keys, tmp []uint64, width int) []uint32 {
+	n := len(keys)
+	if n == 0 {
+		return nil
+	}
+	keys = radix.Sort(keys, tmp, width)
+	distinct := 1
+	for j := 1; j < n; j++ {
+		if keys[j] != keys[j-1] {
+			distinct++
+		}
+	}
+	out := make([]uint32, 0, distinct)
+	run := uint32(1)
+	for j := 1; j < n; j++ {
+		if keys[j] == keys[j-1] {
+			run++
+			continue
+		}
+		out = append(out, run)
+		run = 1
+	}
+	return append(out, run)
 }

@@ -36,8 +36,31 @@ func FormatOf(path string) (FileFormat, bool, error) {
 }
 
 // ReadFile reads the tensor in path, choosing the format by extension
-// (.tns, .mtx, .stb, each optionally gzipped as .gz).
+// (.tns, .mtx, .stb, each optionally gzipped as .gz). Nonzeros with the
+// same coordinate are summed into one, as MatrixMarket tools do (a file
+// without duplicates keeps its order); ReadFileSummed also says how many
+// were merged.
 func ReadFile(path string) (*COO, error) {
+	t, _, err := ReadFileSummed(path)
+	return t, err
+}
+
+// ReadFileSummed is ReadFile that also returns the number of nonzeros
+// removed by summing duplicates, so that a caller can tell its user.
+func ReadFileSummed(path string) (*COO, int, error) {
+	t, err := readFile(path)
+	if err != nil {
+		return nil, 0, err
+	}
+	summed, err := t.SumDuplicates()
+	if err != nil {
+		return nil, 0, fileError(path, "%v", err)
+	}
+	return t, summed, nil
+}
+
+// readFile reads path as it is stored, duplicates included.
+func readFile(path string) (*COO, error) {
 	format, gz, err := FormatOf(path)
 	if err != nil {
 		return nil, err

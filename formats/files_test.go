@@ -384,3 +384,32 @@ func BenchmarkReadBinary(b *testing.B) {
 		})
 	}
 }
+
+// A file that lists a coordinate twice reads as one nonzero holding the
+// sum, so the density of a tensor never exceeds 1.
+func TestReadFileSumsDuplicates(t *testing.T) {
+	dir := t.TempDir()
+	for _, c := range []struct{ name, text string }{
+		{"dup.tns", "1 1 1 2.5\n1 1 1 0.5\n"},
+		{"dup.mtx", "%%MatrixMarket matrix coordinate real general\n2 2 3\n2 1 1\n1 2 4\n2 1 2\n"},
+	} {
+		path := filepath.Join(dir, c.name)
+		if err := os.WriteFile(path, []byte(c.text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		x, summed, err := ReadFileSummed(path)
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if summed != 1 || x.Density() > 1 || x.Duplicates() != 0 {
+			t.Errorf("%s: summed %d, density %g, %d duplicates left; want 1, <= 1, 0", c.name, summed, x.Density(), x.Duplicates())
+		}
+		var total float32
+		for _, v := range x.Vals {
+			total += v
+		}
+		if want := map[string]float32{"dup.tns": 3, "dup.mtx": 7}[c.name]; total != want {
+			t.Errorf("%s: values sum to %g, want %g", c.name, total, want)
+		}
+	}
+}

@@ -244,3 +244,65 @@ func (t *COO) Dedup() (int, error) {
 	t.Vals = slices.Clip(t.Vals[:out])
 	return n - out, nil
 }
+
+// Duplicates returns the number of nonzeros whose coordinate repeats an
+// earlier one, leaving t unchanged. A tensor sorted by modes 0..N-1 (as
+// most files are) costs one parallel linear pass; any other order costs
+// the permutation of a sort, not the gather.
+func (t *COO) Duplicates() int {
+	n := t.NNZ()
+	w := workers(n, 1<<16)
+	dups := make([]int, w)
+	unsorted := make([]bool, w)
+	// One pass finds both: the first mode where neighbours differ decides
+	// the order, and no such mode means a duplicate.
+	parallelChunks(n, w, func(c, lo, hi int) {
+		dup := 0
+		for k := max(lo, 1); k < hi; k++ {
+			same := true
+			for _, ind := range t.Inds {
+				if a, b := ind[k-1], ind[k]; a != b {
+					if a > b {
+						unsorted[c] = true
+						return
+					}
+					same = false
+					break
+				}
+			}
+			if same {
+				dup++
+			}
+		}
+		dups[c] = dup
+	})
+	if !slices.Contains(unsorted, true) {
+		total := 0
+		for _, d := range dups {
+			total += d
+		}
+		return total
+	}
+	all := make([]int, t.Order())
+	for m := range all {
+		all[m] = m
+	}
+	perm := t.sortPerm(all)
+	dup := 0
+	for k := 1; k < n; k++ {
+		if t.sameCoord(int(perm[k-1]), int(perm[k])) {
+			dup++
+		}
+	}
+	return dup
+}
+
+// SumDuplicates is Dedup when t has duplicate coordinates, and leaves t
+// (and its order) untouched when it has none. It returns the number of
+// nonzeros removed.
+func (t *COO) SumDuplicates() (int, error) {
+	if t.Duplicates() == 0 {
+		return 0, nil
+	}
+	return t.Dedup()
+}

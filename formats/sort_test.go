@@ -161,3 +161,47 @@ func BenchmarkSort(b *testing.B) {
 		}
 	})
 }
+
+func TestSumDuplicates(t *testing.T) {
+	build := func(entries [][4]uint32) *COO {
+		x, _ := NewCOO([]int{3, 3, 3}, 0)
+		for _, e := range entries {
+			x.Append(e[:3], float32(e[3]))
+		}
+		return x
+	}
+	for _, c := range []struct {
+		name    string
+		entries [][4]uint32
+		dups    int
+	}{
+		{"sorted, none", [][4]uint32{{0, 0, 0, 1}, {0, 1, 2, 2}, {2, 0, 1, 3}}, 0},
+		{"unsorted, none", [][4]uint32{{2, 0, 1, 3}, {0, 0, 0, 1}, {0, 1, 2, 2}}, 0},
+		{"sorted, adjacent", [][4]uint32{{0, 0, 0, 1}, {0, 0, 0, 2}, {2, 0, 1, 3}}, 1},
+		{"unsorted, apart", [][4]uint32{{2, 0, 1, 3}, {0, 0, 0, 1}, {2, 0, 1, 4}, {2, 0, 1, 5}}, 2},
+		{"empty", nil, 0},
+	} {
+		x := build(c.entries)
+		before := x.Clone()
+		if got := x.Duplicates(); got != c.dups || !x.Equal(before) {
+			t.Errorf("%s: Duplicates = %d (tensor changed: %v), want %d", c.name, got, !x.Equal(before), c.dups)
+		}
+		removed, err := x.SumDuplicates()
+		if err != nil || removed != c.dups {
+			t.Errorf("%s: SumDuplicates = %d, %v, want %d", c.name, removed, err, c.dups)
+		}
+		if c.dups == 0 && !x.Equal(before) {
+			t.Errorf("%s: SumDuplicates reordered a tensor without duplicates", c.name)
+		}
+		var sum, want float64
+		for _, v := range x.Vals {
+			sum += float64(v)
+		}
+		for _, v := range before.Vals {
+			want += float64(v)
+		}
+		if sum != want || x.NNZ() != before.NNZ()-c.dups || x.Duplicates() != 0 {
+			t.Errorf("%s: after summing: nnz %d sum %g, want nnz %d sum %g and no duplicates", c.name, x.NNZ(), sum, before.NNZ()-c.dups, want)
+		}
+	}
+}

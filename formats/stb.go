@@ -152,52 +152,62 @@ func (s *stbReader) words(n int, whole bool, what string) ([]uint32, error) {
 	return out, nil
 }
 
+// header reads and checks the header, leaving s at the first array.
+func (s *stbReader) header() (order, nnz int, dims []int, err error) {
+	name := s.name
+	fixed := make([]byte, stbFixed)
+	if err := s.read(fixed, "header"); err != nil {
+		return 0, 0, nil, err
+	}
+	if string(fixed[:8]) != stbMagic {
+		return 0, 0, nil, offsetError(name, 0, "expected the .stb magic %q, found %q: not a sparsetune binary tensor", stbMagic, fixed[:8])
+	}
+	if v := binary.LittleEndian.Uint16(fixed[8:]); v != stbVersion {
+		return 0, 0, nil, offsetError(name, 8, "unsupported format version %d, this build reads %d", v, stbVersion)
+	}
+	order = int(binary.LittleEndian.Uint16(fixed[10:]))
+	if order < MinOrder || order > MaxOrder {
+		return 0, 0, nil, offsetError(name, 10, "expected an order of %d to %d, found %d", MinOrder, MaxOrder, order)
+	}
+	rest := make([]byte, 8*order+4)
+	if err := s.read(rest, "header"); err != nil {
+		return 0, 0, nil, err
+	}
+	hdr := append(fixed, rest[:8*order]...)
+	if got, want := binary.LittleEndian.Uint32(rest[8*order:]), crc32.Checksum(hdr, castagnoli); got != want {
+		return 0, 0, nil, offsetError(name, int64(len(hdr)), "header checksum mismatch: stored CRC-32C %08x, computed %08x: the file is corrupted", got, want)
+	}
+	if binary.LittleEndian.Uint32(fixed[12:]) != 0 {
+		return 0, 0, nil, offsetError(name, 12, "expected the reserved field to be zero")
+	}
+	nnz64 := binary.LittleEndian.Uint64(fixed[16:])
+	if nnz64 > MaxNNZ {
+		return 0, 0, nil, offsetError(name, 16, "expected at most %d nonzeros, found %d", uint64(MaxNNZ), nnz64)
+	}
+	nnz = int(nnz64)
+	dims = make([]int, order)
+	for m := range dims {
+		d := binary.LittleEndian.Uint64(hdr[stbFixed+8*m:])
+		if d == 0 || d > MaxDim {
+			return 0, 0, nil, offsetError(name, int64(stbFixed+8*m), "expected dim of mode %d to be 1 to %d, found %d", m+1, uint64(MaxDim), d)
+		}
+		dims[m] = int(d)
+	}
+	if err := CheckDims(dims); err != nil {
+		return 0, 0, nil, offsetError(name, stbFixed, "%v", err)
+	}
+	return order, nnz, dims, nil
+}
+
 // ReadBinary reads a tensor in the .stb binary format from r. The name is
 // used in error messages only. size is the stream's length in bytes when
 // known (a plain file), or -1; a header that disagrees with it is refused
 // before any array is read.
 func ReadBinary(r io.Reader, name string, size int64) (*COO, error) {
 	s := &stbReader{r: r, name: name}
-	fixed := make([]byte, stbFixed)
-	if err := s.read(fixed, "header"); err != nil {
+	order, nnz, dims, err := s.header()
+	if err != nil {
 		return nil, err
-	}
-	if string(fixed[:8]) != stbMagic {
-		return nil, offsetError(name, 0, "expected the .stb magic %q, found %q: not a sparsetune binary tensor", stbMagic, fixed[:8])
-	}
-	if v := binary.LittleEndian.Uint16(fixed[8:]); v != stbVersion {
-		return nil, offsetError(name, 8, "unsupported format version %d, this build reads %d", v, stbVersion)
-	}
-	order := int(binary.LittleEndian.Uint16(fixed[10:]))
-	if order < MinOrder || order > MaxOrder {
-		return nil, offsetError(name, 10, "expected an order of %d to %d, found %d", MinOrder, MaxOrder, order)
-	}
-	rest := make([]byte, 8*order+4)
-	if err := s.read(rest, "header"); err != nil {
-		return nil, err
-	}
-	hdr := append(fixed, rest[:8*order]...)
-	if got, want := binary.LittleEndian.Uint32(rest[8*order:]), crc32.Checksum(hdr, castagnoli); got != want {
-		return nil, offsetError(name, int64(len(hdr)), "header checksum mismatch: stored CRC-32C %08x, computed %08x: the file is corrupted", got, want)
-	}
-	if binary.LittleEndian.Uint32(fixed[12:]) != 0 {
-		return nil, offsetError(name, 12, "expected the reserved field to be zero")
-	}
-	nnz64 := binary.LittleEndian.Uint64(fixed[16:])
-	if nnz64 > MaxNNZ {
-		return nil, offsetError(name, 16, "expected at most %d nonzeros, found %d", uint64(MaxNNZ), nnz64)
-	}
-	nnz := int(nnz64)
-	dims := make([]int, order)
-	for m := range dims {
-		d := binary.LittleEndian.Uint64(hdr[stbFixed+8*m:])
-		if d == 0 || d > MaxDim {
-			return nil, offsetError(name, int64(stbFixed+8*m), "expected dim of mode %d to be 1 to %d, found %d", m+1, uint64(MaxDim), d)
-		}
-		dims[m] = int(d)
-	}
-	if err := CheckDims(dims); err != nil {
-		return nil, offsetError(name, stbFixed, "%v", err)
 	}
 	want := s.off + 4*int64(nnz)*int64(order+1) + 4*int64(order+1)
 	if size >= 0 && size != want {
@@ -259,6 +269,12 @@ func checkSTBArray(name string, a []uint32, i int, dims []int, start int64, sum 
 		}
 		return offsetError(name, start, "checksum mismatch in the %s: stored CRC-32C %08x, computed %08x: the file is corrupted", what, sum, got)
 	}
+	return checkSTBContent(name, a, i, dims, start)
+}
+
+// checkSTBContent checks array i's content: indices below their dim, or
+// finite values.
+func checkSTBContent(name string, a []uint32, i int, dims []int, start int64) *ParseError {
 	if i < len(dims) {
 		last := uint32(dims[i] - 1)
 		for k, v := range a {

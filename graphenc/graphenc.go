@@ -5,10 +5,10 @@ import (
 	"math"
 	"math/bits"
 	"runtime"
-	"slices"
 	"sync"
 
 	"github.com/sparsetune/sparsetune/formats"
+	"github.com/sparsetune/sparsetune/internal/radix"
 )
 
 // Shape is the slice shape a tensor is lowered onto: the mode whose index
@@ -216,7 +216,10 @@ func Encode(x *formats.COO, shape Shape, b Budget) (*Graph, error) {
 		w          []uint64
 		rows, cols []nodeStats
 	}
-	workers := max(1, min(runtime.GOMAXPROCS(0), nnz/(1<<16)))
+	// A few thousand nonzeros per worker already pay for a goroutine and
+	// the merge of its budget-sized partial sums: a sample of a big tensor
+	// is encoded on every core.
+	workers := max(1, min(runtime.GOMAXPROCS(0), nnz/(1<<12)))
 	parts := make([]part, workers)
 	// Node ids of at most 256 nodes fit a byte: the per-index node tables
 	// then take a quarter of the cache, and the pass is bound by their
@@ -311,22 +314,30 @@ func narrow(node []uint32) []uint8 {
 // The key is the index itself when the dim is within a small multiple of
 // the nonzeros, and node has one entry per index. A larger dim (a sample
 // of a big tensor, a mode of hashed ids) would make that O(dim) time and
-// memory, so its non-empty indices are found by sorting a copy and the key
-// is the index's rank among them: O(nnz log nnz) time and O(nnz) memory. bad is the first nonzero whose index is not
-// below dim, or -1.
+// memory, so its non-empty indices are found by a radix sort of (index,
+// position) pairs and the key is the index's rank among them: a few
+// passes over the nonzeros and O(nnz) memory. bad is the first nonzero
+// whose index is not below dim, or -1.
 func assignNodes(ind []uint32, dim, budget int) (key, node []uint32, first []int, n, bad int) {
-	var ranks []uint32 // distinct indices, increasing, when keyed by rank
+	var key64 []uint64 // index<<posBits | position, sorted, when keyed by rank
 	var seen []bool    // whether each index is non-empty, when keyed by index
+	posBits := bits.Len(uint(len(ind)))
 	if dim > 4*len(ind) {
+		key64 = make([]uint64, len(ind))
 		for k, i := range ind {
 			if int(i) >= dim {
 				return nil, nil, nil, 0, k
 			}
+			key64[k] = uint64(i)<<posBits | uint64(k)
 		}
-		ranks = slices.Clone(ind)
-		slices.Sort(ranks)
-		ranks = slices.Compact(ranks)
-		n = len(ranks)
+		// Sorting (index, position) pairs gives each position its rank in
+		// one walk, with no search per nonzero.
+		key64 = radix.Sort(key64, make([]uint64, len(ind)), bits.Len(uint(dim-1))+posBits)
+		for k := range key64 {
+			if k == 0 || key64[k]>>posBits != key64[k-1]>>posBits {
+				n++
+			}
+		}
 	} else {
 		seen = make([]bool, dim)
 		for k, i := range ind {
@@ -347,7 +358,7 @@ func assignNodes(ind []uint32, dim, budget int) (key, node []uint32, first []int
 	for i := range first {
 		first[i] = i * n / max(nodes, 1)
 	}
-	if ranks == nil {
+	if key64 == nil {
 		// Ranks grow with the index: walk the buckets alongside. An empty
 		// index gets the node of the next non-empty one (no nonzero
 		// looks it up).
@@ -371,9 +382,13 @@ func assignNodes(ind []uint32, dim, budget int) (key, node []uint32, first []int
 		node[r] = uint32(b)
 	}
 	key = make([]uint32, len(ind))
-	for k, i := range ind {
-		r, _ := slices.BinarySearch(ranks, i)
-		key[k] = uint32(r)
+	posMask := uint64(1)<<posBits - 1
+	rank := -1
+	for k, v := range key64 {
+		if k == 0 || v>>posBits != key64[k-1]>>posBits {
+			rank++
+		}
+		key[v&posMask] = uint32(rank)
 	}
 	return key, node, first, n, -1
 }

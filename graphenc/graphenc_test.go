@@ -275,3 +275,44 @@ func BenchmarkEncode(b *testing.B) {
 		})
 	}
 }
+
+// A dim far beyond the nonzeros is keyed by rank (a radix sort), a small
+// one by index: both must put every nonzero in the same node.
+func TestAssignNodesRankPath(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for _, n := range []int{1, 7, 1000, 5000} {
+		const dim = 1 << 30
+		ind := make([]uint32, n)
+		for k := range ind {
+			ind[k] = uint32(rng.IntN(dim))
+			if k > 0 && rng.IntN(3) == 0 {
+				ind[k] = ind[rng.IntN(k)] // repeats
+			}
+		}
+		key, node, first, distinct, bad := assignNodes(ind, dim, 32)
+		if bad != -1 {
+			t.Fatalf("n %d: bad %d", n, bad)
+		}
+		// The same indices renumbered densely take the index path.
+		sorted := slices.Clone(ind)
+		slices.Sort(sorted)
+		sorted = slices.Compact(sorted)
+		dense := make([]uint32, n)
+		for k, i := range ind {
+			r, _ := slices.BinarySearch(sorted, i)
+			dense[k] = uint32(r)
+		}
+		dkey, dnode, dfirst, ddistinct, _ := assignNodes(dense, len(sorted), 32)
+		if distinct != ddistinct || !slices.Equal(first, dfirst) {
+			t.Fatalf("n %d: %d distinct, first %v; index path %d, %v", n, distinct, first, ddistinct, dfirst)
+		}
+		for k := range ind {
+			if node[key[k]] != dnode[dkey[k]] {
+				t.Fatalf("n %d: nonzero %d in node %d, index path %d", n, k, node[key[k]], dnode[dkey[k]])
+			}
+		}
+	}
+	if _, _, _, _, bad := assignNodes([]uint32{5, 1 << 31}, 1<<30, 4); bad != 1 {
+		t.Errorf("index beyond a large dim: bad %d, want 1", bad)
+	}
+}

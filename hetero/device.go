@@ -96,7 +96,11 @@ func (t Timing) Total() time.Duration { return t.HostToDevice + t.Kernel + t.Dev
 // Job is an operation bound to its data on a device: the tensor in one
 // format, the dense operands and the output. Building a job does the
 // one-off work (planning, uploads); Run executes the kernel and leaves the
-// result in the output matrix, and can be called again.
+// result in the output matrix, and can be called again. Every Run reads
+// the operands and writes the output through the *kernels.Matrix values
+// given at binding, as they are at that call: between runs a caller may
+// change their contents, or point them at other data of the same shape
+// (package engine's plans do, to run new operands without rebinding).
 type Job interface {
 	Run() (Timing, error)
 	// Flops returns the flops of one run (SpTTM 2·nnz·R, MTTKRP N·nnz·R).

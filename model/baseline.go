@@ -196,14 +196,30 @@ func (p *BaselinePredictor) PredictSummary(s *features.Summary, op hetero.Op, mo
 	if c == nil {
 		return nil, fmt.Errorf("the %s baseline has no examples for %s on a %s device", p.Method, op, kind)
 	}
-	pr := &Prediction{}
 	start := time.Now()
 	v, err := s.Global(op, mode)
 	if err != nil {
 		return nil, err
 	}
-	pr.Features = time.Since(start)
-	start = time.Now()
+	took := time.Since(start)
+	pr, err := p.PredictGlobal(v, op, kind)
+	if err != nil {
+		return nil, err
+	}
+	pr.Features = took
+	return pr, nil
+}
+
+// PredictGlobal classifies global features v (features.Global of a tensor
+// for op and a mode), for callers that computed them already.
+func (p *BaselinePredictor) PredictGlobal(v features.Vector, op hetero.Op, kind hetero.Kind) (*Prediction, error) {
+	key := op.String() + "/" + kind.String()
+	c := p.fitted[key]
+	if c == nil {
+		return nil, fmt.Errorf("the %s baseline has no examples for %s on a %s device", p.Method, op, kind)
+	}
+	pr := &Prediction{}
+	start := time.Now()
 	scores, err := c.scores(v[:])
 	if err != nil {
 		return nil, fmt.Errorf("%s baseline: %w", p.Method, err)

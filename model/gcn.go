@@ -10,9 +10,10 @@ import (
 )
 
 // Head is one classifier on the shared graph readout: the formats it
-// ranks for one device kind.
+// ranks for one device class. Labels belong to hardware, so a head is
+// named by the class its training labels were measured on.
 type Head struct {
-	Name    string   // the device kind, "cpu" or "gpu"
+	Name    string   // the device class (hetero.Info.Class): "cpu", "opencl-cpu", "cuda-gpu", ...
 	Classes []string // format names, in output order
 }
 

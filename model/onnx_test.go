@@ -289,3 +289,40 @@ func BenchmarkPredictLatency(b *testing.B) {
 	b.ReportMetric(pct(enc, 0.5), "encode-p50-ms")
 	b.ReportMetric(pct(inf, 0.5), "inference-p50-ms")
 }
+
+// TestGCNPredictorClass: heads are per device class; a class without a
+// head, or an accelerator with no class given, is an error that says so.
+func TestGCNPredictorClass(t *testing.T) {
+	m, err := LoadONNX(sanityFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(3, 4))
+	x := familyTensor(rng, 0)
+	if _, err := (GCNPredictor{Model: m}).Predict(x, hetero.SpTTM, 0, hetero.CPU); err != nil {
+		t.Fatalf("cpu head: %v", err)
+	}
+	if _, err := (GCNPredictor{Model: m, Class: "cpu"}).Predict(x, hetero.SpTTM, 0, hetero.CPU); err != nil {
+		t.Fatalf("cpu class: %v", err)
+	}
+	_, err = GCNPredictor{Model: m, Class: "opencl-cpu"}.Predict(x, hetero.SpTTM, 0, hetero.GPU)
+	if err == nil || !strings.Contains(err.Error(), "no head for device class opencl-cpu (heads: [cpu])") {
+		t.Fatalf("opencl-cpu: %v", err)
+	}
+	_, err = GCNPredictor{Model: m}.Predict(x, hetero.SpTTM, 0, hetero.GPU)
+	if err == nil || !strings.Contains(err.Error(), "needs its device class") {
+		t.Fatalf("gpu without a class: %v", err)
+	}
+	s, err := features.Summarize(x)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dp DevicePredictor = GCNPredictor{Model: m}
+	if _, err := dp.PredictDevice(s, hetero.SpTTM, 0, hetero.Info{Name: "cpu", Kind: hetero.CPU}); err != nil {
+		t.Fatalf("PredictDevice on the CPU: %v", err)
+	}
+	_, err = dp.PredictDevice(s, hetero.SpTTM, 0, hetero.Info{Name: "cuda:0", Kind: hetero.GPU, Type: "gpu"})
+	if err == nil || !strings.Contains(err.Error(), "no head for device class cuda-gpu") {
+		t.Fatalf("PredictDevice on a GPU: %v", err)
+	}
+}

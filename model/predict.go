@@ -1,6 +1,7 @@
 package model
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -56,6 +57,15 @@ type SummaryPredictor interface {
 	PredictSummary(s *features.Summary, op hetero.Op, mode int, kind hetero.Kind) (*Prediction, error)
 }
 
+// DevicePredictor is a SummaryPredictor that tells device classes apart
+// (hetero.Info.Class), where a kind alone is ambiguous: PoCL and a GPU are
+// both accelerators. A caller that predicts for several devices with one
+// predictor passes each device's Info.
+type DevicePredictor interface {
+	SummaryPredictor
+	PredictDevice(s *features.Summary, op hetero.Op, mode int, dev hetero.Info) (*Prediction, error)
+}
+
 // viaSummary summarises x and predicts from the summary, counting the
 // summary's time in the prediction.
 func viaSummary(p SummaryPredictor, x *formats.COO, op hetero.Op, mode int, kind hetero.Kind) (*Prediction, error) {
@@ -94,50 +104,103 @@ func rank(names []string, scores []float64) []Ranked {
 	return r
 }
 
-// GCNPredictor runs a model file through onnx-go: one head per device
-// kind, for the op the file was trained on.
-type GCNPredictor struct{ Model *ONNXModel }
+// ErrNoHead is wrapped by a GCN prediction for a device class the model
+// has no head for. A caller measures such a device instead (MeasureAll),
+// never asks another class's head.
+var ErrNoHead = errors.New("it was not trained on this kind of hardware")
+
+// GCNPredictor runs a model file: one head per device class
+// (hetero.Info.Class: "cpu", "opencl-cpu", "opencl-gpu", "cuda-gpu", ...),
+// for the op the file was trained on. Labels belong to the hardware they
+// were measured on, so a device whose class has no head gets an error,
+// never another class's head.
+type GCNPredictor struct {
+	Model *ONNXModel
+	// Class is the device class whose head answers. Empty means the host
+	// CPU's class ("cpu") for the CPU kind; an accelerator has no class
+	// implied by its kind (PoCL and a GPU are both accelerators), so it
+	// needs Class set.
+	Class string
+}
 
 // Predict summarises x and runs the model (see PredictSummary).
 func (p GCNPredictor) Predict(x *formats.COO, op hetero.Op, mode int, kind hetero.Kind) (*Prediction, error) {
 	return viaSummary(p, x, op, mode, kind)
 }
 
+// headFor returns the index of the head for the predictor's class.
+func (p GCNPredictor) headFor(kind hetero.Kind) (int, error) {
+	info := &p.Model.Info
+	class := p.Class
+	if class == "" {
+		if kind != hetero.CPU {
+			return -1, fmt.Errorf("model %s: a %s device needs its device class to pick a head (heads: %v)", info.Path, kind, headNames(info.Heads))
+		}
+		class = hetero.Info{Kind: hetero.CPU}.Class()
+	}
+	head := info.HeadIndex(class)
+	if head < 0 {
+		return -1, fmt.Errorf("model %s has no head for device class %s (heads: %v): %w", info.Path, class, headNames(info.Heads), ErrNoHead)
+	}
+	return head, nil
+}
+
+// PredictDevice runs the head of the device's class, whatever the
+// predictor's Class: one GCNPredictor serves every device of a run.
+func (p GCNPredictor) PredictDevice(s *features.Summary, op hetero.Op, mode int, dev hetero.Info) (*Prediction, error) {
+	p.Class = dev.Class()
+	return p.PredictSummary(s, op, mode, dev.Kind)
+}
+
+// SummaryInput computes the model input of op along mode (0-based) from a
+// tensor's summary: the global features (Summary.Global) and the graph
+// (graphenc.Encode of the summary's sample) at the budget, and the time
+// each took. GCNPredictor and training both call it, so a model is
+// trained on exactly the inputs it later sees.
+func SummaryInput(s *features.Summary, op hetero.Op, mode int, budget graphenc.Budget) (in *Input, feat, enc time.Duration, err error) {
+	shape, err := graphenc.ShapeFor(op, s.Dims, mode)
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	start := time.Now()
+	v, err := s.Global(op, mode)
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	feat = time.Since(start)
+	start = time.Now()
+	g, err := graphenc.Encode(s.Sample, shape, budget)
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	enc = time.Since(start)
+	return NewInput(g, v), feat, enc, nil
+}
+
 // PredictSummary computes the global features and the graph from the
-// summary, and runs the model.
+// summary, and runs the model's head for the device class.
 func (p GCNPredictor) PredictSummary(s *features.Summary, op hetero.Op, mode int, kind hetero.Kind) (*Prediction, error) {
 	info := &p.Model.Info
 	if op.String() != info.Op {
 		return nil, fmt.Errorf("model %s predicts for %s, not %s", info.Path, info.Op, op)
 	}
-	head := info.HeadIndex(kind.String())
-	if head < 0 {
-		return nil, fmt.Errorf("model %s has no head for device kind %s (heads: %v)", info.Path, kind, headNames(info.Heads))
-	}
-	pr := &Prediction{}
-	shape, err := graphenc.ShapeFor(op, s.Dims, mode)
+	head, err := p.headFor(kind)
 	if err != nil {
 		return nil, err
 	}
+	in, feat, enc, err := SummaryInput(s, op, mode, info.Budget)
+	if err != nil {
+		return nil, err
+	}
+	pr := &Prediction{Features: feat, Encoding: enc}
 	start := time.Now()
-	v, err := s.Global(op, mode)
-	if err != nil {
-		return nil, err
-	}
-	pr.Features = time.Since(start)
-	start = time.Now()
-	g, err := graphenc.Encode(s.Sample, shape, info.Budget)
-	if err != nil {
-		return nil, err
-	}
-	pr.Encoding = time.Since(start)
-	start = time.Now()
-	probs, err := p.Model.Run(NewInput(g, v))
+	probs, err := p.Model.Run(in)
 	if err != nil {
 		return nil, err
 	}
 	pr.Infer = time.Since(start)
 	pr.Formats = rank(info.Heads[head].Classes, probs[head])
+	v := in.Global
 	for i := range features.Count {
 		if v[i] < info.TrainMin[i] || v[i] > info.TrainMax[i] {
 			pr.Warnings = append(pr.Warnings, fmt.Sprintf("feature %s = %.4g is outside the training range [%.4g, %.4g]", features.Names[i], v[i], info.TrainMin[i], info.TrainMax[i]))
@@ -158,15 +221,16 @@ func headNames(hs []Head) []string {
 // baseline a person would write from the formats' cost models
 // (docs/model.md explains each branch):
 //
-// SpTTM: ELL when padding to the longest row costs at most a quarter of
-// the slots (on a GPU, half: coalesced rows pay for more padding); else
-// HYB when the rows are regular enough that a width-K ELL holds all but
-// 10% of the nonzeros; else COO when fibers hold about one nonzero each
-// (row pointers would cost more than they save); else CSR.
+// SpTTM: on a GPU, ELL when padding to the longest row costs at most half
+// the slots (coalesced rows pay for padding), else HYB when a width-K ELL
+// holds all but 10% of the nonzeros, else COO when fibers hold about one
+// nonzero each (row pointers would cost more than they save), else CSR.
+// On a CPU, CSR: ELL and HYB lose to it there, and so does COO on short
+// fibers, measured over 1,200 labelled tensors.
 //
-// MTTKRP: CSF when fibers hold two or more nonzeros on average (its
-// hoisting saves a multiply per extra nonzero); on a GPU ALTO otherwise
-// (no index decode per level, balanced by nonzeros); COO on a CPU.
+// MTTKRP: on a CPU, CSF. On a GPU, CSF when fibers hold two or more
+// nonzeros on average (its hoisting saves a multiply per extra nonzero),
+// else ALTO (no index decode per level, balanced by nonzeros).
 type RulePredictor struct{}
 
 // Predict summarises x and applies the rule.
@@ -182,33 +246,53 @@ func (RulePredictor) PredictSummary(s *features.Summary, op hetero.Op, mode int,
 		return nil, err
 	}
 	pr := &Prediction{Features: time.Since(start)}
-	var best string
+	pr.Formats = RuleRank(v, op, kind)
+	return pr, nil
+}
+
+// RuleChoice is the hand rule's format for global features v of op on a
+// device of the given kind (see RulePredictor).
+func RuleChoice(v features.Vector, op hetero.Op, kind hetero.Kind) string {
 	switch op {
 	case hetero.SpTTM:
-		padLimit := 0.25
+		// On the CPU, ELL and HYB never win: their padding costs more
+		// than their regular access saves, and always-CSR comes within
+		// 1% of the best format per mode (docs/performance.md, 13
+		// tensors). Their regular rows pay on an accelerator's lanes.
 		if kind == hetero.GPU {
-			padLimit = 0.5
+			switch {
+			case v[features.ELLPadMax] <= 0.5:
+				return "ell"
+			case v[features.HYBCOOFraction] <= 0.1:
+				return "hyb"
+			}
 		}
-		switch {
-		case v[features.ELLPadMax] <= padLimit:
-			best = "ell"
-		case v[features.HYBCOOFraction] <= 0.1:
-			best = "hyb"
-		case v[features.LogFiberNNZMean] < 0.1: // mean below 1.26 nonzeros per fiber
-			best = "coo"
-		default:
-			best = "csr"
+		if kind == hetero.GPU && v[features.LogFiberNNZMean] < 0.1 { // mean below 1.26 nonzeros per fiber
+			return "coo"
 		}
+		// On the CPU, CSR always: over 1,200 labelled tensors it was the
+		// fastest in 83% of the decisions, COO for short fibers in only
+		// 17% (docs/model.md, the training report).
+		return "csr"
 	default:
 		switch {
+		case kind != hetero.GPU:
+			// CSF on the CPU whatever the fibers: always-CSF was right in
+			// 68% of 3,912 labelled decisions, the old "COO for short
+			// fibers" branch in under half (docs/model.md).
+			return "csf"
 		case v[features.LogFiberNNZMean] >= 0.3: // two or more per fiber
-			best = "csf"
-		case kind == hetero.GPU:
-			best = "alto"
+			return "csf"
 		default:
-			best = "coo"
+			return "alto"
 		}
 	}
+}
+
+// RuleRank ranks op's formats by the hand rule: its choice first with
+// score 1, the others 0.
+func RuleRank(v features.Vector, op hetero.Op, kind hetero.Kind) []Ranked {
+	best := RuleChoice(v, op, kind)
 	names := op.Formats()
 	scores := make([]float64, len(names))
 	for i, n := range names {
@@ -216,8 +300,7 @@ func (RulePredictor) PredictSummary(s *features.Summary, op hetero.Op, mode int,
 			scores[i] = 1
 		}
 	}
-	pr.Formats = rank(names, scores)
-	return pr, nil
+	return rank(names, scores)
 }
 
 // MeasureAll times every candidate format with the real kernels on a

@@ -98,7 +98,9 @@ func ParseONNX(name string, data []byte) (*ONNXModel, error) {
 	if len(prog.inputs) != len(inputNames) || len(prog.outputs) != len(info.Heads) {
 		return nil, fmt.Errorf("model %s: graph has %d inputs and %d outputs, expected %d and %d", name, len(prog.inputs), len(prog.outputs), len(inputNames), len(info.Heads))
 	}
-	return &ONNXModel{Info: *info, data: data, runtime: "builtin", prog: prog}, nil
+	// One machine (the buffers of every value) is made now: the first
+	// prediction should not pay for allocating and faulting them in.
+	return &ONNXModel{Info: *info, data: data, runtime: "builtin", prog: prog, machines: []*machine{prog.newMachine()}}, nil
 }
 
 // UseRuntime selects how Run executes the graph, one of Runtimes. For

@@ -56,6 +56,109 @@ type LabelOptions struct {
 	// Warn, if set, receives one-line warnings: a truncated last line
 	// dropped, builds mixed in the labels file, an empty tensor skipped.
 	Warn func(string)
+	// Part and Parts, when Parts > 1, make the run one of Parts workers
+	// that share the input (the ranks of an MPI job, one per machine):
+	// worker Part labels the tensors whose position i in the input has
+	// i % Parts == Part, skips every row already in the labels file or in
+	// any worker's part file, and writes its rows to its own part file,
+	// PartPath(out, Part). MergeParts then folds the part files into out.
+	Part, Parts int
+}
+
+// PartPath is the file worker part of a shared labelling run writes.
+func PartPath(out string, part int) string { return fmt.Sprintf("%s.part-%d", out, part) }
+
+// partFiles returns the part files of out present now, in worker order.
+func partFiles(out string) ([]string, error) {
+	paths, err := filepath.Glob(out + ".part-*")
+	if err != nil {
+		return nil, err
+	}
+	type part struct {
+		k    int
+		path string
+	}
+	var found []part
+	for _, p := range paths {
+		var k int
+		if _, err := fmt.Sscanf(p[len(out):], ".part-%d", &k); err == nil && PartPath(out, k) == p {
+			found = append(found, part{k, p})
+		}
+	}
+	sort.Slice(found, func(i, j int) bool { return found[i].k < found[j].k })
+	files := make([]string, len(found))
+	for i, p := range found {
+		files[i] = p.path
+	}
+	return files, nil
+}
+
+// readRows reads the complete rows of a labels file another worker may be
+// appending to: a torn last line is left alone, not cut off.
+func readRows(path string) ([]LabelRow, error) {
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	rows, _, err := parseLabels(data, path)
+	return rows, err
+}
+
+// MergeParts appends to out every row of out's part files that out does
+// not hold yet, syncs it, and removes the part files. Run after every
+// worker of a shared labelling run has finished; a merge that is
+// interrupted is finished by the next one, and rows are never written
+// twice. It returns the rows added.
+func MergeParts(out string) (int, error) {
+	files, err := partFiles(out)
+	if err != nil || len(files) == 0 {
+		return 0, err
+	}
+	old, _, err := loadLabels(out)
+	if err != nil {
+		return 0, err
+	}
+	have := map[labelKey]bool{}
+	for i := range old {
+		have[old[i].key()] = true
+	}
+	f, err := os.OpenFile(out, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		return 0, err
+	}
+	added := 0
+	for _, path := range files {
+		rows, err := readRows(path)
+		if err != nil {
+			return added, errors.Join(err, f.Close())
+		}
+		for i := range rows {
+			r := &rows[i]
+			if have[r.key()] {
+				continue
+			}
+			line, err := json.Marshal(r)
+			if err == nil {
+				_, err = f.Write(append(line, '\n'))
+			}
+			if err != nil {
+				return added, errors.Join(fmt.Errorf("%s: %w", out, err), f.Close())
+			}
+			have[r.key()] = true
+			added++
+		}
+		// The rows must be on disk before their only other copy goes.
+		if err := f.Sync(); err != nil {
+			return added, errors.Join(fmt.Errorf("%s: %w", out, err), f.Close())
+		}
+		if err := os.Remove(path); err != nil {
+			return added, errors.Join(err, f.Close())
+		}
+	}
+	return added, f.Close()
 }
 
 // LabelProgress reports a row written or a tensor finished.
@@ -248,10 +351,46 @@ func Label(ctx context.Context, in, out string, opt LabelOptions) (*LabelSummary
 			opt.Warn(fmt.Sprintf(format, args...))
 		}
 	}
-	sum := &LabelSummary{Out: out, Tensors: len(inputs), Build: CurrentBuild()}
-	old, dropped, err := loadLabels(out)
+	if opt.Parts > 1 {
+		// This worker's share of the input, and its own file to write.
+		var mine []LabelInput
+		for i, input := range inputs {
+			if i%opt.Parts == opt.Part {
+				mine = append(mine, input)
+			}
+		}
+		inputs = mine
+	}
+	write := out
+	if opt.Parts > 1 {
+		write = PartPath(out, opt.Part)
+	}
+	sum := &LabelSummary{Out: write, Tensors: len(inputs), Build: CurrentBuild()}
+	old, dropped, err := loadLabels(write)
 	if err != nil {
 		return nil, err
+	}
+	if opt.Parts > 1 {
+		// Rows done by any worker, in this run or an earlier one, are
+		// not measured again: the merged file and every other part file
+		// (read as they are: their writers may be running).
+		others := []string{out}
+		files, err := partFiles(out)
+		if err != nil {
+			return nil, err
+		}
+		for _, p := range files {
+			if p != write {
+				others = append(others, p)
+			}
+		}
+		for _, p := range others {
+			rows, err := readRows(p)
+			if err != nil {
+				return nil, err
+			}
+			old = append(old, rows...)
+		}
 	}
 	if dropped != nil {
 		sum.Dropped = dropped.Error()
@@ -261,7 +400,7 @@ func Label(ctx context.Context, in, out string, opt LabelOptions) (*LabelSummary
 		sum.MixedBuilds = mixed
 		warn("%s mixes builds (this run's is the last): %s", out, strings.Join(mixed, "; "))
 	}
-	lab := &labeller{opt: opt, out: out, sum: sum, done: map[labelKey]bool{}, tensors: map[string]seenTensor{}}
+	lab := &labeller{opt: opt, out: write, sum: sum, done: map[labelKey]bool{}, tensors: map[string]seenTensor{}}
 	for i := range old {
 		r := &old[i]
 		lab.done[r.key()] = true
@@ -275,7 +414,7 @@ func Label(ctx context.Context, in, out string, opt LabelOptions) (*LabelSummary
 		lab.infos = append(lab.infos, info)
 		sum.Devices = append(sum.Devices, DeviceCost{Device: info.Name, Class: info.Class()})
 	}
-	f, err := os.OpenFile(out, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	f, err := os.OpenFile(write, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
 	if err != nil {
 		return nil, err
 	}
@@ -346,6 +485,9 @@ func (opt *LabelOptions) defaults() error {
 	}
 	if opt.Limit < 0 {
 		return fmt.Errorf("label: limit must be 0 (all) or more, found %d", opt.Limit)
+	}
+	if opt.Parts > 1 && (opt.Part < 0 || opt.Part >= opt.Parts) {
+		return fmt.Errorf("label: part %d of %d", opt.Part, opt.Parts)
 	}
 	return nil
 }

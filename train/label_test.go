@@ -394,3 +394,82 @@ func TestRunsRule(t *testing.T) {
 		}
 	}
 }
+
+// TestLabelParts: workers sharing one input (the ranks of a distributed
+// run) label disjoint tensors into their part files, a rerun does nothing
+// twice, and MergeParts gives the rows of a single run, once each, even
+// when a merge was interrupted.
+func TestLabelParts(t *testing.T) {
+	dir := tinySet(t)
+	opt := cpuOptions()
+	opt.Ops = []hetero.Op{hetero.MTTKRP}
+	single := filepath.Join(t.TempDir(), "single.jsonl")
+	if _, err := Label(context.Background(), dir, single, opt); err != nil {
+		t.Fatal(err)
+	}
+	want, err := ReadLabels(single)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), "labels.jsonl")
+	seen := map[string]int{}
+	for part := range 2 {
+		o := opt
+		o.Part, o.Parts = part, 2
+		sum, err := Label(context.Background(), dir, out, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rows, err := ReadLabels(PartPath(out, part))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sum.Written != len(rows) || len(rows) == 0 {
+			t.Errorf("part %d wrote %d rows, its file holds %d", part, sum.Written, len(rows))
+		}
+		for _, r := range rows {
+			seen[r.Tensor] |= 1 << part
+		}
+		// A rerun of the worker finds its rows done.
+		if sum, err := Label(context.Background(), dir, out, o); err != nil || sum.Written != 0 {
+			t.Errorf("part %d rerun: wrote %v rows, %v", part, sum, err)
+		}
+	}
+	for tensor, parts := range seen {
+		if parts != 1 && parts != 2 {
+			t.Errorf("tensor %s labelled by both workers", tensor)
+		}
+	}
+	// An interrupted merge: part 0 already appended to out, its file
+	// still there. The next merge adds only the missing rows.
+	p0, _ := os.ReadFile(PartPath(out, 0))
+	if err := os.WriteFile(out, p0, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	added, err := MergeParts(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := ReadLabels(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(want) || added != len(want)-bytes.Count(p0, []byte{'\n'}) {
+		t.Errorf("merged %d rows (added %d), a single run has %d", len(got), added, len(want))
+	}
+	keys := map[labelKey]bool{}
+	for i := range got {
+		keys[got[i].key()] = true
+	}
+	for i := range want {
+		if !keys[want[i].key()] {
+			t.Errorf("row %s %s mode %d missing after the merge", want[i].Tensor, want[i].Op, want[i].Mode)
+		}
+	}
+	if files, _ := partFiles(out); len(files) != 0 {
+		t.Errorf("part files left after the merge: %v", files)
+	}
+	if added, err := MergeParts(out); added != 0 || err != nil {
+		t.Errorf("a second merge added %d rows, %v", added, err)
+	}
+}

@@ -57,11 +57,12 @@ as PREFIX.lambda.npy. docs/decomp.md describes the algorithm.`,
 }
 
 func runCPAPR(cmd *cobra.Command, path string, c decompConfig, inner int) error {
-	x, read, init, err := readForDecomp(path, c)
+	x, read, init, err := readForDecomp(cmd.ErrOrStderr(), path, c)
 	if err != nil {
 		return err
 	}
 	stderr := cmd.ErrOrStderr()
+	cpuOnlyNote(stderr, "cpapr", "its Φ kernels", c)
 	start := time.Now()
 	res, err := decomp.CPAPR(x, decomp.Options{Rank: c.rank, Iters: c.iters, Tol: c.tol, Seed: c.seed, Init: c.init,
 		InitFactors: init,

@@ -1,14 +1,18 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math"
 	"os"
+	"os/signal"
 	"runtime"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -16,15 +20,17 @@ import (
 
 	"github.com/sparsetune/sparsetune/decomp"
 	"github.com/sparsetune/sparsetune/formats"
+	"github.com/sparsetune/sparsetune/hetero"
 	"github.com/sparsetune/sparsetune/internal/npy"
 	"github.com/sparsetune/sparsetune/kernels"
+	"github.com/sparsetune/sparsetune/mpi"
 )
 
 func init() { register(newCPDCmd) }
 
 func newCPDCmd(v *viper.Viper) *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "cpd FILE --rank R [--iters K] [--tol T] [--seed S] [--init random|hosvd] [--format alto|csf|coo|hicoo] [--line-search] [--out PREFIX]",
+		Use:   "cpd FILE --rank R [--iters K] [--tol T] [--seed S] [--init random|hosvd] [--format auto|alto|csf|coo|hicoo] [--devices cpu,opencl:0] [--split peak|dynamic|random|cpu|acc] [--line-search] [--out PREFIX]",
 		Short: "CP decomposition by alternating least squares (CP-ALS)",
 		Long: `Compute a rank-R CP decomposition X ≈ Σ_r λ_r a_1r ∘ … ∘ a_Nr of a sparse
 tensor of order 3 or more by alternating least squares.
@@ -34,6 +40,16 @@ copy of the tensor serves every mode; csf and coo keep one copy per mode),
 converted once before the first iteration, and solves with the Gram
 matrices. It stops when the fit changes by less than --tol or after
 --iters iterations. A progress line per iteration goes to stderr.
+
+With --devices, --split or --format auto the MTTKRPs run through the
+engine, as ttm and mttkrp do: one plan per mode, made before the first
+iteration, picks each device's format (--format auto, the default there:
+a measured decision cached for this tensor, else the rule's prediction;
+or the one format named), splits the mode's slices between the CPU and
+an accelerator (--split, peak by default) and converts and uploads them
+once; every iteration then runs both devices at once. --devices defaults
+to the CPU alone (all: every device sparsetune devices lists). The
+summary gives each mode's split and per-device formats.
 
 --out PREFIX writes the factors as NumPy float32 arrays, PREFIX.mode1.npy
 … (Dims[n] x R, C order, unit-norm columns), and the weights as
@@ -47,18 +63,32 @@ PREFIX.lambda.npy. docs/decomp.md describes the algorithm.`,
 			if c.rank < 1 {
 				return fmt.Errorf("--rank must be >= 1, found %d", c.rank)
 			}
-			if c.formats, err = mttkrpFormats(v.GetString("cpd.format")); err != nil {
-				return err
+			switch f := v.GetString("cpd.format"); f {
+			case "auto":
+				c.formatAuto = true
+			default:
+				if c.formats, err = mttkrpFormats(f); err != nil {
+					return err
+				}
 			}
-			return runCPD(cmd, args[0], c)
+			if s := v.GetString("cpd.split"); s != "" {
+				if c.split, err = hetero.ParseStrategy(s); err != nil {
+					return fmt.Errorf("--split: %w", err)
+				}
+			}
+			if c.onEngine() && len(c.formats) > 1 {
+				return fmt.Errorf("--format %s: with --devices, --split or auto the engine takes one format for every mode, or auto", v.GetString("cpd.format"))
+			}
+			return runCPD(cmd, v, args[0], c)
 		},
 	}
 	f := cmd.Flags()
 	f.Int("rank", 0, "rank R: number of components (required)")
 	addDecompFlags(cmd, v, "cpd", "random")
-	f.String("format", decomp.DefaultMTTKRPFormat, "MTTKRP format: alto, csf, coo or hicoo, or one per mode, comma-separated")
+	f.String("format", "", "MTTKRP format: alto, csf, coo or hicoo, or one per mode, comma-separated; auto: chosen per mode and device by the engine (default: alto on the CPU, auto with --devices or --split)")
+	f.String("split", "", "run through the engine, splitting each mode's slices between the devices: "+strings.Join(hetero.Strategies(), ", ")+" (default peak with --devices)")
 	f.Bool("line-search", false, "extrapolate the factors after each sweep, kept when the fit does not drop")
-	for _, name := range []string{"rank", "format", "line-search"} {
+	for _, name := range []string{"rank", "format", "split", "line-search"} {
 		_ = v.BindPFlag("cpd."+name, f.Lookup(name))
 	}
 	return cmd
@@ -77,6 +107,27 @@ type decompConfig struct {
 	resume     string
 	threads    int
 	asJSON     bool
+	// devices is --devices as given ("" when not); split and formatAuto
+	// are cpd's --split and --format auto. Any of them sends CP-ALS's
+	// MTTKRPs through the engine.
+	devices    string
+	split      hetero.Strategy
+	formatAuto bool
+}
+
+// onEngine says whether the decomposition's kernels run through the
+// engine's plans rather than the default CPU kernels.
+func (c decompConfig) onEngine() bool { return c.devices != "" || c.split != 0 || c.formatAuto }
+
+// engineDevices returns the devices --devices names: the CPU alone when
+// it is not given (a decomposition stays on the host unless told), every
+// device listed for "all".
+func (c decompConfig) engineDevices() []string {
+	if c.devices == "" {
+		return []string{"cpu"}
+	}
+	devices, _ := parseDevices(c.devices)
+	return devices
 }
 
 // initName is the initialisation as reported: --init, or where --resume
@@ -98,7 +149,12 @@ func addDecompFlags(cmd *cobra.Command, v *viper.Viper, name, defaultInit string
 	f.String("init", defaultInit, "initialisation: random or hosvd")
 	f.String("out", "", "write the model as PREFIX.*.npy (float32, C order)")
 	f.String("resume", "", "start from the model an earlier --out PREFIX wrote (replaces --init)")
-	for _, flag := range []string{"iters", "tol", "seed", "init", "out", "resume"} {
+	devHelp := "comma-separated devices (cpu, opencl:0, cuda:0) or all, for the MTTKRPs through the engine (default: the CPU alone, without the engine)"
+	if name != "cpd" {
+		devHelp = "accepted for symmetry with cpd: " + name + "'s sparse kernels run on the CPU only"
+	}
+	f.String("devices", "", devHelp)
+	for _, flag := range []string{"iters", "tol", "seed", "init", "out", "resume", "devices"} {
 		_ = v.BindPFlag(name+"."+flag, f.Lookup(flag))
 	}
 }
@@ -115,6 +171,7 @@ func decompConfigFrom(v *viper.Viper, name string, cmd *cobra.Command) (decompCo
 		resume:     v.GetString(name + ".resume"),
 		threads:    v.GetInt("threads"),
 		asJSON:     v.GetBool("json"),
+		devices:    strings.TrimSpace(v.GetString(name + ".devices")),
 	}
 	if c.iters < 1 {
 		return c, fmt.Errorf("--iters must be >= 1, found %d", c.iters)
@@ -143,12 +200,20 @@ func mttkrpFormats(s string) ([]string, error) {
 	return fs, nil
 }
 
+// cpuOnlyNote says, in one line, that a method whose sparse kernels the
+// engine does not run yet ignores --devices.
+func cpuOnlyNote(w io.Writer, method, kernels string, c decompConfig) {
+	if c.devices != "" {
+		fmt.Fprintf(w, "note: --devices %s: %s runs %s on the CPU only (only cpd runs through the engine)\n", c.devices, method, kernels)
+	}
+}
+
 // readForDecomp reads FILE for a decomposition, checks the per-mode
 // --format list against its order, and reads the --resume factors. It
 // returns the time the read took.
-func readForDecomp(path string, c decompConfig) (*formats.COO, time.Duration, []*kernels.Matrix, error) {
+func readForDecomp(stderr io.Writer, path string, c decompConfig) (*formats.COO, time.Duration, []*kernels.Matrix, error) {
 	start := time.Now()
-	x, err := formats.ReadFile(path)
+	x, err := readTensor(stderr, path)
 	if err != nil {
 		return nil, 0, nil, err
 	}
@@ -254,6 +319,12 @@ type decompReport struct {
 	Lambda              []float64  `json:"lambda,omitempty"`
 	Files               []string   `json:"files,omitempty"`
 	History             []iterJSON `json:"history"`
+	// Through the engine (cpd --devices, --split, --format auto): the
+	// split, the devices and, per mode, each device's format and times.
+	Split       string              `json:"split,omitempty"`
+	Devices     []string            `json:"devices,omitempty"`
+	ModeDevices []decomp.EngineMode `json:"mode_devices,omitempty"`
+	Warnings    []string            `json:"warnings,omitempty"`
 }
 
 // fill sets the timing fields and history from the iterations. seconds
@@ -328,35 +399,109 @@ func printReport(w io.Writer, r *decompReport, asJSON bool) error {
 	}
 	fmt.Fprintf(w, "time: %.3fs (%.4fs per iteration, median; kernels %.3fs, dense %.3fs, setup %.3fs, read %.3fs), %d threads\n",
 		r.Seconds, r.SecondsPerIteration, r.KernelSeconds, r.DenseSeconds, r.SetupSeconds, r.ReadSeconds, r.Threads)
+	for _, m := range r.ModeDevices {
+		var parts []string
+		for _, d := range m.Devices {
+			parts = append(parts, fmt.Sprintf("%s %s (%s, %.1f%% of the nonzeros, setup %.3fs, kernels %.3fs)",
+				d.Device, d.Format, d.FormatSource, 100*d.NNZShare, d.SetupSeconds, d.KernelSeconds))
+		}
+		fmt.Fprintf(w, "mode %d, split %s: %s\n", m.Mode, m.Split, strings.Join(parts, "; "))
+	}
 	for _, f := range r.Files {
 		fmt.Fprintf(w, "wrote %s\n", f)
 	}
 	return nil
 }
 
-func runCPD(cmd *cobra.Command, path string, c decompConfig) error {
-	x, read, init, err := readForDecomp(path, c)
+// cpReport is the report of a CP-ALS run on a tensor of the given dims
+// and nonzeros that took elapsed, after a read that took read; callers
+// add what is their own (formats, devices) and fill the history.
+func cpReport(path string, dims []int, nnz int, c decompConfig, res *decomp.CPResult, elapsed, read time.Duration) *decompReport {
+	fit := res.Fit
+	return &decompReport{Method: "CP-ALS", File: path, Dims: dims, NNZ: nnz, Rank: c.rank, Formats: c.formats,
+		Init: c.initName(), Fit: &fit, Converged: res.Converged, Seconds: elapsed.Seconds(), SetupSeconds: res.SetupSeconds,
+		ReadSeconds: read.Seconds(), Threads: resolvedThreads(c.threads), Lambda: res.Lambda}
+}
+
+func runCPD(cmd *cobra.Command, v *viper.Viper, path string, c decompConfig) error {
+	if mpi.Launched() {
+		if c.devices != "" || c.split != 0 {
+			return fmt.Errorf("cpd under mpirun: --devices and --split are for one process; each rank runs on its CPU (--format auto predicts each rank's formats)")
+		}
+		return runCPDDistributed(cmd, path, c)
+	}
+	x, read, init, err := readForDecomp(cmd.ErrOrStderr(), path, c)
 	if err != nil {
 		return err
 	}
 	stderr := cmd.ErrOrStderr()
+	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
 	start := time.Now()
-	res, err := decomp.CPALS(x, decomp.Options{Rank: c.rank, Iters: c.iters, Tol: c.tol, Seed: c.seed, Init: c.init,
+	opts := decomp.Options{Rank: c.rank, Iters: c.iters, Tol: c.tol, Seed: c.seed, Init: c.init,
 		InitFactors: init, LineSearch: c.lineSearch, Threads: c.threads, Formats: c.formats,
-		Progress: func(s decomp.IterStat) { printIter(stderr, s, false) }})
+		Progress: func(s decomp.IterStat) { printIter(stderr, s, false) }}
+	var ek *decomp.EngineKernels
+	var warnings []string
+	if c.onEngine() {
+		if ek, warnings, err = cpdEngineKernels(ctx, cmd, v, x, c); err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+		defer ek.Close()
+		opts.MTTKRP = ek
+	}
+	res, err := decomp.CPALS(x, opts)
 	if err != nil {
+		if errors.Is(err, context.Canceled) {
+			return fmt.Errorf("%s: interrupted, nothing written", path)
+		}
 		return fmt.Errorf("%s: %w", path, err)
 	}
-	rep := &decompReport{Method: "CP-ALS", File: path, Dims: x.Dims, NNZ: x.NNZ(), Rank: c.rank, Formats: c.formats,
-		Init: c.initName(), Converged: res.Converged, Seconds: time.Since(start).Seconds(), SetupSeconds: res.SetupSeconds,
-		ReadSeconds: read.Seconds(), Threads: resolvedThreads(c.threads), Lambda: res.Lambda}
-	fit := res.Fit
-	rep.Fit = &fit
+	rep := cpReport(path, x.Dims, x.NNZ(), c, res, time.Since(start), read)
+	if ek != nil {
+		rep.Devices = c.engineDevices()
+		rep.ModeDevices = ek.Modes()
+		rep.Formats = nil
+		for _, m := range rep.ModeDevices {
+			// One entry per mode: the formats of the devices that ran it.
+			var fs []string
+			for _, d := range m.Devices {
+				if d.NNZShare > 0 && !slices.Contains(fs, d.Format) {
+					fs = append(fs, d.Format)
+				}
+			}
+			rep.Formats = append(rep.Formats, strings.Join(fs, "+"))
+			rep.Split = m.Split
+		}
+		rep.Warnings = append(warnings, ek.Warnings()...)
+		for _, w := range rep.Warnings {
+			fmt.Fprintf(stderr, "warning: %s\n", w)
+		}
+	}
 	if len(rep.Formats) == 0 {
 		rep.Formats = []string{decomp.DefaultMTTKRPFormat}
 	}
 	rep.fill(res.History, false)
 	return finishDecomp(cmd, rep, res, c)
+}
+
+// cpdEngineKernels builds the engine on cpd's devices (profiles as ttm
+// gets them: a missing one calibrated once) and the engine-backed
+// MTTKRPs of x.
+func cpdEngineKernels(ctx context.Context, cmd *cobra.Command, v *viper.Viper, x *formats.COO, c decompConfig) (*decomp.EngineKernels, []string, error) {
+	kc := kernelConfig{op: hetero.MTTKRP, devices: c.engineDevices(), split: c.split, threads: c.threads}
+	if kc.split == 0 {
+		kc.split = hetero.SplitPeak
+	}
+	if len(c.formats) == 1 {
+		kc.format = c.formats[0]
+	}
+	e, warnings, err := engineFor(cmd.ErrOrStderr(), v, kc, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	ek, err := decomp.NewEngineKernels(ctx, e, x, c.rank)
+	return ek, warnings, err
 }
 
 // resolvedThreads returns the goroutines a --threads setting means (the

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/sparsetune/sparsetune/internal/npy"
+	"github.com/sparsetune/sparsetune/mpi"
 )
 
 // smallTensor is the shared real tensor the decomposition commands run on:
@@ -223,5 +224,18 @@ func TestResume(t *testing.T) {
 	_, _, err = run(t, "cpd", smallTensor, "--rank", "3", "--resume", prefix)
 	if err == nil || !strings.Contains(err.Error(), "initial factor of mode 1 is 14x2, expected 14x3") {
 		t.Fatalf("rank mismatch: %v", err)
+	}
+}
+
+// Under mpirun, a binary built without the mpi tag says how to build one
+// that distributes, instead of running P copies of the whole job.
+func TestCPDUnderMPIRunWithoutMPI(t *testing.T) {
+	if mpi.Built {
+		t.Skip("built with MPI")
+	}
+	t.Setenv("OMPI_COMM_WORLD_SIZE", "2")
+	_, _, err := run(t, "cpd", filepath.Join(dataDir, "tensors", "kg_nations.tns"), "--rank", "2", "--iters", "1")
+	if err == nil || !strings.Contains(err.Error(), "-tags mpi") {
+		t.Errorf("cpd under mpirun without MPI: %v", err)
 	}
 }

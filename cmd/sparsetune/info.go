@@ -54,11 +54,24 @@ func loadTensor(stderr io.Writer, args []string) (string, *formats.COO, time.Dur
 		t, err := sample.Tensor()
 		return sample.Name, t, time.Since(start), err
 	}
-	t, err := formats.ReadFile(args[0])
+	t, err := readTensor(stderr, args[0])
 	if err != nil {
 		return args[0], nil, 0, err
 	}
 	return args[0], t, time.Since(start), nil
+}
+
+// readTensor reads the tensor in path, summing duplicate coordinates, and
+// says once on stderr when it had any: the file and the tensor then differ.
+func readTensor(stderr io.Writer, path string) (*formats.COO, error) {
+	t, summed, err := formats.ReadFileSummed(path)
+	if err != nil {
+		return nil, err
+	}
+	if summed > 0 {
+		fmt.Fprintf(stderr, "%s: summed %d duplicate coordinates into their first occurrence (%d nonzeros remain)\n", path, summed, t.NNZ())
+	}
+	return t, nil
 }
 
 // infoReport is what info prints; modes are 1-based.
@@ -155,7 +168,7 @@ func newConvertCmd(v *viper.Viper) *cobra.Command {
 		Args:  cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			start := time.Now()
-			t, err := formats.ReadFile(args[0])
+			t, err := readTensor(cmd.ErrOrStderr(), args[0])
 			if err != nil {
 				return err
 			}

@@ -22,6 +22,7 @@ import (
 
 	"github.com/sparsetune/sparsetune/formats"
 	"github.com/sparsetune/sparsetune/hetero"
+	"github.com/sparsetune/sparsetune/mpi"
 	"github.com/sparsetune/sparsetune/train"
 )
 
@@ -142,6 +143,21 @@ func runLabel(cmd *cobra.Command, c labelConfig, asJSON bool) error {
 	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	stderr := cmd.ErrOrStderr()
+	// Under mpirun the ranks share the tensor list (one rank per machine:
+	// ranks on one machine would time their kernels against each other);
+	// rank 0 shows its progress and merges the ranks' rows at the end.
+	var comm *mpi.Comm
+	if mpi.Launched() {
+		var err error
+		if comm, err = mpi.Init(); err != nil {
+			return fmt.Errorf("label under mpirun: %w", err)
+		}
+		defer mpi.Finalize()
+		c.opt.Part, c.opt.Parts = comm.Rank(), comm.Size()
+		if comm.Rank() != 0 {
+			stderr = io.Discard
+		}
+	}
 	prog := newLabelProgress(stderr, start)
 	c.opt.Progress = prog.update
 	c.opt.Warn = prog.warn
@@ -149,9 +165,26 @@ func runLabel(cmd *cobra.Command, c labelConfig, asJSON bool) error {
 	prog.finish(err == nil)
 	if err != nil {
 		if errors.Is(err, context.Canceled) && sum != nil {
-			return fmt.Errorf("interrupted: %d rows written to %s this run; run the same command again to resume", sum.Written, c.out)
+			return fmt.Errorf("interrupted: %d rows written to %s this run; run the same command again to resume", sum.Written, sum.Out)
 		}
 		return err
+	}
+	if comm != nil {
+		// Every rank's rows are on disk before rank 0 merges them.
+		if err := comm.Barrier(); err != nil {
+			return err
+		}
+		written := []uint64{uint64(sum.Written)}
+		if err := mpi.Allreduce(comm, written, written, mpi.Sum); err != nil {
+			return err
+		}
+		if comm.Rank() != 0 {
+			return nil
+		}
+		if _, err := train.MergeParts(c.out); err != nil {
+			return fmt.Errorf("merge the ranks' rows into %s: %w", c.out, err)
+		}
+		sum.Out, sum.Written = c.out, int(written[0])
 	}
 	rep := labelReport{LabelSummary: sum, Seconds: time.Since(start).Seconds()}
 	if asJSON {

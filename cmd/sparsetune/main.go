@@ -4,6 +4,8 @@
 //
 // Usage:
 //
+//	sparsetune ttm [FILE] [--mode N] [--rank R] [--devices cpu,opencl:0] [--split peak|dynamic|random|cpu|acc] [--out Y.tns] [--json]
+//	sparsetune mttkrp [FILE] [--mode N] [--rank R] [--devices cpu,opencl:0] [--split ...] [--out M.npy] [--json]
 //	sparsetune info [FILE] [--json]
 //	sparsetune convert IN OUT
 //	sparsetune cpd FILE --rank R [--out PREFIX] [--json]

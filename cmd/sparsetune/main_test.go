@@ -79,7 +79,7 @@ func TestInfoMatchesManifest(t *testing.T) {
 	}
 	for _, r := range rows {
 		t.Run(r.name, func(t *testing.T) {
-			out, _, err := run(t, "info", "--json", filepath.Join(dataDir, r.file))
+			out, stderr, err := run(t, "info", "--json", filepath.Join(dataDir, r.file))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -87,8 +87,14 @@ func TestInfoMatchesManifest(t *testing.T) {
 			if err := json.Unmarshal([]byte(out), &rep); err != nil {
 				t.Fatalf("bad JSON: %v", err)
 			}
-			if !slices.Equal(rep.Dims, r.dims) || rep.NNZ != r.nnz {
-				t.Fatalf("info says %v nnz %d, MANIFEST %v nnz %d", rep.Dims, rep.NNZ, r.dims, r.nnz)
+			// MANIFEST counts the file's entries; a coordinate listed twice
+			// is one nonzero, and info says how many it summed.
+			summed := 0
+			if m := regexp.MustCompile(`summed (\d+) duplicate`).FindStringSubmatch(stderr); m != nil {
+				summed, _ = strconv.Atoi(m[1])
+			}
+			if !slices.Equal(rep.Dims, r.dims) || rep.NNZ+summed != r.nnz {
+				t.Fatalf("info says %v nnz %d (+%d duplicates summed), MANIFEST %v nnz %d", rep.Dims, rep.NNZ, summed, r.dims, r.nnz)
 			}
 			if len(rep.Modes) != len(r.dims) {
 				t.Fatalf("%d mode reports for order %d", len(rep.Modes), len(r.dims))
@@ -208,5 +214,52 @@ func TestBadInputExitsWithOneLine(t *testing.T) {
 				t.Fatalf("output left behind: %v", entries)
 			}
 		})
+	}
+}
+
+// info on a file with a repeated coordinate says it summed it, once, and
+// reports a density of at most 1.
+func TestInfoSumsDuplicates(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "dup.tns")
+	if err := os.WriteFile(path, []byte("1 1 1 1\n1 1 1 1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, stderr, err := run(t, "info", path, "--json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Count(stderr, "duplicate") != 1 {
+		t.Errorf("stderr %q: want one note about the summed duplicate", stderr)
+	}
+	var rep struct {
+		NNZ     int     `json:"nnz"`
+		Density float64 `json:"density"`
+	}
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("info --json: %v in %q", err, out)
+	}
+	if rep.NNZ != 1 || rep.Density != 1 {
+		t.Errorf("info: nnz %d density %g, want 1 and 1", rep.NNZ, rep.Density)
+	}
+}
+
+// The default config is sparsetune.yaml (or .yml) in the working
+// directory or the user config directory; a file named just "sparsetune"
+// (the binary `go build ./cmd/sparsetune` leaves) is not a config.
+func TestConfigSearch(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	t.Setenv("XDG_CONFIG_HOME", filepath.Join(dir, "config"))
+	if err := os.WriteFile("sparsetune", []byte("\x7fELF\x02\x01\x01\x00binary"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if _, stderr, err := run(t, "info"); err != nil {
+		t.Fatalf("info beside a binary named sparsetune: %v\n%s", err, stderr)
+	}
+	if err := os.WriteFile("sparsetune.yaml", []byte("threads: [unclosed\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := run(t, "info"); err == nil || !strings.Contains(err.Error(), "sparsetune.yaml") {
+		t.Fatalf("a broken sparsetune.yaml: err %v, want one naming it", err)
 	}
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -64,8 +65,8 @@ Without FILE, predict uses the embedded sample tensor.`,
 	f.String("op", "ttm", "operation: ttm or mttkrp")
 	f.String("mode", "all", "mode (1-based) or all")
 	f.String("device", "cpu", "device: cpu, BACKEND:INDEX, or all")
-	f.String("predictor", "rule", "gcn, tree, knn, rule or measure")
-	f.String("model", "", "model file: ONNX for gcn (sparsetune model inspect validates one), a baseline set for tree and knn")
+	f.String("predictor", "gcn", "gcn, tree, knn, rule or measure")
+	f.String("model", "", "model file: ONNX for gcn (default: the user's model from tune-model, else the embedded one), a baseline set for tree and knn")
 	f.String("runtime", "builtin", "gcn: how to run the ONNX file, builtin (float32 interpreter) or onnx-go")
 	f.Bool("retune", false, "measure: ignore the cached decision and measure again")
 	f.Bool("greedy", false, "measure: early cut (one run each, then full timing of the formats within 1.5x of the fastest)")
@@ -114,9 +115,6 @@ func predictConfigFrom(v *viper.Viper) (predictConfig, error) {
 	}
 	switch c.predictor {
 	case "gcn":
-		if c.model == "" {
-			return c, fmt.Errorf("--predictor gcn needs --model FILE: no trained default model ships yet")
-		}
 	case "tree", "knn":
 		if c.model == "" {
 			return c, fmt.Errorf("--predictor %s needs --model FILE: a baseline set of labelled examples", c.predictor)
@@ -134,6 +132,29 @@ func predictConfigFrom(v *viper.Viper) (predictConfig, error) {
 		return c, fmt.Errorf("--rank and --iters must be at least 1, found %d and %d", c.rank, c.iters)
 	}
 	return c, nil
+}
+
+// measureFallback times every format of c.op along mode on dev, or takes
+// the decision cached for this tensor: what a device whose class the model
+// has no head for gets. It reports whether the decision was cached.
+func measureFallback(t *formats.COO, dev hetero.Device, c predictConfig, mode int) (*model.Prediction, bool, error) {
+	decisions, err := model.DefaultDecisions()
+	if err != nil {
+		return nil, false, err
+	}
+	fp := model.Fingerprint(t)
+	if d, ok := decisions.Get(fp, c.op, mode, dev.Info().Name, "measure"); ok && !c.retune {
+		return d.Prediction, true, nil
+	}
+	pr, err := model.MeasureAll{Device: dev, Rank: c.rank, Iters: c.iters}.Predict(t, c.op, mode, dev.Info().Kind)
+	if err != nil {
+		return nil, false, err
+	}
+	d := &model.Decision{Fingerprint: fp, Op: c.op.String(), Mode: mode + 1, Device: dev.Info().Name, Predictor: "measure", Prediction: pr}
+	if err := decisions.Put(d, c.op, mode); err != nil {
+		pr.Warnings = append(pr.Warnings, err.Error())
+	}
+	return pr, false, nil
 }
 
 // predictRow is one line of predict's output; modes are 1-based, times
@@ -161,11 +182,19 @@ func runPredict(stdout, stderr io.Writer, name string, t *formats.COO, c predict
 	var gcn *model.ONNXModel
 	if c.predictor == "gcn" {
 		var err error
-		if gcn, err = model.LoadONNX(c.model); err != nil {
+		if c.model != "" {
+			gcn, err = model.LoadONNX(c.model)
+		} else if gcn, err = model.DefaultModel(c.op); errors.Is(err, model.ErrNoDefault) {
+			fmt.Fprintf(stderr, "note: %v: using the hand rule (--predictor rule)\n", err)
+			c.predictor, err = "rule", nil
+		}
+		if err != nil {
 			return err
 		}
-		if err := gcn.UseRuntime(c.runtime); err != nil {
-			return err
+		if gcn != nil {
+			if err := gcn.UseRuntime(c.runtime); err != nil {
+				return err
+			}
 		}
 	}
 	var baseline *model.BaselinePredictor
@@ -198,9 +227,15 @@ func runPredict(stdout, stderr io.Writer, name string, t *formats.COO, c predict
 		if summary, err = features.Summarize(t); err != nil {
 			return fmt.Errorf("%s: %w", name, err)
 		}
+		if c.mode == 0 {
+			// Every mode will be asked for: count them all at once, on
+			// every core, as part of the shared pass.
+			summary.Prepare()
+		}
 		sampleTime = time.Since(start)
 	}
 	var rows []predictRow
+	noHeadNoted := map[string]bool{}
 	for _, devName := range c.devices {
 		dev, err := hetero.Lookup(devName, c.threads)
 		if err != nil {
@@ -210,7 +245,7 @@ func runPredict(stdout, stderr io.Writer, name string, t *formats.COO, c predict
 		var p model.Predictor
 		switch c.predictor {
 		case "gcn":
-			p = model.GCNPredictor{Model: gcn}
+			p = model.GCNPredictor{Model: gcn, Class: dev.Info().Class()}
 		case "tree", "knn":
 			p = baseline
 		case "rule":
@@ -242,6 +277,17 @@ func runPredict(stdout, stderr io.Writer, name string, t *formats.COO, c predict
 					summaryRows++
 				} else {
 					pr, err = p.Predict(t, c.op, mode, kind)
+				}
+				if errors.Is(err, model.ErrNoHead) {
+					// Not trained on this kind of hardware: measure, once
+					// per tensor, never ask another class's head.
+					if !noHeadNoted[row.Device] {
+						fmt.Fprintf(stderr, "note: %s: the model has no head for device class %s (it was not trained on this kind of hardware): measuring every format on it instead; the decision is cached\n", row.Device, dev.Info().Class())
+						noHeadNoted[row.Device] = true
+					}
+					summaryRows--
+					pr, row.Cached, err = measureFallback(t, dev, c, mode)
+					row.Predictor = "measure"
 				}
 				if err != nil {
 					return fmt.Errorf("%s: %w", name, err)

@@ -148,7 +148,6 @@ func TestPredictErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"predict", path, "--predictor", "gcn"}, "--predictor gcn needs --model FILE"},
 		{[]string{"predict", path, "--predictor", "oracle"}, `unknown predictor "oracle"`},
 		{[]string{"predict", path, "--predictor", "svm"}, "--predictor svm: not available: golearn's linear SVM"},
 		{[]string{"predict", path, "--mode", "4"}, "has modes 1 to 3, found 4"},
@@ -228,5 +227,31 @@ func TestPredictBaselines(t *testing.T) {
 	}
 	if _, _, err := run(t, "predict", unseen, "--predictor", "tree"); err == nil || !strings.Contains(err.Error(), "--predictor tree needs --model FILE") {
 		t.Errorf("tree without a model: %v", err)
+	}
+}
+
+// predict FILE needs no flags: the embedded default model answers.
+func TestPredictNoFlags(t *testing.T) {
+	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	path := filepath.Join(dataDir, "tensors", "kg_umls.tns")
+	if _, err := os.Stat(path); err != nil {
+		t.Skipf("real data absent (%v): skipping", err)
+	}
+	out, _, err := run(t, "predict", path, "--json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rows []predictRow
+	if err := json.Unmarshal([]byte(out), &rows); err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 3 {
+		t.Fatalf("%d rows, want one per mode", len(rows))
+	}
+	for _, r := range rows {
+		if r.Predictor != "gcn" || !slices.Contains(hetero.SpTTM.Formats(), r.Format) || r.TotalSeconds <= 0 {
+			t.Errorf("row %+v", r)
+		}
 	}
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -73,18 +72,25 @@ func loadConfig(v *viper.Viper, cmd *cobra.Command) error {
 		}
 		return nil
 	}
-	v.SetConfigName("sparsetune")
-	v.SetConfigType("yaml")
-	v.AddConfigPath(".")
+	// The default locations are searched by full name: viper's own search
+	// also takes a file named just "sparsetune", which in a source tree
+	// is the binary `go build ./cmd/sparsetune` leaves there.
+	dirs := []string{"."}
 	if dir, err := os.UserConfigDir(); err == nil {
-		v.AddConfigPath(filepath.Join(dir, "sparsetune"))
+		dirs = append(dirs, filepath.Join(dir, "sparsetune"))
 	}
-	if err := v.ReadInConfig(); err != nil {
-		var notFound viper.ConfigFileNotFoundError
-		if errors.As(err, &notFound) {
+	for _, dir := range dirs {
+		for _, name := range []string{"sparsetune.yaml", "sparsetune.yml"} {
+			path := filepath.Join(dir, name)
+			if st, err := os.Stat(path); err != nil || !st.Mode().IsRegular() {
+				continue
+			}
+			v.SetConfigFile(path)
+			if err := v.ReadInConfig(); err != nil {
+				return fmt.Errorf("config %s: %w", path, err)
+			}
 			return nil
 		}
-		return fmt.Errorf("config %s: %w", v.ConfigFileUsed(), err)
 	}
 	return nil
 }

@@ -78,11 +78,12 @@ func parseRanks(s string) ([]int, error) {
 }
 
 func runTucker(cmd *cobra.Command, path string, c decompConfig, ranks []int, fiberFormat string) error {
-	x, read, init, err := readForDecomp(path, c)
+	x, read, init, err := readForDecomp(cmd.ErrOrStderr(), path, c)
 	if err != nil {
 		return err
 	}
 	stderr := cmd.ErrOrStderr()
+	cpuOnlyNote(stderr, "tucker", "its TTM chains", c)
 	start := time.Now()
 	res, err := decomp.TuckerHOOI(x, decomp.Options{Ranks: ranks, Iters: c.iters, Tol: c.tol, Seed: c.seed, Init: c.init,
 		InitFactors: init,

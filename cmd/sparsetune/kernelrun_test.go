@@ -1,0 +1,373 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/sparsetune/sparsetune/formats"
+	"github.com/sparsetune/sparsetune/hetero"
+	"github.com/sparsetune/sparsetune/internal/npy"
+	"github.com/sparsetune/sparsetune/kernels"
+)
+
+// kernelEnv points the profile and the decision cache at a temporary
+// directory and stores a made-up profile for the devices, so that the
+// split runs without calibrating. It returns the --devices value: the CPU
+// and, when there is one, the first OpenCL device.
+func kernelEnv(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	t.Setenv("XDG_CONFIG_HOME", filepath.Join(dir, "config"))
+	t.Setenv("XDG_CACHE_HOME", filepath.Join(dir, "cache"))
+	names := []string{"cpu"}
+	for _, b := range hetero.Backends() {
+		if b.Name == "opencl" && len(b.Devices) > 0 {
+			names = append(names, b.Devices[0].Name)
+		} else if b.Name == "opencl" && os.Getenv("SPARSETUNE_OPENCL_TESTS") == "1" {
+			t.Fatalf("SPARSETUNE_OPENCL_TESTS=1 but the opencl backend has no device: %s", b.Missing)
+		}
+	}
+	p := &hetero.Profile{}
+	for _, name := range names {
+		d, err := hetero.Lookup(name, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		info := d.Info()
+		dp := hetero.DeviceProfile{Name: info.Name, Kind: info.Kind, Model: info.Model, FMAGFlops: 100, MemoryGBs: 20, LinkGBs: 20,
+			Ops: map[string]hetero.OpProfile{
+				"ttm":    {Lambda: 0.1, Mu: 1.5, BytesPerNNZ: 16, Format: "csr", Rank: 16},
+				"mttkrp": {Lambda: 0.1, Mu: 3, BytesPerNNZ: 16, Format: "coo", Rank: 16},
+			},
+			Calibration: hetero.CalibrationInfo{ComputeUnits: info.ComputeUnits, Driver: info.Driver, InnerLoops: kernels.InnerLoops()}}
+		if info.Kind == hetero.CPU {
+			dp.LinkGBs = 0
+		}
+		p.Set(dp)
+	}
+	if _, err := hetero.SaveProfile(p, ""); err != nil {
+		t.Fatal(err)
+	}
+	return strings.Join(names, ",")
+}
+
+// writeKernelTensor writes a random tensor no test has seen to dir.
+func writeKernelTensor(t *testing.T, dir string, dims []int, nnz int, seed uint64) string {
+	t.Helper()
+	rng := rand.New(rand.NewPCG(seed, 99))
+	x, err := formats.NewCOO(dims, nnz)
+	if err != nil {
+		t.Fatal(err)
+	}
+	idx := make([]uint32, len(dims))
+	for range nnz {
+		for m, d := range dims {
+			u := rng.Float64()
+			idx[m] = uint32(float64(d) * u * u)
+		}
+		x.Append(idx, float32(rng.IntN(9)+1))
+	}
+	// Keep the largest index of each mode, so .tns gives back the dims.
+	for m, d := range dims {
+		idx[m] = uint32(d - 1)
+	}
+	x.Append(idx, 1)
+	x.Sort()
+	if _, err := x.Dedup(); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "x.tns")
+	if err := formats.WriteFile(path, x); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func kernelJSON(t *testing.T, args ...string) kernelReport {
+	t.Helper()
+	out, stderr, err := run(t, append(args, "--json")...)
+	if err != nil {
+		t.Fatalf("%v: %v\n%s", args, err, stderr)
+	}
+	var rep kernelReport
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("%v: %v\n%s", args, err, out)
+	}
+	return rep
+}
+
+// semiSparseValues reads a TTM --out file as a map from coordinate to
+// value.
+func semiSparseValues(t *testing.T, path string) map[string]float32 {
+	t.Helper()
+	y, err := formats.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := make(map[string]float32, y.NNZ())
+	idx := make([]uint32, y.Order())
+	for k := range y.NNZ() {
+		m[fmtCoord(y.Coord(k, idx))] = y.Vals[k]
+	}
+	return m
+}
+
+func fmtCoord(idx []uint32) string {
+	var b strings.Builder
+	for _, i := range idx {
+		b.WriteString(strconv.FormatUint(uint64(i), 10))
+		b.WriteByte(' ')
+	}
+	return b.String()
+}
+
+// relDiff is ‖a − b‖ / ‖b‖ over b's keys; a key missing from a counts as 0.
+func relDiff(a, b map[string]float32) float64 {
+	var num, den float64
+	for k, w := range b {
+		d := float64(a[k]) - float64(w)
+		num += d * d
+		den += float64(w) * float64(w)
+	}
+	if len(a) != len(b) {
+		return math.Inf(1)
+	}
+	return math.Sqrt(num / max(den, 1e-300))
+}
+
+// TestTTMEverySplit: on an unseen tensor every split gives the --split cpu
+// result within 1e-4, through --out, and the report adds up.
+func TestTTMEverySplit(t *testing.T) {
+	devices := kernelEnv(t)
+	dir := t.TempDir()
+	in := writeKernelTensor(t, dir, []int{40, 30, 20, 10}, 4000, 1)
+	for _, mode := range []string{"1", "3"} {
+		want := filepath.Join(dir, "want.tns")
+		kernelJSON(t, "ttm", in, "--mode", mode, "--rank", "6", "--devices", "cpu", "--out", want)
+		ref := semiSparseValues(t, want)
+		for _, split := range hetero.Strategies() {
+			out := filepath.Join(dir, "y-"+split+".tns")
+			rep := kernelJSON(t, "ttm", in, "--mode", mode, "--rank", "6", "--devices", devices, "--split", split, "--out", out)
+			if d := relDiff(semiSparseValues(t, out), ref); d > 1e-4 {
+				t.Errorf("mode %s split %s: relative difference %.2e from --split cpu", mode, split, d)
+			}
+			checkKernelReport(t, rep, devices, split)
+		}
+	}
+}
+
+// TestMTTKRPEverySplit does the same for MTTKRP through .npy files, and
+// checks the .mtx array holds the same matrix.
+func TestMTTKRPEverySplit(t *testing.T) {
+	devices := kernelEnv(t)
+	dir := t.TempDir()
+	in := writeKernelTensor(t, dir, []int{30, 20, 25}, 3000, 2)
+	for _, mode := range []string{"1", "2", "3"} {
+		want := filepath.Join(dir, "want.npy")
+		kernelJSON(t, "mttkrp", in, "--mode", mode, "--rank", "5", "--devices", "cpu", "--out", want)
+		_, ref, err := npy.ReadFile(want)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, split := range hetero.Strategies() {
+			out := filepath.Join(dir, "m-"+split+".npy")
+			rep := kernelJSON(t, "mttkrp", in, "--mode", mode, "--rank", "5", "--devices", devices, "--split", split, "--out", out)
+			shape, got, err := npy.ReadFile(out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(shape) != 2 || shape[1] != 5 || len(got) != len(ref) {
+				t.Fatalf("mode %s split %s: shape %v", mode, split, shape)
+			}
+			if d := relDiffSlices(got, ref); d > 1e-4 {
+				t.Errorf("mode %s split %s: relative difference %.2e from --split cpu", mode, split, d)
+			}
+			checkKernelReport(t, rep, devices, split)
+		}
+	}
+	// The MatrixMarket array: header, size, then the values by column.
+	mtx := filepath.Join(dir, "m.mtx")
+	kernelJSON(t, "mttkrp", in, "--mode", "2", "--rank", "3", "--devices", "cpu", "--out", mtx)
+	npyOut := filepath.Join(dir, "m.npy")
+	kernelJSON(t, "mttkrp", in, "--mode", "2", "--rank", "3", "--devices", "cpu", "--out", npyOut)
+	_, m, err := npy.ReadFile(npyOut)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(mtx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	if lines[0] != "%%MatrixMarket matrix array real general" || lines[2] != "20 3" || len(lines) != 3+20*3 {
+		t.Fatalf("mtx header %q, size %q, %d lines", lines[0], lines[2], len(lines))
+	}
+	for k, line := range lines[3:] {
+		v, err := strconv.ParseFloat(line, 32)
+		i, j := k%20, k/20
+		if err != nil || float32(v) != m[i*3+j] {
+			t.Fatalf("mtx value %d (%d,%d) = %q, npy %v", k, i, j, line, m[i*3+j])
+		}
+	}
+}
+
+func relDiffSlices(a, b []float32) float64 {
+	var num, den float64
+	for i := range b {
+		d := float64(a[i]) - float64(b[i])
+		num += d * d
+		den += float64(b[i]) * float64(b[i])
+	}
+	return math.Sqrt(num / max(den, 1e-300))
+}
+
+func checkKernelReport(t *testing.T, rep kernelReport, devices, split string) {
+	t.Helper()
+	want := split
+	if !strings.Contains(devices, ",") {
+		want = "cpu" // no accelerator: everything on the CPU
+	}
+	// The CPU's format is predicted by the default model; a device whose
+	// class it has no head for (PoCL) is measured once, then cached.
+	sources := strings.Split(rep.FormatSource, "+")
+	sourcesOK := sources[0] == "predicted"
+	for _, src := range sources[1:] {
+		sourcesOK = sourcesOK && (src == "measured" || src == "cached")
+	}
+	if rep.Split != want || !sourcesOK || rep.Seed != 1 {
+		t.Errorf("split %s: report split %q, format source %q, seed %d", split, rep.Split, rep.FormatSource, rep.Seed)
+	}
+	if len(rep.Devices) != len(strings.Split(devices, ",")) {
+		t.Fatalf("split %s: %d device reports for %s", split, len(rep.Devices), devices)
+	}
+	share := 0.0
+	for _, d := range rep.Devices {
+		share += d.NNZShare
+		if d.Format == "" || d.Failed != "" {
+			t.Errorf("split %s: %+v", split, d)
+		}
+	}
+	if math.Abs(share-1) > 1e-9 || rep.Seconds <= 0 || rep.GFlops <= 0 || rep.Imbalance < 0 || rep.Imbalance > 1 {
+		t.Errorf("split %s: shares sum to %v, seconds %v, gflops %v, imbalance %v", split, share, rep.Seconds, rep.GFlops, rep.Imbalance)
+	}
+}
+
+// TestKernelSampleTable runs both commands on the embedded sample (the
+// README's main job) and checks the table's header and totals line.
+func TestKernelSampleTable(t *testing.T) {
+	devices := kernelEnv(t)
+	for _, op := range []string{"ttm", "mttkrp"} {
+		out, stderr, err := run(t, op, "--devices", devices)
+		if err != nil {
+			t.Fatalf("%s: %v\n%s", op, err, stderr)
+		}
+		if !strings.Contains(stderr, "embedded sample") {
+			t.Errorf("%s: stderr %q does not name the sample", op, stderr)
+		}
+		for _, want := range []string{op + " of sample:", "device", "nnz share", "kernel ms", "imbalance", "GFLOP/s", "cpu "} {
+			if !strings.Contains(out, want) {
+				t.Errorf("%s: output lacks %q:\n%s", op, want, out)
+			}
+		}
+	}
+}
+
+// TestKernelBadInput: each mistake is one error naming the flag, and
+// nothing is written.
+func TestKernelBadInput(t *testing.T) {
+	kernelEnv(t)
+	dir := t.TempDir()
+	in := writeKernelTensor(t, dir, []int{5, 6, 7}, 50, 3)
+	out := filepath.Join(dir, "out.npy")
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"ttm", in, "--mode", "4"}, "--mode: " + in + " has modes 1 to 3, found 4"},
+		{[]string{"ttm", in, "--mode", "0"}, "--mode"},
+		{[]string{"ttm", in, "--rank", "0"}, "--rank"},
+		{[]string{"ttm", in, "--format", "csf"}, "--format"},
+		{[]string{"mttkrp", in, "--format", "csr"}, "--format"},
+		{[]string{"ttm", in, "--split", "half"}, "--split"},
+		{[]string{"ttm", in, "--devices", "bogus:0"}, "--devices"},
+		{[]string{"ttm", in, "--out", filepath.Join(dir, "y.mtx")}, "--out"},
+		{[]string{"mttkrp", in, "--out", filepath.Join(dir, "m.txt")}, "--out"},
+		{[]string{"ttm", filepath.Join(dir, "missing.tns")}, "missing.tns"},
+	} {
+		_, _, err := run(t, tc.args...)
+		if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(oneLine(err), "\n") {
+			t.Errorf("%v: err = %v, want one line containing %q", tc.args, err, tc.want)
+		}
+	}
+	if _, err := os.Stat(out); err == nil {
+		t.Errorf("%s written", out)
+	}
+}
+
+// TestKernelInterrupted: a cancelled run (Ctrl-C) reports it and leaves
+// no output file, temporary or not.
+func TestKernelInterrupted(t *testing.T) {
+	devices := kernelEnv(t)
+	dir := t.TempDir()
+	in := writeKernelTensor(t, dir, []int{20, 20, 20}, 500, 4)
+	out := filepath.Join(dir, "out", "m.npy")
+	if err := os.Mkdir(filepath.Dir(out), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	cmd := newRootCmd()
+	var stdout, stderr bytes.Buffer
+	cmd.SetOut(&stdout)
+	cmd.SetErr(&stderr)
+	cmd.SetArgs([]string{"mttkrp", in, "--devices", devices, "--out", out})
+	err := cmd.ExecuteContext(ctx)
+	if err == nil || !strings.Contains(err.Error(), "interrupted, nothing written") {
+		t.Errorf("err = %v", err)
+	}
+	if entries, _ := os.ReadDir(filepath.Dir(out)); len(entries) != 0 {
+		t.Errorf("files left: %v", entries)
+	}
+}
+
+// TestDefaultDevicesLeaveOutHostOpenCL: --devices all (the default) leaves
+// out an OpenCL device on the host's own cores (PoCL), saying so; naming
+// it uses it.
+func TestDefaultDevicesLeaveOutHostOpenCL(t *testing.T) {
+	devices := kernelEnv(t)
+	name, hostCL := "", false
+	for _, n := range strings.Split(devices, ",") {
+		if d, err := hetero.Lookup(n, 0); err == nil && d.Info().Kind != hetero.CPU && d.Info().Type == "cpu" {
+			name, hostCL = n, true
+		}
+	}
+	if !hostCL {
+		t.Skip("no OpenCL device on the host's cores")
+	}
+	out, stderr, err := run(t, "ttm", "--json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep struct{ Devices []struct{ Device string } }
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Devices) != 1 || rep.Devices[0].Device != "cpu" || !strings.Contains(stderr, name+" ") || !strings.Contains(stderr, "left out of --devices all") {
+		t.Errorf("default devices: %+v; stderr %q", rep.Devices, stderr)
+	}
+	out, _, err = run(t, "ttm", "--devices", "cpu,"+name, "--json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal([]byte(out), &rep); err != nil || len(rep.Devices) != 2 {
+		t.Errorf("named: %+v, %v", rep.Devices, err)
+	}
+}

@@ -1,0 +1,171 @@
+package main
+
+import (
+	"encoding/json"
+	"math"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/sparsetune/sparsetune/hetero"
+	"github.com/sparsetune/sparsetune/internal/npy"
+)
+
+// TestKernelRepeat: ttm and mttkrp --repeat K plan once and run K times:
+// the result equals a single run's, the report has K run times, the
+// plan's binding once, and the median run's devices.
+func TestKernelRepeat(t *testing.T) {
+	devices := kernelEnv(t)
+	dir := t.TempDir()
+	in := writeKernelTensor(t, dir, []int{30, 20, 25}, 3000, 3)
+	for _, tc := range []struct {
+		op, split, ext string
+	}{
+		{"ttm", "peak", ".tns"},
+		{"ttm", "dynamic", ".tns"},
+		{"mttkrp", "peak", ".npy"},
+		{"mttkrp", "dynamic", ".npy"},
+		{"mttkrp", "cpu", ".npy"},
+	} {
+		what := tc.op + " split " + tc.split
+		once := filepath.Join(dir, tc.op+"-once"+tc.ext)
+		kernelJSON(t, tc.op, in, "--mode", "2", "--rank", "4", "--devices", devices, "--split", tc.split, "--out", once)
+		many := filepath.Join(dir, tc.op+"-many"+tc.ext)
+		rep := kernelJSON(t, tc.op, in, "--mode", "2", "--rank", "4", "--devices", devices, "--split", tc.split, "--repeat", "3", "--out", many)
+		if tc.op == "ttm" {
+			if d := relDiff(semiSparseValues(t, many), semiSparseValues(t, once)); d > 1e-4 {
+				t.Errorf("%s: --repeat 3 differs from one run by %.2e", what, d)
+			}
+		} else {
+			_, a, err := npy.ReadFile(many)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, b, err := npy.ReadFile(once)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d := relDiffSlices(a, b); d > 1e-4 {
+				t.Errorf("%s: --repeat 3 differs from one run by %.2e", what, d)
+			}
+		}
+		checkKernelReport(t, rep, devices, tc.split)
+		if rep.Repeat != 3 || len(rep.RunsSeconds) != 3 || rep.BindSeconds <= 0 {
+			t.Errorf("%s: repeat %d, runs %v, bind %v", what, rep.Repeat, rep.RunsSeconds, rep.BindSeconds)
+		}
+		sorted := slices.Clone(rep.RunsSeconds)
+		slices.Sort(sorted)
+		if rep.RunSeconds != sorted[1] {
+			t.Errorf("%s: run_seconds %v is not the median of %v", what, rep.RunSeconds, rep.RunsSeconds)
+		}
+		var convert float64
+		for _, d := range rep.Devices {
+			convert += d.ConvertSeconds
+		}
+		if convert <= 0 {
+			t.Errorf("%s: the plan's conversion is not reported: %+v", what, rep.Devices)
+		}
+	}
+	// The table says what was repeated.
+	stdout, _, err := run(t, "mttkrp", in, "--devices", devices, "--repeat", "2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(stdout, "2 runs of one plan") {
+		t.Errorf("table:\n%s", stdout)
+	}
+	if _, _, err := run(t, "ttm", in, "--repeat", "0"); err == nil || !strings.Contains(err.Error(), "--repeat") {
+		t.Errorf("--repeat 0: err = %v", err)
+	}
+}
+
+// TestCPDDevices: cpd --devices runs CP-ALS through the engine for every
+// split: the fit is the default CPU path's within 1e-3, and the summary
+// names each mode's formats per device; the default stays the CPU path.
+func TestCPDDevices(t *testing.T) {
+	skipWithoutSmallTensor(t)
+	devices := kernelEnv(t)
+	args := []string{"cpd", smallTensor, "--rank", "4", "--iters", "5", "--tol", "0", "--seed", "2", "--json"}
+	stdout, _, err := run(t, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var base decompReport
+	if err := json.Unmarshal([]byte(stdout), &base); err != nil {
+		t.Fatal(err)
+	}
+	if base.Split != "" || base.ModeDevices != nil || !slices.Equal(base.Formats, []string{"alto"}) {
+		t.Fatalf("default cpd left the CPU path: split %q, formats %v", base.Split, base.Formats)
+	}
+	runs := [][]string{{"--format", "auto"}, {"--devices", "cpu"}}
+	for _, s := range hetero.Strategies() {
+		runs = append(runs, []string{"--devices", devices, "--split", s})
+	}
+	runs = append(runs, []string{"--devices", devices, "--format", "coo"})
+	for _, extra := range runs {
+		what := strings.Join(extra, " ")
+		stdout, stderr, err := run(t, append(slices.Clone(args), extra...)...)
+		if err != nil {
+			t.Fatalf("%s: %v\n%s", what, err, stderr)
+		}
+		var rep decompReport
+		if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
+			t.Fatalf("%s: %v\n%s", what, err, stdout)
+		}
+		if d := math.Abs(*rep.Fit - *base.Fit); !(d <= 1e-3) {
+			t.Errorf("%s: fit %.6f, the CPU path's %.6f", what, *rep.Fit, *base.Fit)
+		}
+		if rep.Iterations != 5 || len(rep.History) != 5 || rep.SetupSeconds <= 0 || len(rep.Formats) != 3 {
+			t.Errorf("%s: iterations %d, setup %v, formats %v", what, rep.Iterations, rep.SetupSeconds, rep.Formats)
+		}
+		if len(rep.ModeDevices) != 3 || rep.Split == "" {
+			t.Fatalf("%s: split %q, mode devices %+v", what, rep.Split, rep.ModeDevices)
+		}
+		for _, m := range rep.ModeDevices {
+			if m.Runs != 5 || len(m.Devices) != len(rep.Devices) {
+				t.Errorf("%s: mode %d: %d runs, %d devices for %v", what, m.Mode, m.Runs, len(m.Devices), rep.Devices)
+			}
+			for _, d := range m.Devices {
+				if d.Format == "" || d.Failed != "" {
+					t.Errorf("%s: mode %d: %+v", what, m.Mode, d)
+				}
+				if extra[len(extra)-1] == "coo" && (d.Format != "coo" || d.FormatSource != "forced") {
+					t.Errorf("%s: mode %d: %s runs %s (%s)", what, m.Mode, d.Device, d.Format, d.FormatSource)
+				}
+			}
+		}
+	}
+	// A text summary has a line per mode; bad flags give one line.
+	stdout, _, err = run(t, "cpd", smallTensor, "--rank", "2", "--iters", "2", "--devices", devices)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Count(stdout, "\nmode ") != 3 {
+		t.Errorf("text summary:\n%s", stdout)
+	}
+	for _, bad := range [][]string{{"--split", "half"}, {"--devices", "cpu", "--format", "csf,coo,alto"}, {"--devices", "nosuch:0"}} {
+		_, _, err := run(t, append([]string{"cpd", smallTensor, "--rank", "2", "--iters", "1"}, bad...)...)
+		if err == nil || strings.Contains(err.Error(), "\n") {
+			t.Errorf("%v: err = %v", bad, err)
+		}
+	}
+}
+
+// TestDecompDevicesNote: tucker and cpapr accept --devices and say in one
+// line that their kernels run on the CPU only.
+func TestDecompDevicesNote(t *testing.T) {
+	skipWithoutSmallTensor(t)
+	for _, args := range [][]string{
+		{"tucker", smallTensor, "--ranks", "2,2,2", "--iters", "2", "--devices", "cpu,opencl:0"},
+		{"cpapr", smallTensor, "--rank", "2", "--iters", "2", "--devices", "cpu,opencl:0"},
+	} {
+		_, stderr, err := run(t, args...)
+		if err != nil {
+			t.Fatalf("%s: %v", args[0], err)
+		}
+		if strings.Count(stderr, "on the CPU only") != 1 {
+			t.Errorf("%s: stderr:\n%s", args[0], stderr)
+		}
+	}
+}

@@ -1,0 +1,236 @@
+package decomp
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"os"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/sparsetune/sparsetune/engine"
+	"github.com/sparsetune/sparsetune/formats"
+	"github.com/sparsetune/sparsetune/hetero"
+	"github.com/sparsetune/sparsetune/kernels"
+)
+
+// fakeAccel is an accelerator for tests: the CPU kernels on one thread
+// behind an accelerator's name and kind, so the engine's split runs on any
+// machine; failRun makes its failRun-th run and every later one fail.
+type fakeAccel struct {
+	cpu     *hetero.CPUDevice
+	failRun int64
+	runs    atomic.Int64
+}
+
+func newFakeAccel() *fakeAccel { return &fakeAccel{cpu: hetero.NewCPU(1)} }
+
+func (f *fakeAccel) Info() hetero.Info {
+	return hetero.Info{Name: "fake:0", Kind: hetero.GPU, Type: "gpu", Model: "fake", ComputeUnits: 1}
+}
+
+func (f *fakeAccel) SpTTM(x formats.FiberFormat, ut, out *kernels.Matrix) (hetero.Job, error) {
+	j, err := f.cpu.SpTTM(x, ut, out)
+	return &fakeJob{Job: j, dev: f}, err
+}
+
+func (f *fakeAccel) MTTKRP(x formats.TensorFormat, mode int, factors []*kernels.Matrix, out *kernels.Matrix) (hetero.Job, error) {
+	j, err := f.cpu.MTTKRP(x, mode, factors, out)
+	return &fakeJob{Job: j, dev: f}, err
+}
+
+type fakeJob struct {
+	hetero.Job
+	dev *fakeAccel
+}
+
+func (j *fakeJob) Run() (hetero.Timing, error) {
+	if n := j.dev.runs.Add(1); j.dev.failRun > 0 && n >= j.dev.failRun {
+		return hetero.Timing{}, fmt.Errorf("fake:0: injected device error on run %d", n)
+	}
+	return j.Job.Run()
+}
+
+// testProfile gives the devices equal made-up numbers, so peak and
+// dynamic split about evenly.
+func testProfile(names ...string) *hetero.Profile {
+	p := &hetero.Profile{Version: hetero.ProfileVersion}
+	for _, name := range names {
+		d := hetero.DeviceProfile{Name: name, Kind: hetero.GPU, FMAGFlops: 100, MemoryGBs: 20, LinkGBs: 20,
+			Ops: map[string]hetero.OpProfile{"mttkrp": {Lambda: 0.1, Mu: 3, BytesPerNNZ: 16, Format: "coo", Rank: 16}}}
+		if name == "cpu" {
+			d.Kind, d.LinkGBs = hetero.CPU, 0
+		}
+		p.Set(d)
+	}
+	return p
+}
+
+// testAccelerators returns the fake, and the first OpenCL device when
+// there is one (it must be there when SPARSETUNE_OPENCL_TESTS=1).
+func testAccelerators(t *testing.T) []hetero.Device {
+	t.Helper()
+	devs := []hetero.Device{newFakeAccel()}
+	for _, b := range hetero.Backends() {
+		if b.Name != "opencl" {
+			continue
+		}
+		if b.Missing != "" {
+			if os.Getenv("SPARSETUNE_OPENCL_TESTS") == "1" {
+				t.Fatalf("SPARSETUNE_OPENCL_TESTS=1 but the opencl backend has no device: %s", b.Missing)
+			}
+			t.Logf("no OpenCL device (%s): the fake accelerator only", b.Missing)
+			continue
+		}
+		d, err := hetero.Lookup(b.Devices[0].Name, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		devs = append(devs, d)
+	}
+	return devs
+}
+
+// cpalsOnEngine runs CP-ALS with its MTTKRPs from the engine.
+func cpalsOnEngine(t *testing.T, e *engine.Engine, x *formats.COO, o Options) (*CPResult, *EngineKernels) {
+	t.Helper()
+	k, err := NewEngineKernels(context.Background(), e, x, o.Rank)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { k.Close() })
+	o.MTTKRP = k
+	res, err := CPALS(x, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res, k
+}
+
+// TestCPALSEngineMatchesCPU: CP-ALS with the engine's MTTKRPs reaches the
+// fit of the default CPU kernels within 1e-3 on real tensors, for every
+// split and accelerator (formats as the rule predicts them per device),
+// plans every mode up front, and runs each N times per iteration.
+func TestCPALSEngineMatchesCPU(t *testing.T) {
+	names := []string{"kg_nations.tns", "kg_umls.tns", "kg_jf17k_4.tns"}
+	if testing.Short() {
+		names = names[:1]
+	}
+	const iters = 8
+	for _, name := range names {
+		x := realTensor(t, name)
+		o := Options{Rank: 8, Iters: iters, Seed: 1}
+		want, err := CPALS(x, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, acc := range testAccelerators(t) {
+			for _, s := range []hetero.Strategy{hetero.SplitPeak, hetero.SplitDynamic, hetero.SplitRandom, hetero.SplitCPU, hetero.SplitAcc} {
+				what := fmt.Sprintf("%s on cpu+%s, split %s", name, acc.Info().Name, s)
+				e, err := engine.New([]hetero.Device{hetero.NewCPU(0), acc}, engine.Options{Split: s, Profile: testProfile("cpu", acc.Info().Name), Seed: 2})
+				if err != nil {
+					t.Fatal(err)
+				}
+				got, k := cpalsOnEngine(t, e, x, o)
+				t.Logf("%s: fit %.6f, the CPU path's %.6f; formats %v", what, got.Fit, want.Fit, k.Modes()[0].Devices)
+				if d := math.Abs(got.Fit - want.Fit); !(d <= 1e-3) {
+					t.Errorf("%s: fit %.6f, the CPU path's %.6f", what, got.Fit, want.Fit)
+				}
+				if got.Iterations != iters || got.SetupSeconds <= 0 {
+					t.Errorf("%s: %d iterations, setup %v s", what, got.Iterations, got.SetupSeconds)
+				}
+				checkFinite(t, got.Factors, got.Lambda)
+				modes := k.Modes()
+				if len(modes) != x.Order() {
+					t.Fatalf("%s: %d mode reports", what, len(modes))
+				}
+				for _, m := range modes {
+					if m.Runs != iters || m.Split != s.String() || len(m.Devices) != 2 {
+						t.Errorf("%s: mode %d ran %d times, split %s, %d devices", what, m.Mode, m.Runs, m.Split, len(m.Devices))
+					}
+					for _, d := range m.Devices {
+						if d.Format == "" || d.FormatSource != engine.SourcePredicted || d.Failed != "" {
+							t.Errorf("%s: mode %d: %+v", what, m.Mode, d)
+						}
+					}
+				}
+				if ws := k.Warnings(); len(ws) > 0 {
+					t.Logf("%s: warnings %q", what, ws)
+				}
+			}
+		}
+	}
+}
+
+// TestCPALSEngineFailure: an accelerator failing mid-decomposition has its
+// work redone on the CPU: the fit is the CPU path's, and a warning says
+// what happened.
+func TestCPALSEngineFailure(t *testing.T) {
+	p := plantedCP([]int{30, 25, 20}, 3, 0.4, 5)
+	o := Options{Rank: 3, Iters: 6, Seed: 1}
+	want, err := CPALS(p.x, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fake := newFakeAccel()
+	fake.failRun = 5 // the second iteration's second mode
+	e, err := engine.New([]hetero.Device{hetero.NewCPU(0), fake}, engine.Options{Split: hetero.SplitPeak, Profile: testProfile("cpu", "fake:0")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, k := cpalsOnEngine(t, e, p.x, o)
+	if d := math.Abs(got.Fit - want.Fit); !(d <= 1e-3) {
+		t.Errorf("fit %.6f, the CPU path's %.6f", got.Fit, want.Fit)
+	}
+	if !strings.Contains(strings.Join(k.Warnings(), "\n"), "fake:0 failed") {
+		t.Errorf("warnings %q do not report the failure", k.Warnings())
+	}
+	failed := 0
+	for _, m := range k.Modes() {
+		if m.Devices[1].Failed != "" {
+			failed++
+		}
+	}
+	if failed != p.x.Order() {
+		t.Errorf("%d of %d modes report the accelerator failed", failed, p.x.Order())
+	}
+}
+
+// TestEngineKernelsErrors: bad arguments and use after Close give one-line
+// errors.
+func TestEngineKernelsErrors(t *testing.T) {
+	p := plantedCP([]int{8, 7, 6}, 2, 0.5, 1)
+	e, err := engine.New(nil, engine.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := NewEngineKernels(ctx, nil, p.x, 2); err == nil {
+		t.Error("nil engine accepted")
+	}
+	if _, err := NewEngineKernels(ctx, e, p.x, 0); err == nil || !strings.Contains(err.Error(), "rank must be") {
+		t.Errorf("rank 0: %v", err)
+	}
+	k, err := NewEngineKernels(ctx, e, p.x, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := CPALS(p.x, Options{Rank: 3, Iters: 1, MTTKRP: k}); err == nil || !strings.Contains(err.Error(), "rank 2") {
+		t.Errorf("rank mismatch: %v", err)
+	}
+	fs := randomFactors(p.x.Dims, []int{2, 2, 2}, 1)
+	out := kernels.NewMatrix(8, 2)
+	if err := k.MTTKRP(0, fs, out); err != nil {
+		t.Fatal(err)
+	}
+	if err := k.MTTKRP(0, fs[:2], out); err == nil || strings.Contains(err.Error(), "\n") {
+		t.Errorf("two factors: %v", err)
+	}
+	if err := k.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := k.MTTKRP(0, fs, out); err == nil || !strings.Contains(err.Error(), "closed") {
+		t.Errorf("after close: %v", err)
+	}
+}

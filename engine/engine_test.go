@@ -1,0 +1,713 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sparsetune/sparsetune/formats"
+	"github.com/sparsetune/sparsetune/hetero"
+	"github.com/sparsetune/sparsetune/kernels"
+	"github.com/sparsetune/sparsetune/model"
+)
+
+// fakeAccel is an accelerator for tests: the CPU kernels behind an
+// accelerator's name and kind, so the split path runs on any machine, and
+// a switch to make its jobs fail.
+type fakeAccel struct {
+	cpu  *hetero.CPUDevice
+	name string
+	// failRun makes the failRun-th Run (counted from 1 over the device's
+	// life) and every later one fail; 0 never fails.
+	failRun int64
+	// failBind makes binding fail with an error that is not "unsupported".
+	failBind bool
+	runs     atomic.Int64
+}
+
+func newFake() *fakeAccel { return &fakeAccel{cpu: hetero.NewCPU(1), name: "fake:0"} }
+
+func (f *fakeAccel) Info() hetero.Info {
+	return hetero.Info{Name: f.name, Kind: hetero.GPU, Type: "gpu", Model: "fake", ComputeUnits: 1}
+}
+
+func (f *fakeAccel) SpTTM(x formats.FiberFormat, ut, out *kernels.Matrix) (hetero.Job, error) {
+	if f.failBind {
+		return nil, errors.New("injected bind failure")
+	}
+	j, err := f.cpu.SpTTM(x, ut, out)
+	return &fakeJob{Job: j, dev: f}, err
+}
+
+func (f *fakeAccel) MTTKRP(x formats.TensorFormat, mode int, factors []*kernels.Matrix, out *kernels.Matrix) (hetero.Job, error) {
+	if f.failBind {
+		return nil, errors.New("injected bind failure")
+	}
+	j, err := f.cpu.MTTKRP(x, mode, factors, out)
+	return &fakeJob{Job: j, dev: f}, err
+}
+
+type fakeJob struct {
+	hetero.Job
+	dev *fakeAccel
+}
+
+func (j *fakeJob) Run() (hetero.Timing, error) {
+	n := j.dev.runs.Add(1)
+	if j.dev.failRun > 0 && n >= j.dev.failRun {
+		// Scribble on nothing the engine reads: a failed job's output
+		// must never reach the result.
+		return hetero.Timing{}, fmt.Errorf("%s: injected device error on run %d", j.dev.name, n)
+	}
+	return j.Job.Run()
+}
+
+// slowDevice is a device whose runs take at least delay longer.
+type slowDevice struct {
+	hetero.Device
+	delay time.Duration
+}
+
+func (d slowDevice) SpTTM(f formats.FiberFormat, ut, out *kernels.Matrix) (hetero.Job, error) {
+	j, err := d.Device.SpTTM(f, ut, out)
+	return slowJob{j, d.delay}, err
+}
+
+func (d slowDevice) MTTKRP(x formats.TensorFormat, mode int, factors []*kernels.Matrix, out *kernels.Matrix) (hetero.Job, error) {
+	j, err := d.Device.MTTKRP(x, mode, factors, out)
+	return slowJob{j, d.delay}, err
+}
+
+type slowJob struct {
+	hetero.Job
+	delay time.Duration
+}
+
+func (j slowJob) Run() (hetero.Timing, error) {
+	time.Sleep(j.delay)
+	return j.Job.Run()
+}
+
+// testProfile gives every named device the same made-up numbers (the
+// accelerator behind a link), so that peak and dynamic split about
+// evenly.
+func testProfile(names ...string) *hetero.Profile {
+	p := &hetero.Profile{Version: hetero.ProfileVersion}
+	for _, name := range names {
+		d := hetero.DeviceProfile{Name: name, Kind: hetero.GPU, FMAGFlops: 100, MemoryGBs: 20, LinkGBs: 20,
+			Ops: map[string]hetero.OpProfile{
+				"ttm":    {Lambda: 0.1, Mu: 1.5, BytesPerNNZ: 16, Format: "csr", Rank: 16},
+				"mttkrp": {Lambda: 0.1, Mu: 3, BytesPerNNZ: 16, Format: "coo", Rank: 16},
+			}}
+		if name == "cpu" {
+			d.Kind, d.LinkGBs = hetero.CPU, 0
+		}
+		p.Set(d)
+	}
+	return p
+}
+
+// accelerators returns the accelerators to split with: the fake always,
+// and the first OpenCL device when there is one (PoCL in CI; it must be
+// there when SPARSETUNE_OPENCL_TESTS=1, as in package hetero's tests).
+func accelerators(t *testing.T) []hetero.Device {
+	t.Helper()
+	devs := []hetero.Device{newFake()}
+	for _, b := range hetero.Backends() {
+		if b.Name != "opencl" {
+			continue
+		}
+		if b.Missing != "" {
+			if os.Getenv("SPARSETUNE_OPENCL_TESTS") == "1" {
+				t.Fatalf("SPARSETUNE_OPENCL_TESTS=1 but the opencl backend has no device: %s", b.Missing)
+			}
+			t.Logf("no OpenCL device (%s): splitting with the fake accelerator only", b.Missing)
+			continue
+		}
+		d, err := hetero.Lookup(b.Devices[0].Name, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		devs = append(devs, d)
+	}
+	return devs
+}
+
+func randomTensor(rng *rand.Rand, dims []int, nnz int) *formats.COO {
+	x, err := formats.NewCOO(dims, nnz)
+	if err != nil {
+		panic(err)
+	}
+	idx := make([]uint32, len(dims))
+	for range nnz {
+		for m, d := range dims {
+			// Squared draws skew the indices, so slices differ in size
+			// and the largest-first dealing matters.
+			u := rng.Float64()
+			idx[m] = uint32(float64(d) * u * u)
+		}
+		x.Append(idx, 2*rng.Float32()-1)
+	}
+	return x
+}
+
+func randomMatrix(rng *rand.Rand, rows, cols int) *kernels.Matrix {
+	a := kernels.NewMatrix(rows, cols)
+	for i := range a.Data {
+		a.Data[i] = 2*rng.Float32() - 1
+	}
+	return a
+}
+
+// relErr is ‖got − want‖ / ‖want‖.
+func relErr(got []float32, want []float64) float64 {
+	var num, den float64
+	for i, w := range want {
+		d := float64(got[i]) - w
+		num += d * d
+		den += w * w
+	}
+	if den == 0 {
+		return math.Sqrt(num)
+	}
+	return math.Sqrt(num / den)
+}
+
+// relErr32 is relErr against a float32 result.
+func relErr32(got, want []float32) float64 {
+	w := make([]float64, len(want))
+	for i, v := range want {
+		w[i] = float64(v)
+	}
+	return relErr(got, w)
+}
+
+// reference computes op by the definition, for checking results.
+func reference(t *testing.T, op hetero.Op, x *formats.COO, mode int, res *Result, operands []*kernels.Matrix) []float64 {
+	t.Helper()
+	var want []float64
+	var err error
+	if op == hetero.SpTTM {
+		want, err = kernels.SpTTMReference(res.Fibers, operands[0])
+	} else {
+		want, err = kernels.MTTKRPReference(x, mode, operands)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return want
+}
+
+// runOp runs op through the engine with the operands of rank R drawn from
+// seed, the same for every engine.
+func runOp(ctx context.Context, e *Engine, op hetero.Op, x *formats.COO, mode, R int, seed uint64) (*Result, []*kernels.Matrix, error) {
+	rng := rand.New(rand.NewPCG(seed, uint64(mode)))
+	if op == hetero.SpTTM {
+		ut := randomMatrix(rng, x.Dims[mode], R)
+		res, err := e.TTM(ctx, x, mode, ut)
+		return res, []*kernels.Matrix{ut}, err
+	}
+	factors := make([]*kernels.Matrix, x.Order())
+	for m, d := range x.Dims {
+		if m != mode {
+			factors[m] = randomMatrix(rng, d, R)
+		}
+	}
+	res, err := e.MTTKRP(ctx, x, mode, factors)
+	return res, factors, err
+}
+
+// checkAllSplits runs every strategy with every accelerator on every mode
+// of x, for both ops, and holds each result to the CPU-only run and to the
+// reference.
+func checkAllSplits(t *testing.T, name string, x *formats.COO, R int) {
+	t.Helper()
+	cpuOnly, err := New(nil, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	accs := accelerators(t)
+	ctx := context.Background()
+	for _, op := range hetero.Ops {
+		for mode := range x.Order() {
+			base, operands, err := runOp(ctx, cpuOnly, op, x, mode, R, 7)
+			if err != nil {
+				t.Fatalf("%s %s mode %d, cpu only: %v", name, op, mode+1, err)
+			}
+			want := reference(t, op, x, mode, base, operands)
+			if e := relErr(base.Y.Data, want); e > 1e-4 {
+				t.Errorf("%s %s mode %d, cpu only: relative error %.2e against the reference", name, op, mode+1, e)
+			}
+			for _, acc := range accs {
+				for _, s := range []hetero.Strategy{hetero.SplitPeak, hetero.SplitDynamic, hetero.SplitRandom, hetero.SplitCPU, hetero.SplitAcc} {
+					e, err := New([]hetero.Device{hetero.NewCPU(0), acc}, Options{Split: s, Profile: testProfile("cpu", acc.Info().Name), Seed: 3})
+					if err != nil {
+						t.Fatal(err)
+					}
+					res, _, err := runOp(ctx, e, op, x, mode, R, 7)
+					what := fmt.Sprintf("%s %s mode %d on cpu+%s, split %s", name, op, mode+1, acc.Info().Name, s)
+					if err != nil {
+						t.Fatalf("%s: %v", what, err)
+					}
+					checkResult(t, what, res, base, want, s)
+				}
+			}
+		}
+	}
+}
+
+// checkResult holds a split run to the CPU-only run and the reference, and
+// checks its report adds up.
+func checkResult(t *testing.T, what string, res, base *Result, want []float64, s hetero.Strategy) {
+	t.Helper()
+	if res.Strategy != s {
+		t.Errorf("%s: ran split %s", what, res.Strategy)
+	}
+	if len(res.Y.Data) != len(base.Y.Data) {
+		t.Fatalf("%s: output has %d values, the cpu-only run %d", what, len(res.Y.Data), len(base.Y.Data))
+	}
+	if e := relErr32(res.Y.Data, base.Y.Data); e > 1e-4 {
+		t.Errorf("%s: relative error %.2e against the cpu-only run", what, e)
+	}
+	if e := relErr(res.Y.Data, want); e > 1e-4 {
+		t.Errorf("%s: relative error %.2e against the reference", what, e)
+	}
+	if len(res.Devices) != 2 {
+		t.Fatalf("%s: %d device reports", what, len(res.Devices))
+	}
+	var nnz int64
+	for _, d := range res.Devices {
+		nnz += d.NNZ
+		if d.Failed != "" {
+			t.Errorf("%s: %s failed: %s", what, d.Device, d.Failed)
+		}
+	}
+	if nnz != int64(res.NNZ) {
+		t.Errorf("%s: devices computed %d nonzeros of %d", what, nnz, res.NNZ)
+	}
+	switch s {
+	case hetero.SplitCPU:
+		if res.Devices[1].NNZ != 0 {
+			t.Errorf("%s: the accelerator computed %d nonzeros", what, res.Devices[1].NNZ)
+		}
+	case hetero.SplitAcc:
+		if res.Devices[0].NNZ != 0 {
+			t.Errorf("%s: the cpu computed %d nonzeros", what, res.Devices[0].NNZ)
+		}
+	}
+	if res.FormatSource != SourcePredicted {
+		t.Errorf("%s: format source %q, expected predicted", what, res.FormatSource)
+	}
+}
+
+func TestSplitsRandom(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for _, dims := range [][]int{{30, 20, 25}, {12, 9, 15, 10}, {7, 6, 8, 5, 6}} {
+		x := randomTensor(rng, dims, 1500)
+		checkAllSplits(t, fmt.Sprintf("random %v", dims), x, 5)
+	}
+}
+
+// sharedTensors are the real tensors the split is checked on: small ones
+// of ../shared/data, orders 3 and 4.
+var sharedTensors = []string{"kg_nations.tns", "kg_umls.tns", "kg_jf17k_4.tns"}
+
+func TestSplitsReal(t *testing.T) {
+	dir := filepath.Join("..", "..", "shared", "data", "tensors")
+	if _, err := os.Stat(dir); err != nil {
+		t.Skipf("no shared tensors in %s: skipping (%v)", dir, err)
+	}
+	names := sharedTensors
+	if testing.Short() {
+		names = names[:1]
+	}
+	for _, name := range names {
+		x, err := formats.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkAllSplits(t, name, x, 8)
+	}
+}
+
+// TestForcedFormats forces each format on both devices: every one gives
+// the reference, and one the accelerator has no kernel for (HiCOO on
+// OpenCL) is redone on the CPU with a warning.
+func TestForcedFormats(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	x := randomTensor(rng, []int{40, 30, 20}, 3000)
+	for _, acc := range accelerators(t) {
+		for _, op := range hetero.Ops {
+			for _, f := range op.Formats() {
+				e, err := New([]hetero.Device{hetero.NewCPU(0), acc}, Options{Format: f, Profile: testProfile("cpu", acc.Info().Name)})
+				if err != nil {
+					t.Fatal(err)
+				}
+				res, operands, err := runOp(context.Background(), e, op, x, 1, 6, 9)
+				what := fmt.Sprintf("%s %s forced %s on cpu+%s", op, f, f, acc.Info().Name)
+				if err != nil {
+					t.Fatalf("%s: %v", what, err)
+				}
+				if e := relErr(res.Y.Data, reference(t, op, x, 1, res, operands)); e > 1e-4 {
+					t.Errorf("%s: relative error %.2e", what, e)
+				}
+				if res.FormatSource != SourceForced {
+					t.Errorf("%s: format source %q", what, res.FormatSource)
+				}
+				for _, d := range res.Devices {
+					if d.Failed == "" && d.NNZ > 0 && d.Format != f && !(f == "ell" && d.Format == "hyb") {
+						t.Errorf("%s: %s ran %s", what, d.Device, d.Format)
+					}
+					if d.Failed != "" && len(res.Warnings) == 0 {
+						t.Errorf("%s: %s failed without a warning", what, d.Device)
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestAcceleratorFailure injects device errors: on the first run (static
+// splits), mid-run (dynamic, the third chunk), and at bind. The result is
+// exact, the CPU did the work, and a warning says so.
+func TestAcceleratorFailure(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 12))
+	x := randomTensor(rng, []int{60, 40, 30}, 6000)
+	for _, tc := range []struct {
+		name     string
+		split    hetero.Strategy
+		failRun  int64
+		failBind bool
+	}{
+		{"peak, first run", hetero.SplitPeak, 1, false},
+		{"acc, first run", hetero.SplitAcc, 1, false},
+		{"random, bind", hetero.SplitRandom, 0, true},
+		{"dynamic, second chunk", hetero.SplitDynamic, 2, false},
+		{"dynamic, bind", hetero.SplitDynamic, 0, true},
+	} {
+		for _, op := range hetero.Ops {
+			fake := newFake()
+			fake.failRun, fake.failBind = tc.failRun, tc.failBind
+			// For dynamic the CPU is slowed down, so that the accelerator
+			// pulls chunks before the CPU has drained the queue.
+			var cpu hetero.Device = hetero.NewCPU(0)
+			if tc.split == hetero.SplitDynamic {
+				cpu = slowDevice{cpu, 30 * time.Millisecond}
+			}
+			e, err := New([]hetero.Device{cpu, fake}, Options{Split: tc.split, Profile: testProfile("cpu", "fake:0")})
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, operands, err := runOp(context.Background(), e, op, x, 0, 4, 1)
+			what := fmt.Sprintf("%s %s", op, tc.name)
+			if err != nil {
+				t.Fatalf("%s: %v", what, err)
+			}
+			if e := relErr(res.Y.Data, reference(t, op, x, 0, res, operands)); e > 1e-4 {
+				t.Errorf("%s: relative error %.2e", what, e)
+			}
+			acc := res.Devices[1]
+			if acc.Failed == "" || !strings.Contains(acc.Failed, "injected") {
+				t.Errorf("%s: accelerator report says failed = %q", what, acc.Failed)
+			}
+			if got := res.Devices[0].NNZ + acc.NNZ; got != int64(x.NNZ()) {
+				t.Errorf("%s: devices computed %d of %d nonzeros", what, got, x.NNZ())
+			}
+			if tc.failRun > 1 && int64(acc.Chunks) < tc.failRun-1 {
+				t.Errorf("%s: the accelerator ran %d chunks before failing", what, acc.Chunks)
+			}
+			if res.Devices[0].FallbackSeconds <= 0 {
+				t.Errorf("%s: no fallback time on the cpu", what)
+			}
+			found := false
+			for _, w := range res.Warnings {
+				found = found || (strings.Contains(w, "fake:0 failed") && strings.Contains(w, "redone on cpu"))
+			}
+			if !found {
+				t.Errorf("%s: warnings %q do not report the fallback", what, res.Warnings)
+			}
+		}
+	}
+}
+
+// TestCancel: a cancelled context stops the run between chunks with the
+// context's error, before or during the run.
+func TestCancel(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	x := randomTensor(rng, []int{50, 40, 30}, 5000)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	e, err := New(nil, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := runOp(ctx, e, hetero.SpTTM, x, 0, 4, 1); !errors.Is(err, context.Canceled) {
+		t.Errorf("cancelled before: err = %v", err)
+	}
+	ctx, cancel = context.WithCancel(context.Background())
+	defer cancel()
+	chunks := 0
+	e, err = New([]hetero.Device{hetero.NewCPU(0), newFake()}, Options{Split: hetero.SplitDynamic, Profile: testProfile("cpu", "fake:0"),
+		Progress: func(done, total int64) {
+			chunks++
+			cancel()
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := runOp(ctx, e, hetero.MTTKRP, x, 0, 4, 1); !errors.Is(err, context.Canceled) {
+		t.Errorf("cancelled during: err = %v", err)
+	}
+	if chunks == 0 || chunks > 2 {
+		t.Errorf("cancelled during: %d chunks ran, expected 1 or 2 (one per device)", chunks)
+	}
+}
+
+// TestCPUOnly: with only a CPU every strategy runs on it, no profile is
+// needed, and the report has one device.
+func TestCPUOnly(t *testing.T) {
+	rng := rand.New(rand.NewPCG(8, 9))
+	x := randomTensor(rng, []int{20, 30, 10}, 800)
+	for _, s := range []hetero.Strategy{hetero.SplitPeak, hetero.SplitDynamic, hetero.SplitAcc} {
+		e, err := New([]hetero.Device{hetero.NewCPU(0)}, Options{Split: s, Profile: &hetero.Profile{}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, _, err := runOp(context.Background(), e, hetero.SpTTM, x, 2, 3, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Strategy != hetero.SplitCPU || len(res.Devices) != 1 || res.Devices[0].NNZShare != 1 || res.Imbalance != 0 {
+			t.Errorf("split %s: ran %s, %d devices, %+v, imbalance %v", s, res.Strategy, len(res.Devices), res.Devices, res.Imbalance)
+		}
+	}
+}
+
+// TestAcceleratorAlone: an accelerator given without a CPU takes all the
+// work, whatever the split, and needs no profile.
+func TestAcceleratorAlone(t *testing.T) {
+	rng := rand.New(rand.NewPCG(8, 9))
+	x := randomTensor(rng, []int{20, 30, 10}, 800)
+	e, err := New([]hetero.Device{newFake()}, Options{Split: hetero.SplitPeak})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, _, err := runOp(context.Background(), e, hetero.MTTKRP, x, 0, 3, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Strategy != hetero.SplitAcc || res.Devices[1].NNZShare != 1 || res.Devices[0].NNZ != 0 {
+		t.Errorf("ran %s: %+v", res.Strategy, res.Devices)
+	}
+}
+
+// TestUnsupportedMovesOn: an accelerator without a kernel for the best
+// format (HiCOO on OpenCL, from a cached decision) runs the next one, with
+// a warning, and does not fall back to the CPU.
+func TestUnsupportedMovesOn(t *testing.T) {
+	var acc hetero.Device
+	for _, d := range accelerators(t) {
+		if strings.HasPrefix(d.Info().Name, "opencl:") {
+			acc = d
+		}
+	}
+	if acc == nil {
+		t.Skip("no OpenCL device")
+	}
+	rng := rand.New(rand.NewPCG(8, 9))
+	x := randomTensor(rng, []int{20, 30, 10}, 800)
+	dec := &model.Decisions{Dir: t.TempDir()}
+	d := &model.Decision{Fingerprint: model.Fingerprint(x), Op: "mttkrp", Mode: 1, Device: acc.Info().Name, Predictor: "measure",
+		Prediction: &model.Prediction{Formats: []model.Ranked{{Format: "hicoo", Score: 1}, {Format: "alto", Score: 0.9}}}}
+	if err := dec.Put(d, hetero.MTTKRP, 0); err != nil {
+		t.Fatal(err)
+	}
+	e, err := New([]hetero.Device{hetero.NewCPU(0), acc}, Options{Split: hetero.SplitAcc, Decisions: dec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, operands, err := runOp(context.Background(), e, hetero.MTTKRP, x, 0, 3, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e := relErr(res.Y.Data, reference(t, hetero.MTTKRP, x, 0, res, operands)); e > 1e-4 {
+		t.Errorf("relative error %.2e", e)
+	}
+	r := res.Devices[1]
+	if r.Format != "alto" || r.FormatSource != SourceCached || r.Failed != "" || r.NNZShare != 1 {
+		t.Errorf("accelerator report %+v", r)
+	}
+	if len(res.Warnings) != 1 || !strings.Contains(res.Warnings[0], "cannot run hicoo") {
+		t.Errorf("warnings %q", res.Warnings)
+	}
+	if res.FormatSource != SourcePredicted+"+"+SourceCached {
+		t.Errorf("format source %q", res.FormatSource)
+	}
+}
+
+// TestCachedDecision: a measured decision in the cache wins over the
+// predictor and is reported as cached.
+func TestCachedDecision(t *testing.T) {
+	rng := rand.New(rand.NewPCG(8, 9))
+	x := randomTensor(rng, []int{20, 30, 10}, 800)
+	dec := &model.Decisions{Dir: t.TempDir()}
+	d := &model.Decision{Fingerprint: model.Fingerprint(x), Op: "mttkrp", Mode: 2, Device: "cpu", Predictor: "measure",
+		Prediction: &model.Prediction{Formats: []model.Ranked{{Format: "hicoo", Score: 1}, {Format: "coo", Score: 0.5}}}}
+	if err := dec.Put(d, hetero.MTTKRP, 1); err != nil {
+		t.Fatal(err)
+	}
+	e, err := New(nil, Options{Decisions: dec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, _, err := runOp(context.Background(), e, hetero.MTTKRP, x, 1, 3, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := res.Devices[0]; r.Format != "hicoo" || r.FormatSource != SourceCached {
+		t.Errorf("mode 2: ran %s (%s), expected the cached hicoo", r.Format, r.FormatSource)
+	}
+	res, _, err = runOp(context.Background(), e, hetero.MTTKRP, x, 0, 3, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := res.Devices[0]; r.FormatSource != SourcePredicted {
+		t.Errorf("mode 1 (not cached): format source %s", r.FormatSource)
+	}
+}
+
+func TestBadInput(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 1))
+	x := randomTensor(rng, []int{5, 6, 7}, 50)
+	e, err := New(nil, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name string
+		run  func() error
+		want string
+	}{
+		{"mode", func() error { _, err := e.TTM(ctx, x, 3, kernels.NewMatrix(5, 2)); return err }, "mode 4 out of range"},
+		{"factor", func() error { _, err := e.TTM(ctx, x, 0, kernels.NewMatrix(6, 2)); return err }, "factor must be"},
+		{"factors", func() error { _, err := e.MTTKRP(ctx, x, 0, []*kernels.Matrix{nil, nil}); return err }, "2 factor matrices"},
+		{"rank", func() error {
+			_, err := e.MTTKRP(ctx, x, 0, []*kernels.Matrix{nil, kernels.NewMatrix(6, 2), kernels.NewMatrix(7, 3)})
+			return err
+		}, "factor 3 must be"},
+		{"format", func() error {
+			e, err := New(nil, Options{Format: "csf"})
+			if err != nil {
+				return err
+			}
+			_, err = e.TTM(ctx, x, 0, kernels.NewMatrix(5, 2))
+			return err
+		}, "format csf does not run ttm"},
+	} {
+		if err := tc.run(); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: err = %v, want it to contain %q", tc.name, err, tc.want)
+		}
+	}
+	if _, err := New(nil, Options{Format: "dia"}); err == nil {
+		t.Error("format dia accepted")
+	}
+	if _, err := New([]hetero.Device{newFake(), newFake()}, Options{}); err == nil {
+		t.Error("two accelerators accepted")
+	}
+	// A profile without the accelerator is an error naming it.
+	e, err = New([]hetero.Device{hetero.NewCPU(0), newFake()}, Options{Profile: testProfile("cpu")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.TTM(ctx, x, 0, kernels.NewMatrix(5, 2)); err == nil || !strings.Contains(err.Error(), "no profile for device fake:0") {
+		t.Errorf("missing profile: err = %v", err)
+	}
+}
+
+// TestSemiSparse: the semi-sparse tensor has the rank in place of the
+// mode, and one entry per fiber and rank index with Y's value.
+func TestSemiSparse(t *testing.T) {
+	rng := rand.New(rand.NewPCG(2, 2))
+	x := randomTensor(rng, []int{6, 7, 8}, 60)
+	e, err := New(nil, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, _, err := runOp(context.Background(), e, hetero.SpTTM, x, 1, 3, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	y, err := res.SemiSparse()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if y.Dims[1] != 3 || y.Dims[0] != 6 || y.Dims[2] != 8 || y.NNZ() != res.Fibers.Rows()*3 {
+		t.Fatalf("semi-sparse dims %v nnz %d, fibers %d", y.Dims, y.NNZ(), res.Fibers.Rows())
+	}
+	if err := y.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	for k := range y.NNZ() {
+		row, r := k/3, int(y.Inds[1][k])
+		if y.Vals[k] != res.Y.At(row, r) {
+			t.Fatalf("entry %d: %v, Y(%d,%d) = %v", k, y.Vals[k], row, r, res.Y.At(row, r))
+		}
+	}
+	mres, _, err := runOp(context.Background(), e, hetero.MTTKRP, x, 1, 3, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := mres.SemiSparse(); err == nil {
+		t.Error("an MTTKRP result gave a semi-sparse tensor")
+	}
+}
+
+// TestNoHeadMeasures: a GCN trained only for the CPU's class answers for
+// the CPU, and the accelerator, whose class has no head, gets every
+// format measured on it (and cached), never the CPU head's guess.
+func TestNoHeadMeasures(t *testing.T) {
+	g, err := model.NewGCN(model.DefaultConfig("ttm", model.Head{Name: "cpu", Classes: hetero.SpTTM.Formats()}), rand.New(rand.NewPCG(1, 2)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := g.ExportONNX()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := model.ParseONNX("cpu-only.onnx", data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(8, 9))
+	x := randomTensor(rng, []int{20, 30, 10}, 800)
+	dec := &model.Decisions{Dir: t.TempDir()}
+	e, err := New([]hetero.Device{hetero.NewCPU(0), newFake()}, Options{Split: hetero.SplitRandom, Profile: testProfile("cpu", "fake:0"), Predictor: model.GCNPredictor{Model: m}, Decisions: dec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for run, want := range []string{SourceMeasured, SourceCached} {
+		res, operands, err := runOp(context.Background(), e, hetero.SpTTM, x, 1, 3, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e := relErr(res.Y.Data, reference(t, hetero.SpTTM, x, 1, res, operands)); e > 1e-4 {
+			t.Errorf("run %d: relative error %.2e", run+1, e)
+		}
+		if cpu, acc := res.Devices[0], res.Devices[1]; cpu.FormatSource != SourcePredicted || acc.FormatSource != want {
+			t.Errorf("run %d: format sources cpu %s, accelerator %s; want predicted, %s", run+1, cpu.FormatSource, acc.FormatSource, want)
+		}
+		noted := strings.Contains(strings.Join(res.Warnings, "\n"), "no head for device class")
+		if noted != (want == SourceMeasured) {
+			t.Errorf("run %d: warnings %q", run+1, res.Warnings)
+		}
+	}
+}

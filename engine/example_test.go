@@ -1,0 +1,74 @@
+package engine_test
+
+import (
+	"context"
+	"fmt"
+	"log"
+
+	"github.com/sparsetune/sparsetune/engine"
+	"github.com/sparsetune/sparsetune/formats"
+	"github.com/sparsetune/sparsetune/hetero"
+	"github.com/sparsetune/sparsetune/kernels"
+)
+
+// Example runs an SpTTM on a small tensor: the engine chooses the format,
+// splits the slices between the devices (here only the CPU; add
+// hetero.Lookup("opencl:0", 0) to share the work with an accelerator) and
+// returns one result.
+func Example() {
+	x, _ := formats.NewCOO([]int{2, 3, 2}, 4)
+	x.Append([]uint32{0, 0, 0}, 1)
+	x.Append([]uint32{0, 2, 0}, 2)
+	x.Append([]uint32{1, 1, 1}, 3)
+	x.Append([]uint32{1, 2, 1}, 4)
+	ut := &kernels.Matrix{Rows: 3, Cols: 2, Data: []float32{1, 0, 0, 1, 1, 1}} // Uᵀ: mode-2 dim x rank
+
+	e, err := engine.New([]hetero.Device{hetero.NewCPU(0)}, engine.Options{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	res, err := e.TTM(context.Background(), x, 1, ut)
+	if err != nil {
+		log.Fatal(err)
+	}
+	for r := range res.Fibers.Rows() {
+		fmt.Println("fiber", r, res.Y.Row(r))
+	}
+	fmt.Println("split", res.Strategy, "on", res.Devices[0].Device, "format", res.FormatSource)
+	// Output:
+	// fiber 0 [3 2]
+	// fiber 1 [4 7]
+	// split cpu on cpu format predicted
+}
+
+// ExamplePlan prepares an MTTKRP once (format, split, conversion) and runs
+// it with two sets of factors, as a decomposition does every iteration.
+func ExamplePlan() {
+	x, _ := formats.NewCOO([]int{2, 2, 2}, 3)
+	x.Append([]uint32{0, 0, 0}, 1)
+	x.Append([]uint32{0, 1, 1}, 2)
+	x.Append([]uint32{1, 1, 0}, 3)
+
+	e, err := engine.New([]hetero.Device{hetero.NewCPU(0)}, engine.Options{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	ctx := context.Background()
+	p, err := e.PlanMTTKRP(ctx, x, 0, 1) // mode 1, rank 1
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer p.Close()
+	m := kernels.NewMatrix(p.OutputShape())
+	for _, v := range []float32{1, 2} {
+		b := &kernels.Matrix{Rows: 2, Cols: 1, Data: []float32{v, v}}
+		c := &kernels.Matrix{Rows: 2, Cols: 1, Data: []float32{1, 1}}
+		if _, err := p.Run(ctx, []*kernels.Matrix{nil, b, c}, m); err != nil {
+			log.Fatal(err)
+		}
+		fmt.Println(m.Data)
+	}
+	// Output:
+	// [3 3]
+	// [6 6]
+}

@@ -1,0 +1,415 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/sparsetune/sparsetune/formats"
+	"github.com/sparsetune/sparsetune/hetero"
+	"github.com/sparsetune/sparsetune/kernels"
+)
+
+// TTM computes the SpTTM Y = X ×ₙ U along the 0-based mode, with the
+// factor given transposed, ut = Uᵀ (Dims[mode] x R, as package kernels
+// takes it: a nonzero reads one contiguous row). The slices of the mode's
+// fiber matrix (cut by formats.DefaultSliceMode) are split between the
+// devices; Result.Y holds one dense row per non-empty mode-n fiber, at the
+// coordinates of Result.Fibers' rows.
+//
+// TTM is PlanTTM, one Run and Close: a caller running the same mode again
+// with new operands keeps the plan instead and pays the conversion once.
+func (e *Engine) TTM(ctx context.Context, x *formats.COO, mode int, ut *kernels.Matrix) (*Result, error) {
+	start := time.Now()
+	if err := checkInput(x, mode); err != nil {
+		return nil, fmt.Errorf("ttm: %w", err)
+	}
+	if ut == nil || ut.Cols < 1 || ut.Rows != x.Dims[mode] || len(ut.Data) != ut.Rows*ut.Cols {
+		return nil, fmt.Errorf("ttm: factor must be Dims[%d] x R = %d x R with R >= 1, found %s", mode+1, x.Dims[mode], shape(ut))
+	}
+	p, err := e.PlanTTM(ctx, x, mode, ut.Cols)
+	if err != nil {
+		return nil, err
+	}
+	return p.runOnce(ctx, []*kernels.Matrix{ut}, start)
+}
+
+// runOnce runs a plan built for one call and closes it.
+func (p *Plan) runOnce(ctx context.Context, operands []*kernels.Matrix, start time.Time) (*Result, error) {
+	res, err := p.Run(ctx, operands, nil)
+	err = errors.Join(err, p.Close())
+	if err != nil {
+		return nil, err
+	}
+	return p.oneShot(res, start), nil
+}
+
+// PlanTTM prepares the SpTTM of x along the 0-based mode at rank R for
+// many runs (see Plan): the mode's fiber matrix is sliced, the formats
+// chosen, the slices split, converted and bound on the devices. Each
+// Plan.Run then takes Uᵀ (Dims[mode] x R) and writes Y, one row per row
+// of Plan.Fibers().
+func (e *Engine) PlanTTM(ctx context.Context, x *formats.COO, mode, rank int) (*Plan, error) {
+	start := time.Now()
+	if err := checkInput(x, mode); err != nil {
+		return nil, fmt.Errorf("ttm: %w", err)
+	}
+	if rank < 1 {
+		return nil, fmt.Errorf("ttm: rank must be >= 1, found %d", rank)
+	}
+	fm, err := formats.NewFiberMatrix(x, mode, formats.DefaultSliceMode(mode))
+	if err != nil {
+		return nil, fmt.Errorf("ttm: %w", err)
+	}
+	ut := placeholders(x.Dims, rank, []int{mode})[mode]
+	b := &ttmBinder{fm: fm, slices: fm.Slices(), ut: ut, direct: kernels.NewMatrix(fm.Rows(), rank)}
+	p := &Plan{e: e, op: hetero.SpTTM, mode: mode, rank: rank, dims: slices.Clone(x.Dims), nnz: x.NNZ(), b: b, fibers: fm,
+		outRows: fm.Rows(), operands: []*kernels.Matrix{ut}}
+	p.sliceNNZ = make([]int64, len(b.slices))
+	for i, s := range b.slices {
+		p.sliceNNZ[i] = int64(s.NNZ)
+	}
+	if _, err := e.newPlan(ctx, x, p, nil, start); err != nil {
+		return nil, fmt.Errorf("ttm mode %d: %w", mode+1, err)
+	}
+	return p, nil
+}
+
+// placeholders returns zero matrices of the operands' shapes (Dims[m] x
+// rank for each mode in modes, nil elsewhere), sharing one zero buffer:
+// binding checks the operands' shapes before any run supplies them, and
+// Run points them at the caller's data.
+func placeholders(dims []int, rank int, modes []int) []*kernels.Matrix {
+	most := 0
+	for _, m := range modes {
+		most = max(most, dims[m])
+	}
+	zeros := make([]float32, most*rank)
+	out := make([]*kernels.Matrix, len(dims))
+	for _, m := range modes {
+		out[m] = &kernels.Matrix{Rows: dims[m], Cols: rank, Data: zeros[:dims[m]*rank]}
+	}
+	return out
+}
+
+// MTTKRP computes M = X₍ₙ₎(A_N ⊙ … ⊙ A_{n+1} ⊙ A_{n−1} ⊙ … ⊙ A_1) along the
+// 0-based mode: factors holds one Dims[m] x R matrix per mode (the mode's
+// own is not read and may be nil). The slices of the output mode are split
+// between the devices, so each computes whole rows of M and no row is
+// summed across devices; Result.Y is M, Dims[mode] x R.
+//
+// MTTKRP is PlanMTTKRP, one Run and Close: a caller running the same mode
+// again with new factors keeps the plan instead.
+func (e *Engine) MTTKRP(ctx context.Context, x *formats.COO, mode int, factors []*kernels.Matrix) (*Result, error) {
+	start := time.Now()
+	if err := checkInput(x, mode); err != nil {
+		return nil, fmt.Errorf("mttkrp: %w", err)
+	}
+	if len(factors) != x.Order() {
+		return nil, fmt.Errorf("mttkrp: %d factor matrices for an order-%d tensor", len(factors), x.Order())
+	}
+	R := 0
+	for m, f := range factors {
+		if m == mode {
+			continue
+		}
+		if R == 0 && f != nil {
+			R = f.Cols
+		}
+		if f == nil || f.Cols < 1 || f.Cols != R || f.Rows != x.Dims[m] || len(f.Data) != f.Rows*f.Cols {
+			return nil, fmt.Errorf("mttkrp: factor %d must be %d x R with one R >= 1 for all, found %s", m+1, x.Dims[m], shape(f))
+		}
+	}
+	p, err := e.PlanMTTKRP(ctx, x, mode, R)
+	if err != nil {
+		return nil, err
+	}
+	return p.runOnce(ctx, factors, start)
+}
+
+// PlanMTTKRP prepares the MTTKRP of x along the 0-based mode at rank R for
+// many runs (see Plan): the nonzeros are grouped by their output-mode
+// index, the formats chosen, the slices split, converted and bound on the
+// devices. Each Plan.Run then takes one Dims[m] x R factor per mode and
+// writes M, Dims[mode] x R.
+func (e *Engine) PlanMTTKRP(ctx context.Context, x *formats.COO, mode, rank int) (*Plan, error) {
+	start := time.Now()
+	if err := checkInput(x, mode); err != nil {
+		return nil, fmt.Errorf("mttkrp: %w", err)
+	}
+	if rank < 1 {
+		return nil, fmt.Errorf("mttkrp: rank must be >= 1, found %d", rank)
+	}
+	return e.planMTTKRP(ctx, x, mode, rank, nil, start)
+}
+
+// PlanMTTKRPAll plans the MTTKRP of every mode of x at rank R, as
+// PlanMTTKRP does one by one, but the format choice learns of the tensor
+// once for all modes (one features.Summarize, one fingerprint for the
+// decision cache), as CP-ALS needs. Plan m is mode m's. On an error the
+// plans made so far are closed.
+func (e *Engine) PlanMTTKRPAll(ctx context.Context, x *formats.COO, rank int) ([]*Plan, error) {
+	if err := checkInput(x, 0); err != nil {
+		return nil, fmt.Errorf("mttkrp: %w", err)
+	}
+	if rank < 1 {
+		return nil, fmt.Errorf("mttkrp: rank must be >= 1, found %d", rank)
+	}
+	in := &input{x: x, rank: rank}
+	plans := make([]*Plan, 0, x.Order())
+	for mode := range x.Order() {
+		p, err := e.planMTTKRP(ctx, x, mode, rank, in, time.Now())
+		if err != nil {
+			for _, q := range plans {
+				q.Close()
+			}
+			return nil, err
+		}
+		plans = append(plans, p)
+	}
+	return plans, nil
+}
+
+// planMTTKRP builds the plan of one mode once the input is checked.
+func (e *Engine) planMTTKRP(ctx context.Context, x *formats.COO, mode, rank int, in *input, start time.Time) (*Plan, error) {
+	var modes []int
+	for m := range x.Order() {
+		if m != mode {
+			modes = append(modes, m)
+		}
+	}
+	operands := placeholders(x.Dims, rank, modes)
+	b := newMTTKRPBinder(x, mode, operands, rank)
+	p := &Plan{e: e, op: hetero.MTTKRP, mode: mode, rank: rank, dims: slices.Clone(x.Dims), nnz: x.NNZ(), b: b,
+		outRows: x.Dims[mode], operands: operands, sliceNNZ: b.sliceNNZ}
+	if _, err := e.newPlan(ctx, x, p, in, start); err != nil {
+		return nil, fmt.Errorf("mttkrp mode %d: %w", mode+1, err)
+	}
+	return p, nil
+}
+
+// checkInput checks the tensor (indices within the dims, finite values:
+// the slicing indexes arrays by them) and the mode.
+func checkInput(x *formats.COO, mode int) error {
+	if x == nil {
+		return fmt.Errorf("tensor is nil")
+	}
+	if err := x.Validate(); err != nil {
+		return err
+	}
+	if x.Order() < 2 {
+		return fmt.Errorf("order-%d tensor, expected order 2 or more", x.Order())
+	}
+	if mode < 0 || mode >= x.Order() {
+		return fmt.Errorf("mode %d out of range 1 to %d", mode+1, x.Order())
+	}
+	return nil
+}
+
+func shape(a *kernels.Matrix) string {
+	if a == nil {
+		return "nil"
+	}
+	return fmt.Sprintf("%dx%d (%d values)", a.Rows, a.Cols, len(a.Data))
+}
+
+// ttmBinder binds slices of the fiber matrix: a chunk is the rows of its
+// slices, and its output rows go back to those rows of Y.
+type ttmBinder struct {
+	fm     *formats.FiberMatrix
+	slices []formats.Slice
+	ut, y  *kernels.Matrix
+	// direct is the output of a piece holding every slice: the plan owns
+	// the header and each run points it at that run's output.
+	direct *kernels.Matrix
+}
+
+func (p *ttmBinder) setOut(out *kernels.Matrix) {
+	p.y = out
+	*p.direct = *out
+}
+
+func (p *ttmBinder) bind(d hetero.Device, ids []int, format string) (*bound, error) {
+	start := time.Now()
+	// A piece of every slice is the whole fiber matrix, whose rows are
+	// Y's: it is converted as it is and its job writes the run's output
+	// directly, with no copy of the matrix nor gather.
+	whole := len(ids) == len(p.slices)
+	sub := p.fm
+	if !whole {
+		var err error
+		if sub, err = p.fm.SelectSlices(ids); err != nil {
+			return nil, err
+		}
+	}
+	b := &bound{format: format}
+	if format == "ell" {
+		// One long fiber pads every row of an ELL to its length; the
+		// formats package refuses to build one past this many slots per
+		// nonzero, and HYB is ELL with the long rows' tails cut off.
+		if slots := int64(sub.Rows()) * int64(sub.MaxRowLen()); slots > formats.MaxELLSlotsPerNNZ*int64(max(sub.NNZ(), 1)) {
+			b.format = "hyb"
+			// One message whatever the chunk, so a dynamic run warns once.
+			b.formatFallback = fmt.Sprintf("ell would hold over %d slots per nonzero: using hyb", formats.MaxELLSlotsPerNNZ)
+		}
+	}
+	f, err := formats.NewFiberFormat(sub, b.format)
+	if err != nil {
+		return nil, err
+	}
+	b.convert = time.Since(start)
+	R := p.ut.Cols
+	out := p.direct
+	if !whole {
+		out = kernels.NewMatrix(sub.Rows(), R)
+	}
+	start = time.Now()
+	if b.job, err = d.SpTTM(f, p.ut, out); err != nil {
+		return nil, err
+	}
+	b.setup = time.Since(start)
+	if whole {
+		b.gather = func() {}
+		return b, nil
+	}
+	b.gather = func() {
+		off := 0
+		for _, id := range ids {
+			s := p.slices[id]
+			n := (s.RowEnd - s.RowStart) * R
+			copy(p.y.Data[s.RowStart*R:s.RowStart*R+n], out.Data[off:off+n])
+			off += n
+		}
+	}
+	return b, nil
+}
+
+// mttkrpBinder binds slices of the output mode: a chunk is the nonzeros of
+// its slices, as a tensor whose output mode is renumbered to the chunk's
+// slices (so a device's output is one row per slice it owns), and its
+// output rows go back to those rows of M.
+type mttkrpBinder struct {
+	rank    int
+	x       *formats.COO
+	mode    int
+	factors []*kernels.Matrix
+	out     *kernels.Matrix
+	// Slice s is the output-mode index index[s], its nonzeros
+	// order[ptr[s]:ptr[s+1]] (positions in x) and sliceNNZ[s] of them.
+	index    []uint32
+	ptr      []int
+	order    []uint32
+	sliceNNZ []int64
+	// empty are the output rows no slice covers: every run zeroes them.
+	empty []int
+	// direct is the output of a piece holding every slice, as for
+	// ttmBinder.
+	direct *kernels.Matrix
+}
+
+func (p *mttkrpBinder) setOut(out *kernels.Matrix) {
+	p.out = out
+	*p.direct = *out
+	for _, i := range p.empty {
+		clear(out.Row(i))
+	}
+}
+
+// newMTTKRPBinder groups the nonzeros by their output-mode index, a
+// counting sort, keeping the non-empty indices as slices. The jobs it
+// binds read factors, whose own mode is nil.
+func newMTTKRPBinder(x *formats.COO, mode int, factors []*kernels.Matrix, R int) *mttkrpBinder {
+	p := &mttkrpBinder{x: x, mode: mode, factors: factors, rank: R, direct: kernels.NewMatrix(x.Dims[mode], R)}
+	p.factors[mode] = nil // the output mode is renumbered per chunk; no kernel reads its factor
+	count := make([]int, x.Dims[mode])
+	ind := x.Inds[mode]
+	for _, i := range ind {
+		count[i]++
+	}
+	slot := make([]int, x.Dims[mode]) // where index i's nonzeros go next
+	p.ptr = []int{0}
+	for i, c := range count {
+		if c == 0 {
+			p.empty = append(p.empty, i)
+			continue
+		}
+		slot[i] = p.ptr[len(p.ptr)-1]
+		p.index = append(p.index, uint32(i))
+		p.sliceNNZ = append(p.sliceNNZ, int64(c))
+		p.ptr = append(p.ptr, slot[i]+c)
+	}
+	p.order = make([]uint32, len(ind))
+	for k, i := range ind {
+		p.order[slot[i]] = uint32(k)
+		slot[i]++
+	}
+	return p
+}
+
+func (p *mttkrpBinder) bind(d hetero.Device, ids []int, format string) (*bound, error) {
+	start := time.Now()
+	x, N := p.x, p.x.Order()
+	nnz := 0
+	for _, id := range ids {
+		nnz += p.ptr[id+1] - p.ptr[id]
+	}
+	if len(ids) == len(p.index) {
+		// A piece of every slice is the tensor itself: it is converted
+		// as it is (formats copy, never change, their input), without a
+		// renumbered copy, and its job writes the run's output directly.
+		return p.bindWhole(d, format, start)
+	}
+	dims := slices.Clone(x.Dims)
+	dims[p.mode] = len(ids)
+	sub := &formats.COO{Dims: dims, Inds: make([][]uint32, N), Vals: make([]float32, 0, nnz)}
+	for m := range sub.Inds {
+		sub.Inds[m] = make([]uint32, 0, nnz)
+	}
+	for j, id := range ids {
+		for _, k := range p.order[p.ptr[id]:p.ptr[id+1]] {
+			for m := range N {
+				v := x.Inds[m][k]
+				if m == p.mode {
+					v = uint32(j)
+				}
+				sub.Inds[m] = append(sub.Inds[m], v)
+			}
+			sub.Vals = append(sub.Vals, x.Vals[k])
+		}
+	}
+	f, err := formats.NewTensorFormat(sub, format, p.mode)
+	if err != nil {
+		return nil, err
+	}
+	b := &bound{format: format, convert: time.Since(start)}
+	out := kernels.NewMatrix(len(ids), p.rank)
+	start = time.Now()
+	if b.job, err = d.MTTKRP(f, p.mode, p.factors, out); err != nil {
+		return nil, err
+	}
+	b.setup = time.Since(start)
+	b.gather = func() {
+		for j, id := range ids {
+			copy(p.out.Row(int(p.index[id])), out.Row(j))
+		}
+	}
+	return b, nil
+}
+
+// bindWhole binds the whole tensor, output mode as it is, writing into
+// the run's output.
+func (p *mttkrpBinder) bindWhole(d hetero.Device, format string, start time.Time) (*bound, error) {
+	f, err := formats.NewTensorFormat(p.x, format, p.mode)
+	if err != nil {
+		return nil, err
+	}
+	b := &bound{format: format, convert: time.Since(start), gather: func() {}}
+	start = time.Now()
+	if b.job, err = d.MTTKRP(f, p.mode, p.factors, p.direct); err != nil {
+		return nil, err
+	}
+	b.setup = time.Since(start)
+	return b, nil
+}

@@ -1,0 +1,382 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sparsetune/sparsetune/formats"
+	"github.com/sparsetune/sparsetune/hetero"
+	"github.com/sparsetune/sparsetune/kernels"
+)
+
+// operandsFor draws op's operands of rank R from seed: Uᵀ for SpTTM, one
+// factor per mode (the mode's own nil) for MTTKRP.
+func operandsFor(op hetero.Op, x *formats.COO, mode, R int, seed uint64) []*kernels.Matrix {
+	rng := rand.New(rand.NewPCG(seed, uint64(mode)))
+	if op == hetero.SpTTM {
+		return []*kernels.Matrix{randomMatrix(rng, x.Dims[mode], R)}
+	}
+	fs := make([]*kernels.Matrix, x.Order())
+	for m, d := range x.Dims {
+		if m != mode {
+			fs[m] = randomMatrix(rng, d, R)
+		}
+	}
+	return fs
+}
+
+func planFor(ctx context.Context, e *Engine, op hetero.Op, x *formats.COO, mode, R int) (*Plan, error) {
+	if op == hetero.SpTTM {
+		return e.PlanTTM(ctx, x, mode, R)
+	}
+	return e.PlanMTTKRP(ctx, x, mode, R)
+}
+
+func fresh(ctx context.Context, e *Engine, op hetero.Op, x *formats.COO, mode int, operands []*kernels.Matrix) (*Result, error) {
+	if op == hetero.SpTTM {
+		return e.TTM(ctx, x, mode, operands[0])
+	}
+	return e.MTTKRP(ctx, x, mode, operands)
+}
+
+// TestPlanReuse: one plan run with several operand sets, into one output
+// matrix left dirty between runs, gives what a fresh call gives for each
+// set (bit for bit where the same kernels run the same pieces), for every
+// split, op and accelerator; the conversion is paid at planning only.
+func TestPlanReuse(t *testing.T) {
+	rng := rand.New(rand.NewPCG(21, 22))
+	// Squared index draws leave some output rows empty: Run must zero
+	// them in a reused output.
+	x := randomTensor(rng, []int{40, 35, 30}, 4000)
+	ctx := context.Background()
+	for _, acc := range accelerators(t) {
+		for _, op := range hetero.Ops {
+			for _, s := range []hetero.Strategy{hetero.SplitPeak, hetero.SplitDynamic, hetero.SplitRandom, hetero.SplitCPU, hetero.SplitAcc} {
+				e, err := New([]hetero.Device{hetero.NewCPU(0), acc}, Options{Split: s, Profile: testProfile("cpu", acc.Info().Name), Seed: 3})
+				if err != nil {
+					t.Fatal(err)
+				}
+				mode, R := 1, 6
+				what := fmt.Sprintf("%s split %s on cpu+%s", op, s, acc.Info().Name)
+				p, err := planFor(ctx, e, op, x, mode, R)
+				if err != nil {
+					t.Fatalf("%s: plan: %v", what, err)
+				}
+				rows, cols := p.OutputShape()
+				out := kernels.NewMatrix(rows, cols)
+				exact := s != hetero.SplitDynamic && acc.Info().Name == "fake:0"
+				for k, seed := range []uint64{5, 6, 7} {
+					for i := range out.Data {
+						out.Data[i] = float32(math.NaN())
+					}
+					operands := operandsFor(op, x, mode, R, seed)
+					res, err := p.Run(ctx, operands, out)
+					if err != nil {
+						t.Fatalf("%s, run %d: %v", what, k+1, err)
+					}
+					want, err := fresh(ctx, e, op, x, mode, operands)
+					if err != nil {
+						t.Fatalf("%s, fresh call %d: %v", what, k+1, err)
+					}
+					if res.Y != out {
+						t.Fatalf("%s, run %d: the result is not the given output", what, k+1)
+					}
+					if exact {
+						for i, v := range out.Data {
+							if v != want.Y.Data[i] {
+								t.Fatalf("%s, run %d: value %d is %v, a fresh call gives %v", what, k+1, i, v, want.Y.Data[i])
+							}
+						}
+					} else if e := relErr32(out.Data, want.Y.Data); !(e <= 1e-5) {
+						t.Errorf("%s, run %d: relative error %.2e against a fresh call", what, k+1, e)
+					}
+					if e := relErr(out.Data, reference(t, op, x, mode, want, operands)); !(e <= 1e-4) {
+						t.Errorf("%s, run %d: relative error %.2e against the reference", what, k+1, e)
+					}
+					var nnz int64
+					for _, d := range res.Devices {
+						nnz += d.NNZ
+						if s != hetero.SplitDynamic && k > 0 && (d.ConvertSeconds != 0 || d.SetupSeconds != 0) {
+							t.Errorf("%s, run %d: %s converted again (%v s, setup %v s)", what, k+1, d.Device, d.ConvertSeconds, d.SetupSeconds)
+						}
+						if d.Failed != "" {
+							t.Errorf("%s, run %d: %s failed: %s", what, k+1, d.Device, d.Failed)
+						}
+					}
+					if nnz != int64(x.NNZ()) {
+						t.Errorf("%s, run %d: devices computed %d of %d nonzeros", what, k+1, nnz, x.NNZ())
+					}
+				}
+				rep := p.Report()
+				if rep.Strategy != s || len(rep.Devices) != 2 || rep.Seconds <= 0 {
+					t.Errorf("%s: plan report %+v", what, rep)
+				}
+				if s != hetero.SplitDynamic {
+					var bound int64
+					for _, d := range rep.Devices {
+						bound += d.NNZ
+					}
+					if bound != int64(x.NNZ()) {
+						t.Errorf("%s: the plan bound %d of %d nonzeros", what, bound, x.NNZ())
+					}
+				}
+				if err := p.Close(); err != nil {
+					t.Errorf("%s: close: %v", what, err)
+				}
+			}
+		}
+	}
+}
+
+// TestPlanClosed: Run after Close is an error, and Close twice is not.
+func TestPlanClosed(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 3))
+	x := randomTensor(rng, []int{10, 12, 14}, 300)
+	ctx := context.Background()
+	for _, op := range hetero.Ops {
+		e, err := New([]hetero.Device{hetero.NewCPU(0), newFake()}, Options{Split: hetero.SplitRandom, Profile: testProfile("cpu", "fake:0")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := planFor(ctx, e, op, x, 0, 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := p.Run(ctx, operandsFor(op, x, 0, 3, 1), nil); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Close(); err != nil {
+			t.Errorf("%s: second close: %v", op, err)
+		}
+		if _, err := p.Run(ctx, operandsFor(op, x, 0, 3, 1), nil); err == nil || !strings.Contains(err.Error(), "after Close") {
+			t.Errorf("%s: run after close: err = %v", op, err)
+		}
+	}
+}
+
+// TestPlanBadOperands: every wrong shape gives one line naming what was
+// expected, and the plan still runs afterwards.
+func TestPlanBadOperands(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 4))
+	x := randomTensor(rng, []int{10, 12, 14}, 300)
+	ctx := context.Background()
+	e, err := New(nil, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pt, err := e.PlanTTM(ctx, x, 1, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pm, err := e.PlanMTTKRP(ctx, x, 1, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pt.Close()
+	defer pm.Close()
+	for _, tc := range []struct {
+		name     string
+		p        *Plan
+		operands []*kernels.Matrix
+		out      *kernels.Matrix
+		want     string
+	}{
+		{"ttm rank", pt, []*kernels.Matrix{kernels.NewMatrix(12, 3)}, nil, "Uᵀ must be Dims[2] x R = 12 x 4, found 12x3"},
+		{"ttm rows", pt, []*kernels.Matrix{kernels.NewMatrix(10, 4)}, nil, "Uᵀ must be"},
+		{"ttm count", pt, nil, nil, "0 operands"},
+		{"ttm out", pt, []*kernels.Matrix{kernels.NewMatrix(12, 4)}, kernels.NewMatrix(3, 4), "output must be"},
+		{"mttkrp count", pm, []*kernels.Matrix{nil, nil}, nil, "2 factor matrices for an order-3 tensor"},
+		{"mttkrp nil", pm, []*kernels.Matrix{kernels.NewMatrix(10, 4), nil, nil}, nil, "factor 3 must be 14 x 4, found nil"},
+		{"mttkrp rank", pm, []*kernels.Matrix{kernels.NewMatrix(10, 4), nil, kernels.NewMatrix(14, 5)}, nil, "factor 3 must be 14 x 4"},
+		{"mttkrp data", pm, []*kernels.Matrix{{Rows: 10, Cols: 4, Data: make([]float32, 39)}, nil, kernels.NewMatrix(14, 4)}, nil, "factor 1 must be 10 x 4, found 10x4 (39 values)"},
+		{"mttkrp out", pm, operandsFor(hetero.MTTKRP, x, 1, 4, 1), kernels.NewMatrix(12, 5), "output must be 12 x 4"},
+	} {
+		_, err := tc.p.Run(ctx, tc.operands, tc.out)
+		if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("%s: err = %v, want one line containing %q", tc.name, err, tc.want)
+		}
+	}
+	if _, err := pm.Run(ctx, operandsFor(hetero.MTTKRP, x, 1, 4, 1), nil); err != nil {
+		t.Errorf("a good run after bad ones: %v", err)
+	}
+	if _, err := e.PlanMTTKRP(ctx, x, 1, 0); err == nil || !strings.Contains(err.Error(), "rank must be >= 1") {
+		t.Errorf("rank 0: err = %v", err)
+	}
+}
+
+// TestPlanLaterFailure: an accelerator that fails in a later run has that
+// run's work redone on the CPU, exactly; the plan keeps it off the device
+// from then on (no further attempt, the CPU keeps the binding) and every
+// later run reports it failed.
+func TestPlanLaterFailure(t *testing.T) {
+	rng := rand.New(rand.NewPCG(31, 32))
+	x := randomTensor(rng, []int{50, 40, 30}, 5000)
+	ctx := context.Background()
+	for _, s := range []hetero.Strategy{hetero.SplitPeak, hetero.SplitAcc, hetero.SplitDynamic} {
+		for _, op := range hetero.Ops {
+			fake := newFake()
+			fake.failRun = 2 // the first run's is the only one that works under peak and acc
+			// Under dynamic the CPU is slowed down, so that the
+			// accelerator pulls chunks before the CPU drains the queue.
+			var cpu hetero.Device = hetero.NewCPU(0)
+			if s == hetero.SplitDynamic {
+				cpu = slowDevice{cpu, 5 * time.Millisecond}
+			}
+			e, err := New([]hetero.Device{cpu, fake}, Options{Split: s, Profile: testProfile("cpu", "fake:0")})
+			if err != nil {
+				t.Fatal(err)
+			}
+			what := fmt.Sprintf("%s split %s", op, s)
+			p, err := planFor(ctx, e, op, x, 2, 5)
+			if err != nil {
+				t.Fatalf("%s: %v", what, err)
+			}
+			var runsAtFailure int64
+			failedIn := 0
+			for k, seed := range []uint64{1, 2, 3, 4} {
+				operands := operandsFor(op, x, 2, 5, seed)
+				res, err := p.Run(ctx, operands, nil)
+				if err != nil {
+					t.Fatalf("%s, run %d: %v", what, k+1, err)
+				}
+				if e := relErr(res.Y.Data, reference(t, op, x, 2, res, operands)); !(e <= 1e-4) {
+					t.Errorf("%s, run %d: relative error %.2e", what, k+1, e)
+				}
+				cpu, acc := res.Devices[0], res.Devices[1]
+				if cpu.NNZ+acc.NNZ != int64(x.NNZ()) {
+					t.Errorf("%s, run %d: devices computed %d of %d nonzeros", what, k+1, cpu.NNZ+acc.NNZ, x.NNZ())
+				}
+				if acc.Failed != "" && failedIn == 0 {
+					failedIn, runsAtFailure = k+1, fake.runs.Load()
+					if !strings.Contains(acc.Failed, "injected") {
+						t.Errorf("%s, run %d: failed = %q", what, k+1, acc.Failed)
+					}
+				}
+				if failedIn == 0 {
+					continue
+				}
+				if acc.Failed == "" || acc.Chunks != 0 && k+1 > failedIn {
+					t.Errorf("%s, run %d: the accelerator, failed in run %d, reports %+v", what, k+1, failedIn, acc)
+				}
+				if !strings.Contains(strings.Join(res.Warnings, "\n"), "fake:0 failed") {
+					t.Errorf("%s, run %d: warnings %q do not say the accelerator failed", what, k+1, res.Warnings)
+				}
+				if k+1 > failedIn && s != hetero.SplitDynamic && cpu.FallbackSeconds <= 0 {
+					t.Errorf("%s, run %d: the accelerator's share was not run as the CPU's fallback", what, k+1)
+				}
+				if k+1 > failedIn+1 && (cpu.ConvertSeconds != 0 || cpu.SetupSeconds != 0) && s != hetero.SplitDynamic {
+					t.Errorf("%s, run %d: the CPU converted the accelerator's share again", what, k+1)
+				}
+			}
+			if failedIn == 0 {
+				t.Errorf("%s: the injected failure never showed", what)
+			}
+			if n := fake.runs.Load(); n != runsAtFailure {
+				t.Errorf("%s: the failed accelerator was tried again (%d runs, %d at the failure)", what, n, runsAtFailure)
+			}
+			if err := p.Close(); err != nil {
+				t.Errorf("%s: close: %v", what, err)
+			}
+		}
+	}
+}
+
+// TestPlanEmptyRows: output rows no nonzero touches come out zero in a
+// reused, dirty output, for every format and for a piece holding the
+// whole tensor (cpu, acc: its job writes the output directly) as for a
+// split one.
+func TestPlanEmptyRows(t *testing.T) {
+	rng := rand.New(rand.NewPCG(41, 42))
+	x := randomTensor(rng, []int{20, 16, 12}, 1200)
+	for k := range x.Inds[1] {
+		x.Inds[1][k] &^= 1 // odd mode-2 indices stay empty
+	}
+	x.Sort()
+	if _, err := x.Dedup(); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for _, acc := range accelerators(t) {
+		for _, op := range hetero.Ops {
+			for _, f := range op.Formats() {
+				for _, s := range []hetero.Strategy{hetero.SplitCPU, hetero.SplitAcc, hetero.SplitRandom} {
+					what := fmt.Sprintf("%s %s split %s on cpu+%s", op, f, s, acc.Info().Name)
+					e, err := New([]hetero.Device{hetero.NewCPU(0), acc}, Options{Split: s, Format: f, Profile: testProfile("cpu", acc.Info().Name), Seed: 1})
+					if err != nil {
+						t.Fatal(err)
+					}
+					p, err := planFor(ctx, e, op, x, 1, 3)
+					if err != nil {
+						t.Fatalf("%s: %v", what, err)
+					}
+					rows, cols := p.OutputShape()
+					out := kernels.NewMatrix(rows, cols)
+					for _, seed := range []uint64{1, 2} {
+						for i := range out.Data {
+							out.Data[i] = float32(math.NaN())
+						}
+						operands := operandsFor(op, x, 1, 3, seed)
+						res, err := p.Run(ctx, operands, out)
+						if err != nil {
+							t.Fatalf("%s: %v", what, err)
+						}
+						if e := relErr(out.Data, reference(t, op, x, 1, res, operands)); !(e <= 1e-4) {
+							t.Errorf("%s, seed %d: relative error %.2e", what, seed, e)
+						}
+					}
+					p.Close()
+				}
+			}
+		}
+	}
+}
+
+// TestPlanMTTKRPAll: the plans of every mode made together run what a
+// fresh call of each mode computes.
+func TestPlanMTTKRPAll(t *testing.T) {
+	rng := rand.New(rand.NewPCG(51, 52))
+	x := randomTensor(rng, []int{15, 12, 10, 8}, 900)
+	ctx := context.Background()
+	e, err := New([]hetero.Device{hetero.NewCPU(0), newFake()}, Options{Split: hetero.SplitPeak, Profile: testProfile("cpu", "fake:0")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	plans, err := e.PlanMTTKRPAll(ctx, x, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(plans) != x.Order() {
+		t.Fatalf("%d plans for order %d", len(plans), x.Order())
+	}
+	for m, p := range plans {
+		if p.Mode() != m || p.Rank() != 4 || p.Op() != hetero.MTTKRP {
+			t.Errorf("plan %d: mode %d rank %d op %s", m, p.Mode(), p.Rank(), p.Op())
+		}
+		operands := operandsFor(hetero.MTTKRP, x, m, 4, 3)
+		res, err := p.Run(ctx, operands, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := e.MTTKRP(ctx, x, m, operands)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e := relErr32(res.Y.Data, want.Y.Data); e != 0 {
+			t.Errorf("mode %d: relative error %.2e against a fresh call", m+1, e)
+		}
+		if err := p.Close(); err != nil {
+			t.Error(err)
+		}
+	}
+	if _, err := e.PlanMTTKRPAll(ctx, x, 0); err == nil {
+		t.Error("rank 0 accepted")
+	}
+}

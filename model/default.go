@@ -1,0 +1,62 @@
+package model
+
+import (
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"github.com/sparsetune/sparsetune/hetero"
+)
+
+// defaultModels holds the models sparsetune uses when none is named: one
+// per op, trained on labels measured on a 2-core x86 VM (docs/model.md
+// has the report; default/README.md says how to rebuild them).
+//
+//go:embed default/*.onnx
+var defaultModels embed.FS
+
+// ErrNoDefault is wrapped by DefaultModel when no model exists for an op.
+var ErrNoDefault = errors.New("no default model")
+
+// UserModelPath returns where a user's own default model for op lives:
+// MODEL.OP.onnx in the sparsetune user config directory, written by
+// sparsetune tune-model (or by hand). It wins over the embedded one.
+func UserModelPath(op hetero.Op) (string, error) {
+	dir, err := os.UserConfigDir()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(dir, "sparsetune", "model."+op.String()+".onnx"), nil
+}
+
+// DefaultModel returns the model for op that sparsetune uses when none is
+// named: the user's own (UserModelPath) when there is one, else the
+// embedded one. Labels belong to hardware, so the embedded model has a
+// head only for the device classes it was trained on; a device of another
+// class gets ErrNoHead from a prediction and is measured instead.
+func DefaultModel(op hetero.Op) (*ONNXModel, error) {
+	if path, err := UserModelPath(op); err == nil {
+		if _, err := os.Stat(path); err == nil {
+			return LoadONNX(path)
+		}
+	}
+	name := "default/" + op.String() + ".onnx"
+	data, err := defaultModels.ReadFile(name)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("%w for %s", ErrNoDefault, op)
+	}
+	if err != nil {
+		return nil, err
+	}
+	m, err := ParseONNX("embedded:"+name, data)
+	if err != nil {
+		return nil, err
+	}
+	if m.Info.Op != op.String() {
+		return nil, fmt.Errorf("embedded %s predicts for %s, not %s", name, m.Info.Op, op)
+	}
+	return m, nil
+}

@@ -1,0 +1,62 @@
+package model
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/sparsetune/sparsetune/features"
+	"github.com/sparsetune/sparsetune/formats"
+	"github.com/sparsetune/sparsetune/hetero"
+)
+
+// The embedded default models load, answer for the CPU's class with a
+// format of their op, and refuse another class; a user's own model wins.
+func TestDefaultModel(t *testing.T) {
+	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
+	x, err := formats.ReadFile(filepath.Join("..", "..", "shared", "data", "tensors", "kg_nations.tns"))
+	if err != nil {
+		t.Skipf("real data absent (%v): skipping", err)
+	}
+	s, err := features.Summarize(x)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, op := range hetero.Ops {
+		m, err := DefaultModel(op)
+		if err != nil {
+			t.Fatalf("%s: %v", op, err)
+		}
+		if m.Info.Op != op.String() || m.Info.HeadIndex("cpu") < 0 || !strings.HasPrefix(m.Info.Path, "embedded:") {
+			t.Errorf("%s: op %s, heads %v, path %s", op, m.Info.Op, headNames(m.Info.Heads), m.Info.Path)
+		}
+		p := GCNPredictor{Model: m}
+		pr, err := p.PredictDevice(s, op, 0, hetero.NewCPU(1).Info())
+		if err != nil || !slices.Contains(op.Formats(), pr.Best()) {
+			t.Errorf("%s on the CPU: %v, %v", op, pr, err)
+		}
+		if _, err := p.PredictDevice(s, op, 0, hetero.Info{Name: "cuda:0", Kind: hetero.GPU, Type: "gpu"}); err == nil || !strings.Contains(err.Error(), ErrNoHead.Error()) {
+			t.Errorf("%s on a class without a head: %v", op, err)
+		}
+	}
+	// A user's model (tune-model installs one) wins over the embedded one.
+	path, err := UserModelPath(hetero.SpTTM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(filepath.Join("testdata", "sanity.onnx"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if m, err := DefaultModel(hetero.SpTTM); err != nil || m.Info.Path != path {
+		t.Errorf("with a user model: %v, %v", m, err)
+	}
+}

@@ -1,0 +1,55 @@
+package mpi
+
+import (
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// Without the mpi tag, Init says how to build the MPI binary.
+func TestNotBuilt(t *testing.T) {
+	if Built {
+		t.Skip("built with MPI")
+	}
+	_, err := Init()
+	if !errors.Is(err, ErrNotBuilt) || !strings.Contains(err.Error(), "-tags mpi") {
+		t.Errorf("Init without MPI: %v", err)
+	}
+	if err := Allreduce(&Comm{}, []float32{1}, []float32{0}, Sum); !errors.Is(err, ErrNotBuilt) {
+		t.Errorf("Allreduce without MPI: %v", err)
+	}
+}
+
+func TestLaunched(t *testing.T) {
+	for _, v := range []string{"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "MPI_LOCALNRANKS"} {
+		t.Setenv(v, "")
+	}
+	if Launched() {
+		t.Error("Launched with no launcher variable set")
+	}
+	t.Setenv("OMPI_COMM_WORLD_SIZE", "4")
+	if !Launched() {
+		t.Error("not Launched under Open MPI's variables")
+	}
+}
+
+func TestDisplacements(t *testing.T) {
+	for _, c := range []struct {
+		counts       []int
+		ranks, total int
+		displ        []int32
+		bad          bool
+	}{
+		{counts: []int{2, 0, 3}, ranks: 3, total: 5, displ: []int32{0, 2, 2}},
+		{counts: []int{2, 3}, ranks: 3, total: 5, bad: true},
+		{counts: []int{2, -1, 3}, ranks: 3, total: 5, bad: true},
+		{counts: []int{2, 4}, ranks: 2, total: 5, bad: true},
+		{counts: []int{1 << 31, 0}, ranks: 2, total: 1 << 32, bad: true},
+	} {
+		_, displ, err := displacements("test", c.counts, c.ranks, c.total)
+		if (err != nil) != c.bad || (!c.bad && !slices.Equal(displ, c.displ)) {
+			t.Errorf("displacements(%v, %d, %d) = %v, %v", c.counts, c.ranks, c.total, displ, err)
+		}
+	}
+}

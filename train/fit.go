@@ -1,0 +1,672 @@
+package train
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"path/filepath"
+	"slices"
+
+	"github.com/sparsetune/sparsetune/features"
+	"github.com/sparsetune/sparsetune/formats"
+	"github.com/sparsetune/sparsetune/graphenc"
+	"github.com/sparsetune/sparsetune/hetero"
+	"github.com/sparsetune/sparsetune/model"
+)
+
+// FitOptions control Fit and Evaluate.
+type FitOptions struct {
+	// Dir is the labels file's directory: rows name their tensors
+	// relative to it.
+	Dir string
+	// Folds is k of the grouped k-fold cross-validation (DefaultFolds
+	// when 0); 1 skips cross-validation.
+	Folds int
+	// Seed fixes the folds, the initial weights and the shuffling: the
+	// same rows and seed give the same report and model.
+	Seed uint64
+	// Model sets epochs, batch size, learning rate and patience
+	// (model.DefaultFitOptions when Epochs is 0). Its Seed and Progress
+	// are set by Fit.
+	Model model.FitOptions
+	// Budget is the graph budget of new models (graphenc.DefaultBudget
+	// when zero).
+	Budget graphenc.Budget
+	// Baselines are the golearn methods compared (model.BaselineMethods()
+	// when nil).
+	Baselines []string
+	// Warn receives warnings: labels from several builds, rows left out.
+	Warn func(string)
+	// Progress, when set, is told of each tensor read and each epoch.
+	Progress func(FitProgress)
+}
+
+// DefaultFolds is k when FitOptions.Folds is 0.
+const DefaultFolds = 5
+
+// FitProgress reports Fit's and Evaluate's progress. Stage is "features"
+// while the tensors are read (Done of Total tensors), then "fold" (Fold of
+// Folds, 1-based) or "final" while a GCN trains (Epoch, with its losses).
+type FitProgress struct {
+	Stage       string
+	Done, Total int
+	Tensor      string
+	Fold, Folds int
+	Op          string
+	Epoch       int
+	Epochs      int
+	TrainLoss   float64
+	ValLoss     float64
+}
+
+// Curve is the training curve of one GCN: per epoch, the mean loss per
+// labelled head and the accuracy on the training and validation examples
+// (validation empty when there was no validation split).
+type Curve struct {
+	Op                 string
+	TrainLoss, ValLoss []float64
+	TrainAcc, ValAcc   []float64
+	BestEpoch          int // 1-based: the epoch whose weights were kept
+	TrainExamples      int
+	ValExamples        int
+}
+
+// Report is what Fit and Evaluate found.
+type Report struct {
+	// Rows are the labelled rows evaluated, in file order; Picks' Formats
+	// index them.
+	Rows []LabelRow
+	// Unlabelled counts the rows left out because every format was
+	// skipped (empty Label).
+	Unlabelled int
+	// Tensors and Sources count the distinct tensors and sources.
+	Tensors, Sources int
+	// Folds is the k used (1: none).
+	Folds int
+	// Picks holds each predictor's picks: the GCN (out-of-fold for Fit, the
+	// given model for Evaluate), the golearn baselines (out-of-fold), the
+	// hand rule and each fixed format.
+	Picks []Picks
+	// Scores are the table: per (op, device class) and predictor.
+	Scores []Score
+	// Builds lists the builds when the rows mix them (MixedBuilds).
+	Builds []string
+	// Models are Fit's final GCNs, one per op, trained on every row;
+	// Curves their training curves.
+	Models map[string]*model.GCN
+	Curves []Curve
+}
+
+func (o *FitOptions) defaults() error {
+	if o.Folds == 0 {
+		o.Folds = DefaultFolds
+	}
+	if o.Folds < 1 {
+		return fmt.Errorf("folds: expected at least 1, found %d", o.Folds)
+	}
+	if o.Model.Epochs == 0 {
+		o.Model = model.DefaultFitOptions
+	}
+	if o.Budget == (graphenc.Budget{}) {
+		o.Budget = graphenc.DefaultBudget
+	}
+	if o.Baselines == nil {
+		o.Baselines = model.BaselineMethods()
+	}
+	if o.Warn == nil {
+		o.Warn = func(string) {}
+	}
+	if o.Progress == nil {
+		o.Progress = func(FitProgress) {}
+	}
+	return nil
+}
+
+// dataset is the labelled rows with the model input of each (shared by
+// the rows of one tensor, op and mode).
+type dataset struct {
+	rows   []LabelRow
+	inputs []*model.Input
+}
+
+// prepare drops unlabelled rows, warns about mixed builds, reads each
+// tensor once and computes the input of each (tensor, op, mode) as
+// prediction does (model.SummaryInput on features.Summarize of the tensor).
+func prepare(all []LabelRow, o *FitOptions, rep *Report) (*dataset, error) {
+	if b := MixedBuilds(all); b != nil {
+		rep.Builds = b
+		o.Warn(fmt.Sprintf("the labels mix %d builds, whose times may not be comparable: %v", len(b), b))
+	}
+	d := &dataset{}
+	for _, r := range all {
+		if r.Label == "" {
+			rep.Unlabelled++
+			continue
+		}
+		d.rows = append(d.rows, r)
+	}
+	if rep.Unlabelled > 0 {
+		o.Warn(fmt.Sprintf("%d rows have no label (every format was skipped): left out", rep.Unlabelled))
+	}
+	if len(d.rows) == 0 {
+		return nil, errors.New("no labelled rows")
+	}
+	rep.Rows = d.rows
+	byTensor := map[string][]int{}
+	var tensors []string
+	sources := map[string]bool{}
+	for i, r := range d.rows {
+		if byTensor[r.Tensor] == nil {
+			tensors = append(tensors, r.Tensor)
+		}
+		byTensor[r.Tensor] = append(byTensor[r.Tensor], i)
+		sources[r.Source] = true
+	}
+	rep.Tensors, rep.Sources = len(tensors), len(sources)
+	d.inputs = make([]*model.Input, len(d.rows))
+	for n, name := range tensors {
+		o.Progress(FitProgress{Stage: "features", Done: n, Total: len(tensors), Tensor: name})
+		path := filepath.FromSlash(name)
+		if !filepath.IsAbs(path) {
+			path = filepath.Join(o.Dir, path)
+		}
+		x, err := formats.ReadFile(path)
+		if err != nil {
+			return nil, fmt.Errorf("tensor %s: %w", name, err)
+		}
+		first := &d.rows[byTensor[name][0]]
+		if fp := model.Fingerprint(x); fp != first.Fingerprint {
+			return nil, fmt.Errorf("tensor %s: fingerprint %.12s…, the labels record %.12s… (the file changed since it was labelled)", name, fp, first.Fingerprint)
+		}
+		s, err := features.Summarize(x)
+		if err != nil {
+			return nil, fmt.Errorf("tensor %s: %w", name, err)
+		}
+		type opMode struct {
+			op   string
+			mode int
+		}
+		done := map[opMode]*model.Input{}
+		for _, i := range byTensor[name] {
+			r := &d.rows[i]
+			k := opMode{r.Op, r.Mode}
+			if in, ok := done[k]; ok {
+				d.inputs[i] = in
+				continue
+			}
+			op, err := hetero.ParseOp(r.Op)
+			if err != nil {
+				return nil, fmt.Errorf("tensor %s: %w", name, err)
+			}
+			in, _, _, err := model.SummaryInput(s, op, r.Mode-1, o.Budget)
+			if err != nil {
+				return nil, fmt.Errorf("tensor %s %s mode %d: %w", name, r.Op, r.Mode, err)
+			}
+			done[k], d.inputs[i] = in, in
+		}
+	}
+	o.Progress(FitProgress{Stage: "features", Done: len(tensors), Total: len(tensors)})
+	return d, nil
+}
+
+// GroupFolds assigns each row a fold in [0, k) such that all rows of one
+// Source share a fold: tensors derived from one matrix are never on both
+// sides of a split. The sources are shuffled by a PCG seeded with seed and
+// each goes to the fold with the fewest rows so far (the lowest such
+// fold on a tie), so folds are balanced by rows and the assignment
+// depends only on the rows and the seed.
+func GroupFolds(rows []LabelRow, k int, seed uint64) ([]int, error) {
+	count := map[string]int{}
+	var sources []string
+	for _, r := range rows {
+		if count[r.Source] == 0 {
+			sources = append(sources, r.Source)
+		}
+		count[r.Source]++
+	}
+	if k < 2 || len(sources) < k {
+		return nil, fmt.Errorf("%d-fold cross-validation grouped by source needs at least %d sources, the rows have %d", k, max(k, 2), len(sources))
+	}
+	slices.Sort(sources)
+	rng := rand.New(rand.NewPCG(seed, 0x5eed))
+	rng.Shuffle(len(sources), func(i, j int) { sources[i], sources[j] = sources[j], sources[i] })
+	size := make([]int, k)
+	fold := map[string]int{}
+	for _, s := range sources {
+		f := 0
+		for g := range size {
+			if size[g] < size[f] {
+				f = g
+			}
+		}
+		fold[s] = f
+		size[f] += count[s]
+	}
+	out := make([]int, len(rows))
+	for i, r := range rows {
+		out[i] = fold[r.Source]
+	}
+	return out, nil
+}
+
+// classKind is the hetero.Kind of a device class, for the rule and the
+// baselines, which distinguish the host CPU from accelerators only.
+func classKind(class string) hetero.Kind {
+	if class == (hetero.Info{Kind: hetero.CPU}).Class() {
+		return hetero.CPU
+	}
+	return hetero.GPU
+}
+
+// opsAndClasses returns the ops of the rows (in hetero.Ops order) and,
+// per op, its device classes, sorted: the model's heads.
+func opsAndClasses(rows []LabelRow) ([]hetero.Op, map[string][]string) {
+	classes := map[string][]string{}
+	for _, r := range rows {
+		if !slices.Contains(classes[r.Op], r.DeviceClass) {
+			classes[r.Op] = append(classes[r.Op], r.DeviceClass)
+		}
+	}
+	var ops []hetero.Op
+	for _, op := range hetero.Ops {
+		if c := classes[op.String()]; c != nil {
+			slices.Sort(c)
+			ops = append(ops, op)
+		}
+	}
+	return ops, classes
+}
+
+// heads returns the GCN heads of op: one per device class of the rows,
+// sorted, each ranking the candidate formats that class's rows timed (a
+// format no row of the class could run, such as hicoo on OpenCL, is never
+// a label and must never be a pick). A class that timed fewer than two
+// formats ranks all of them.
+func (d *dataset) heads(op hetero.Op) []model.Head {
+	_, classes := opsAndClasses(d.rows)
+	var hs []model.Head
+	for _, c := range classes[op.String()] {
+		timed := map[string]bool{}
+		for _, r := range d.rows {
+			if r.Op == op.String() && r.DeviceClass == c {
+				for f := range r.Times {
+					timed[f] = true
+				}
+			}
+		}
+		var formats []string
+		for _, f := range op.Formats() {
+			if timed[f] {
+				formats = append(formats, f)
+			}
+		}
+		if len(formats) < 2 {
+			formats = op.Formats()
+		}
+		hs = append(hs, model.Head{Name: c, Classes: formats})
+	}
+	return hs
+}
+
+// headIndex returns the index of the head of a device class, or -1.
+func headIndex(hs []model.Head, class string) int {
+	return slices.IndexFunc(hs, func(h model.Head) bool { return h.Name == class })
+}
+
+// examples builds the GCN examples of op from the rows idx: one per
+// (tensor, mode), labelled for each head (class) by the first row of that
+// class, -1 for a class with no row.
+func (d *dataset) examples(op hetero.Op, heads []model.Head, idx []int) []model.Example {
+	type tm struct {
+		tensor string
+		mode   int
+	}
+	at := map[tm]int{}
+	var ex []model.Example
+	for _, i := range idx {
+		r := &d.rows[i]
+		if r.Op != op.String() {
+			continue
+		}
+		k := tm{r.Tensor, r.Mode}
+		e, ok := at[k]
+		if !ok {
+			e = len(ex)
+			at[k] = e
+			labels := make([]int, len(heads))
+			for h := range labels {
+				labels[h] = -1
+			}
+			ex = append(ex, model.Example{In: d.inputs[i], Labels: labels})
+		}
+		if h := headIndex(heads, r.DeviceClass); h >= 0 && ex[e].Labels[h] < 0 {
+			ex[e].Labels[h] = slices.Index(heads[h].Classes, r.Label)
+		}
+	}
+	return ex
+}
+
+// argmax returns the index of the largest value, the first on a tie.
+func argmax(p []float64) int {
+	best := 0
+	for i, v := range p {
+		if v > p[best] {
+			best = i
+		}
+	}
+	return best
+}
+
+// trainGCN trains one op's GCN on the rows trainIdx, holding out a
+// grouped validation part of them for early stopping when they have
+// enough sources (three or more), and returns it with its curve.
+func (d *dataset) trainGCN(op hetero.Op, heads []model.Head, trainIdx []int, o *FitOptions, seed uint64, stage string, fold int, withAcc bool) (*model.GCN, Curve, error) {
+	curve := Curve{Op: op.String()}
+	fitIdx, valIdx := trainIdx, []int(nil)
+	sub := make([]LabelRow, len(trainIdx))
+	for j, i := range trainIdx {
+		sub[j] = d.rows[i]
+	}
+	// The validation part: one of k groups of the training sources (k the
+	// outer fold count, at least 3), so it is never a source trained on.
+	if inner, err := GroupFolds(sub, max(o.Folds, 3), seed^0xa11); err == nil {
+		fitIdx = nil
+		for j, i := range trainIdx {
+			if inner[j] == 0 {
+				valIdx = append(valIdx, i)
+			} else {
+				fitIdx = append(fitIdx, i)
+			}
+		}
+	}
+	train := d.examples(op, heads, fitIdx)
+	val := d.examples(op, heads, valIdx)
+	curve.TrainExamples, curve.ValExamples = len(train), len(val)
+	if len(train) == 0 {
+		return nil, curve, fmt.Errorf("%s: no training examples", op)
+	}
+	cfg := model.DefaultConfig(op.String(), heads...)
+	cfg.Budget = o.Budget
+	g, err := model.NewGCN(cfg, rand.New(rand.NewPCG(seed, 0x6763)))
+	if err != nil {
+		return nil, curve, err
+	}
+	g.Standardize(train)
+	mo := o.Model
+	mo.Seed = seed
+	mo.Progress = func(epoch int, trainLoss, valLoss float64) {
+		curve.TrainLoss = append(curve.TrainLoss, trainLoss)
+		if len(val) > 0 {
+			curve.ValLoss = append(curve.ValLoss, valLoss)
+		}
+		if withAcc {
+			curve.TrainAcc = append(curve.TrainAcc, accuracy(g, train))
+			if len(val) > 0 {
+				curve.ValAcc = append(curve.ValAcc, accuracy(g, val))
+			}
+		}
+		o.Progress(FitProgress{Stage: stage, Fold: fold, Folds: o.Folds, Op: op.String(), Epoch: epoch, Epochs: mo.Epochs, TrainLoss: trainLoss, ValLoss: valLoss})
+	}
+	res, err := g.Fit(train, val, mo)
+	if err != nil {
+		return nil, curve, fmt.Errorf("%s: %w", op, err)
+	}
+	curve.BestEpoch = res.BestEpoch
+	return g, curve, nil
+}
+
+// accuracy is the share of labelled heads of ex whose most probable
+// class is the label.
+func accuracy(g *model.GCN, ex []model.Example) float64 {
+	right, n := 0, 0
+	for _, e := range ex {
+		probs, err := g.Predict(e.In)
+		if err != nil {
+			return 0
+		}
+		for h, y := range e.Labels {
+			if y >= 0 {
+				n++
+				if argmax(probs[h]) == y {
+					right++
+				}
+			}
+		}
+	}
+	return float64(right) / float64(max(n, 1))
+}
+
+// Fit cross-validates the SPT-GCN and the baselines on labelled rows
+// (grouped k-fold by Source, FitOptions.Folds), then trains the final GCN
+// of each op, with one head per device class, on all of them. Each
+// tensor is read once and its inputs computed exactly as a prediction
+// computes them. Unlabelled rows are left out and counted, and mixed
+// builds are warned about (FitOptions.Warn). The report holds the
+// out-of-fold picks, the score table and the final models.
+func Fit(rows []LabelRow, o FitOptions) (*Report, error) {
+	if err := o.defaults(); err != nil {
+		return nil, err
+	}
+	rep := &Report{Folds: o.Folds, Models: map[string]*model.GCN{}}
+	d, err := prepare(rows, &o, rep)
+	if err != nil {
+		return nil, err
+	}
+	ops, _ := opsAndClasses(d.rows)
+	if o.Folds > 1 {
+		folds, err := GroupFolds(d.rows, o.Folds, o.Seed)
+		if err != nil {
+			return nil, err
+		}
+		gcn := Picks{Predictor: PredictorGCN, Formats: make([]string, len(d.rows))}
+		for f := range o.Folds {
+			var trainIdx, testIdx []int
+			for i, k := range folds {
+				if k == f {
+					testIdx = append(testIdx, i)
+				} else {
+					trainIdx = append(trainIdx, i)
+				}
+			}
+			for _, op := range ops {
+				if !slices.ContainsFunc(trainIdx, func(i int) bool { return d.rows[i].Op == op.String() }) {
+					continue // every row of op is in this fold: nothing to learn from, no picks
+				}
+				heads := d.heads(op)
+				g, _, err := d.trainGCN(op, heads, trainIdx, &o, o.Seed+uint64(f)+1, "fold", f+1, false)
+				if err != nil {
+					return nil, fmt.Errorf("fold %d: %w", f+1, err)
+				}
+				for _, i := range testIdx {
+					r := &d.rows[i]
+					if r.Op != op.String() {
+						continue
+					}
+					probs, err := g.Predict(d.inputs[i])
+					if err != nil {
+						return nil, fmt.Errorf("fold %d: %w", f+1, err)
+					}
+					h := headIndex(heads, r.DeviceClass)
+					gcn.Formats[i] = heads[h].Classes[argmax(probs[h])]
+				}
+			}
+		}
+		rep.Picks = append(rep.Picks, gcn)
+		bl, err := d.baselinesCV(folds, o.Folds, o.Baselines)
+		if err != nil {
+			return nil, err
+		}
+		rep.Picks = append(rep.Picks, bl...)
+	}
+	rep.Picks = append(rep.Picks, d.fixedPicks()...)
+	rep.Scores = Scores(d.rows, rep.Picks)
+	all := make([]int, len(d.rows))
+	for i := range all {
+		all[i] = i
+	}
+	for _, op := range ops {
+		g, curve, err := d.trainGCN(op, d.heads(op), all, &o, o.Seed, "final", 0, true)
+		if err != nil {
+			return nil, fmt.Errorf("final model: %w", err)
+		}
+		rep.Models[op.String()], rep.Curves = g, append(rep.Curves, curve)
+	}
+	return rep, nil
+}
+
+// baselinesCV returns each golearn baseline's out-of-fold picks: for each
+// fold and (op, device class), the baseline fitted on that group's rows
+// outside the fold picks for the rows inside it.
+func (d *dataset) baselinesCV(folds []int, k int, methods []string) ([]Picks, error) {
+	var out []Picks
+	for _, method := range methods {
+		p := Picks{Predictor: method, Formats: make([]string, len(d.rows))}
+		for f := range k {
+			sets := map[groupKey]*model.BaselineSet{}
+			for i, r := range d.rows {
+				if folds[i] == f {
+					continue
+				}
+				g := groupKey{r.Op, r.DeviceClass}
+				if sets[g] == nil {
+					sets[g] = model.NewBaselineSet()
+				}
+				sets[g].Examples = append(sets[g].Examples, model.BaselineExample{Op: r.Op, Kind: classKind(r.DeviceClass).String(),
+					Features: slices.Clone(d.inputs[i].Global[:]), Best: r.Label, Source: r.Source})
+			}
+			fitted := map[groupKey]*model.BaselinePredictor{}
+			for i, r := range d.rows {
+				if folds[i] != f {
+					continue
+				}
+				g := groupKey{r.Op, r.DeviceClass}
+				if sets[g] == nil {
+					continue // no training rows for this head in the fold: no pick
+				}
+				bp := fitted[g]
+				if bp == nil {
+					var err error
+					if bp, err = model.NewBaselinePredictor(method, sets[g]); err != nil {
+						return nil, fmt.Errorf("fold %d: %s %s: %w", f+1, r.Op, r.DeviceClass, err)
+					}
+					fitted[g] = bp
+				}
+				op, _ := hetero.ParseOp(r.Op)
+				pr, err := bp.PredictGlobal(d.inputs[i].Global, op, classKind(r.DeviceClass))
+				if err != nil {
+					return nil, fmt.Errorf("fold %d: %w", f+1, err)
+				}
+				p.Formats[i] = pr.Best()
+			}
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+// fixedPicks returns the hand rule's picks and one "always FORMAT" per
+// candidate format of the rows' ops, in hetero.Ops and candidate order.
+func (d *dataset) fixedPicks() []Picks {
+	rule := Picks{Predictor: PredictorRule, Formats: make([]string, len(d.rows))}
+	for i, r := range d.rows {
+		op, _ := hetero.ParseOp(r.Op)
+		rule.Formats[i] = model.RuleChoice(d.inputs[i].Global, op, classKind(r.DeviceClass))
+	}
+	out := []Picks{rule}
+	ops, _ := opsAndClasses(d.rows)
+	var names []string
+	for _, op := range ops {
+		for _, f := range op.Formats() {
+			if !slices.Contains(names, f) {
+				names = append(names, f)
+			}
+		}
+	}
+	for _, f := range names {
+		p := Picks{Predictor: fixedPrefix + f, Formats: make([]string, len(d.rows))}
+		for i, r := range d.rows {
+			op, _ := hetero.ParseOp(r.Op)
+			if slices.Contains(op.Formats(), f) {
+				p.Formats[i] = f
+			}
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+// Evaluate scores trained models on labelled rows: the GCN picks of the
+// model file for each row's op (models, one per op; a row whose op has no
+// model, or whose class has no head, gets no GCN pick and a warning), the
+// golearn baselines cross-validated on the rows themselves (grouped folds,
+// FitOptions.Folds; they have no model file), the hand rule, each fixed
+// format and measure-all. The inputs are computed at the models' budget,
+// which must be the same for all.
+func Evaluate(rows []LabelRow, models []*model.ONNXModel, o FitOptions) (*Report, error) {
+	if err := o.defaults(); err != nil {
+		return nil, err
+	}
+	byOp := map[string]*model.ONNXModel{}
+	for i, m := range models {
+		if i == 0 {
+			o.Budget = m.Info.Budget
+		} else if m.Info.Budget != o.Budget {
+			return nil, fmt.Errorf("model %s has a %dx%d budget, model %s %dx%d: evaluate models of one budget at a time",
+				m.Info.Path, m.Info.Budget.Rows, m.Info.Budget.Cols, models[0].Info.Path, o.Budget.Rows, o.Budget.Cols)
+		}
+		if other := byOp[m.Info.Op]; other != nil {
+			return nil, fmt.Errorf("models %s and %s are both for %s: give one model per op", other.Info.Path, m.Info.Path, m.Info.Op)
+		}
+		byOp[m.Info.Op] = m
+	}
+	rep := &Report{Folds: o.Folds}
+	d, err := prepare(rows, &o, rep)
+	if err != nil {
+		return nil, err
+	}
+	if len(models) > 0 {
+		gcn := Picks{Predictor: PredictorGCN, Formats: make([]string, len(d.rows))}
+		missing := map[string]int{}
+		for i, r := range d.rows {
+			m := byOp[r.Op]
+			if m == nil {
+				missing["no model for "+r.Op]++
+				continue
+			}
+			h := m.Info.HeadIndex(r.DeviceClass)
+			if h < 0 {
+				missing[fmt.Sprintf("model %s has no head for device class %s", m.Info.Path, r.DeviceClass)]++
+				continue
+			}
+			probs, err := m.Run(d.inputs[i])
+			if err != nil {
+				return nil, fmt.Errorf("tensor %s %s mode %d: %w", r.Tensor, r.Op, r.Mode, err)
+			}
+			gcn.Formats[i] = m.Info.Heads[h].Classes[argmax(probs[h])]
+		}
+		keys := make([]string, 0, len(missing))
+		for k := range missing {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		for _, k := range keys {
+			o.Warn(fmt.Sprintf("%s: %d rows have no gcn score", k, missing[k]))
+		}
+		rep.Picks = append(rep.Picks, gcn)
+	}
+	if o.Folds > 1 {
+		folds, err := GroupFolds(d.rows, o.Folds, o.Seed)
+		if err != nil {
+			o.Warn(fmt.Sprintf("baselines not scored: %v", err))
+		} else {
+			bl, err := d.baselinesCV(folds, o.Folds, o.Baselines)
+			if err != nil {
+				return nil, err
+			}
+			rep.Picks = append(rep.Picks, bl...)
+		}
+	}
+	rep.Picks = append(rep.Picks, d.fixedPicks()...)
+	rep.Scores = Scores(d.rows, rep.Picks)
+	return rep, nil
+}

@@ -1,0 +1,283 @@
+package train
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sparsetune/sparsetune/formats"
+	"github.com/sparsetune/sparsetune/hetero"
+	"github.com/sparsetune/sparsetune/model"
+)
+
+// TestGroupFolds: rows of one source always share a fold, every fold is
+// used, the same seed gives the same folds, and too few sources is an
+// error.
+func TestGroupFolds(t *testing.T) {
+	var rows []LabelRow
+	for i := range 200 {
+		// Sources of uneven sizes: source s has s%7+1 rows.
+		for j := range i%7 + 1 {
+			rows = append(rows, LabelRow{Source: fmt.Sprintf("m%03d.mtx", i), Tensor: fmt.Sprintf("t%d_%d", i, j)})
+		}
+	}
+	for _, k := range []int{2, 5, 10} {
+		folds, err := GroupFolds(rows, k, 42)
+		if err != nil {
+			t.Fatal(err)
+		}
+		of := map[string]int{}
+		size := make([]int, k)
+		for i, r := range rows {
+			if f, ok := of[r.Source]; ok && f != folds[i] {
+				t.Fatalf("k=%d: source %s in folds %d and %d", k, r.Source, f, folds[i])
+			}
+			of[r.Source] = folds[i]
+			size[folds[i]]++
+		}
+		if slices.Min(size) == 0 || slices.Max(size)-slices.Min(size) > 7 {
+			t.Errorf("k=%d: fold sizes %v, want balanced within one source", k, size)
+		}
+		again, _ := GroupFolds(rows, k, 42)
+		if !slices.Equal(folds, again) {
+			t.Errorf("k=%d: same seed, different folds", k)
+		}
+		other, _ := GroupFolds(rows, k, 43)
+		if slices.Equal(folds, other) {
+			t.Errorf("k=%d: seeds 42 and 43 give the same folds", k)
+		}
+	}
+	if _, err := GroupFolds(rows[:3], 5, 1); err == nil || !strings.Contains(err.Error(), "needs at least 5 sources, the rows have 2") {
+		t.Errorf("too few sources: %v", err)
+	}
+}
+
+// TestScores checks accuracy, tie accuracy, oracle ratio and measure-all's
+// cost on hand-made rows.
+func TestScores(t *testing.T) {
+	rows := []LabelRow{
+		{Op: "ttm", DeviceClass: "cpu", NNZ: 50, Times: map[string]float64{"coo": 1, "csr": 2, "ell": 1.02, "hyb": 4},
+			ConvertSeconds: map[string]float64{"coo": 0.5}, Label: "coo", NearTies: []string{"coo", "ell"}},
+		{Op: "ttm", DeviceClass: "cpu", NNZ: 5000, Times: map[string]float64{"coo": 2, "csr": 1},
+			Skipped: map[string]string{"ell": "padding", "hyb": "padding"}, Label: "csr", NearTies: []string{"csr"}},
+		{Op: "ttm", DeviceClass: "opencl-cpu", NNZ: 500, Times: map[string]float64{"coo": 1, "csr": 1}, Label: "coo", NearTies: []string{"coo", "csr"}},
+	}
+	picks := []Picks{
+		{Predictor: "p", Formats: []string{"ell", "ell", "csr"}},
+		{Predictor: "q", Formats: []string{"coo", "coo", ""}},
+	}
+	got := Scores(rows, picks)
+	want := []Score{
+		{Op: "ttm", DeviceClass: "cpu", Predictor: "p", N: 2, Accuracy: 0, TieAccuracy: 0.5, OracleRatio: math.Sqrt(1 / 1.02 * 0.5)},
+		{Op: "ttm", DeviceClass: "cpu", Predictor: "q", N: 2, Accuracy: 0.5, TieAccuracy: 0.5, OracleRatio: math.Sqrt(0.5)},
+		{Op: "ttm", DeviceClass: "cpu", Predictor: PredictorMeasure, N: 2, Accuracy: 1, TieAccuracy: 1, OracleRatio: 1, MeasureCost: math.Sqrt(8.52 * 3)},
+		{Op: "ttm", DeviceClass: "opencl-cpu", Predictor: "p", N: 1, Accuracy: 0, TieAccuracy: 1, OracleRatio: 1},
+		{Op: "ttm", DeviceClass: "opencl-cpu", Predictor: PredictorMeasure, N: 1, Accuracy: 1, TieAccuracy: 1, OracleRatio: 1, MeasureCost: 2},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("got %d scores, want %d: %+v", len(got), len(want), got)
+	}
+	near := func(a, b float64) bool { return math.Abs(a-b) < 1e-12 }
+	for i, w := range want {
+		g := got[i]
+		if g.Op != w.Op || g.DeviceClass != w.DeviceClass || g.Predictor != w.Predictor || g.N != w.N ||
+			!near(g.Accuracy, w.Accuracy) || !near(g.TieAccuracy, w.TieAccuracy) || !near(g.OracleRatio, w.OracleRatio) || !near(g.MeasureCost, w.MeasureCost) {
+			t.Errorf("score %d: got %+v, want %+v", i, g, w)
+		}
+	}
+	ratio, n := RatioByBucket(rows, picks[0])
+	if !slices.Equal(n, []int{1, 1, 1, 0, 0}) || !near(ratio[0], 1/1.02) || !near(ratio[1], 1) || !near(ratio[2], 0.5) || ratio[3] != 0 {
+		t.Errorf("ratio by bucket %v, counts %v", ratio, n)
+	}
+	conf := Confusion(rows, picks[0], "ttm", "cpu", []string{"coo", "csr", "ell", "hyb"})
+	if conf[0][2] != 1 || conf[1][2] != 1 || conf[0][0] != 0 {
+		t.Errorf("confusion %v", conf)
+	}
+}
+
+// TestFitWarnings: labels of two builds are warned about, and unlabelled
+// rows are counted, before any tensor is read.
+func TestFitWarnings(t *testing.T) {
+	a, b := validRow(), validRow()
+	b.Build.Go = "go1.0"
+	b.Mode = 2
+	c := validRow()
+	c.Mode, c.Label, c.NearTies = 3, "", nil
+	var warnings []string
+	_, err := Fit([]LabelRow{a, b, c}, FitOptions{Dir: t.TempDir(), Folds: 1, Warn: func(s string) { warnings = append(warnings, s) }})
+	if err == nil || !strings.Contains(err.Error(), "tensor "+a.Tensor) {
+		t.Fatalf("missing tensor: %v", err)
+	}
+	if len(warnings) != 2 || !strings.Contains(warnings[0], "the labels mix 2 builds") || !strings.Contains(warnings[1], "1 rows have no label") {
+		t.Fatalf("warnings %q", warnings)
+	}
+}
+
+// TestFitPipeline runs the whole pipeline on the tiny set: label on the
+// CPU, cross-validate and fit, export the models, load them back and
+// evaluate them on the same labels.
+func TestFitPipeline(t *testing.T) {
+	start := time.Now()
+	dir := tinySet(t)
+	out := filepath.Join(filepath.Dir(dir), "labels.jsonl")
+	if _, err := Label(context.Background(), dir, out, cpuOptions()); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := ReadLabels(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	labelled := time.Since(start)
+	o := FitOptions{Dir: filepath.Dir(out), Folds: 2, Seed: 3, Model: model.DefaultFitOptions}
+	o.Model.Epochs = 6
+	var stages []string
+	o.Progress = func(p FitProgress) {
+		if len(stages) == 0 || stages[len(stages)-1] != p.Stage {
+			stages = append(stages, p.Stage)
+		}
+	}
+	rep, err := Fit(rows, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fitted := time.Since(start) - labelled
+	// The same rows and seed give the same report and weights, but for
+	// the knn baseline: golearn breaks ties between neighbours' votes (and
+	// between equal distances) in Go map order.
+	again, err := Fit(rows, FitOptions{Dir: o.Dir, Folds: 2, Seed: 3, Model: o.Model})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range rep.Scores {
+		if rep.Scores[i].Predictor == "knn" {
+			continue
+		}
+		if i >= len(again.Scores) || !reflect.DeepEqual(again.Scores[i], rep.Scores[i]) {
+			t.Errorf("Fit is not deterministic for a seed: score %d %+v, then %+v", i, rep.Scores[i], again.Scores[min(i, len(again.Scores)-1)])
+		}
+	}
+	for op, m := range rep.Models {
+		if !slices.Equal(again.Models[op].Params, m.Params) {
+			t.Errorf("Fit is not deterministic for a seed: %s weights differ", op)
+		}
+	}
+	if !slices.Equal(stages, []string{"features", "fold", "final"}) {
+		t.Errorf("progress stages %v", stages)
+	}
+	if rep.Tensors != 3 || rep.Sources != 2 || len(rep.Rows) != len(rows) || len(rep.Models) != 2 || len(rep.Curves) != 2 {
+		t.Fatalf("report: %d tensors, %d sources, %d rows of %d, %d models, %d curves", rep.Tensors, rep.Sources, len(rep.Rows), len(rows), len(rep.Models), len(rep.Curves))
+	}
+	for _, c := range rep.Curves {
+		if len(c.TrainLoss) == 0 || len(c.TrainAcc) != len(c.TrainLoss) || c.BestEpoch < 1 {
+			t.Errorf("curve %+v", c)
+		}
+	}
+	have := map[string]bool{}
+	for _, s := range rep.Scores {
+		have[s.Predictor] = true
+		if s.N < 1 || s.OracleRatio <= 0 || s.OracleRatio > 1 || s.Accuracy > s.TieAccuracy || s.DeviceClass != "cpu" {
+			t.Errorf("score %+v", s)
+		}
+	}
+	for _, p := range []string{PredictorGCN, "tree", PredictorRule, "always coo", "always csf", PredictorMeasure} {
+		if !have[p] {
+			t.Errorf("no score for %s: %+v", p, rep.Scores)
+		}
+	}
+	// The exported models score the same rows through the ONNX runtime,
+	// on inputs computed as prediction computes them.
+	var models []*model.ONNXModel
+	for op, g := range rep.Models {
+		data, err := g.ExportONNX()
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := model.ParseONNX(op+".onnx", data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.Info.HeadIndex("cpu") < 0 {
+			t.Fatalf("%s: heads %v", op, m.Info.Heads)
+		}
+		models = append(models, m)
+	}
+	ev, err := Evaluate(rows, models, FitOptions{Dir: filepath.Dir(out), Folds: 2, Seed: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gcn := ev.Picks[0]
+	if gcn.Predictor != PredictorGCN || slices.Contains(gcn.Formats, "") {
+		t.Fatalf("evaluate: gcn picks %+v", gcn)
+	}
+	// Rows of a class the models have no head for get no gcn pick, and a
+	// warning: never another class's head.
+	other := slices.Clone(rows)
+	for i := range other {
+		other[i].Device, other[i].DeviceClass = "opencl:0", "opencl-cpu"
+	}
+	var warned []string
+	ev2, err := Evaluate(other, models, FitOptions{Dir: filepath.Dir(out), Folds: 1, Warn: func(s string) { warned = append(warned, s) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ev2.Picks[0].Predictor != PredictorGCN || slices.ContainsFunc(ev2.Picks[0].Formats, func(f string) bool { return f != "" }) ||
+		len(warned) != 2 || !strings.Contains(warned[0], "has no head for device class opencl-cpu: 10 rows have no gcn score") {
+		t.Errorf("another class: picks %v, warnings %q", ev2.Picks[0].Formats, warned)
+	}
+	// The picks agree with the Go model's, which saw the same inputs.
+	x, err := formats.ReadFile(filepath.Join(filepath.Dir(out), filepath.FromSlash(rows[0].Tensor)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	op, _ := hetero.ParseOp(rows[0].Op)
+	var m *model.ONNXModel
+	for _, mm := range models {
+		if mm.Info.Op == rows[0].Op {
+			m = mm
+		}
+	}
+	pr, err := model.GCNPredictor{Model: m, Class: "cpu"}.Predict(x, op, rows[0].Mode-1, hetero.CPU)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pr.Best() != gcn.Formats[0] {
+		t.Errorf("row 1: predict says %s, evaluate %s", pr.Best(), gcn.Formats[0])
+	}
+	plots, err := WritePlots(filepath.Join(t.TempDir(), "plots"), rep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(plots) != 5 { // two curves, two confusion matrices, the ratio by size
+		t.Errorf("plots %v", plots)
+	}
+	for _, p := range plots {
+		if b, err := os.ReadFile(p); err != nil || !bytes.HasPrefix(b, []byte("\x89PNG")) {
+			t.Errorf("%s: not a PNG (%v)", p, err)
+		}
+	}
+	t.Logf("%d rows: gen+label %v, fit (2 folds + final, %d epochs) %v, fit again + evaluate + plots %v", len(rows), labelled.Round(time.Millisecond),
+		o.Model.Epochs, fitted.Round(time.Millisecond), (time.Since(start) - labelled - fitted).Round(time.Millisecond))
+}
+
+// TestHeads: one head per device class of an op, ranking only the formats
+// that class's rows timed.
+func TestHeads(t *testing.T) {
+	a, b, c := validRow(), validRow(), validRow()
+	b.Device, b.DeviceClass = "cpu", "cpu"
+	b.Times = map[string]float64{"coo": 1, "csf": 2, "hicoo": 3, "alto": 4}
+	c.Op = "ttm"
+	d := &dataset{rows: []LabelRow{a, b, c}}
+	hs := d.heads(hetero.MTTKRP)
+	if len(hs) != 2 || hs[0].Name != "cpu" || !slices.Equal(hs[0].Classes, []string{"coo", "csf", "hicoo", "alto"}) ||
+		hs[1].Name != "opencl-cpu" || !slices.Equal(hs[1].Classes, []string{"coo", "csf", "alto"}) {
+		t.Errorf("mttkrp heads %+v", hs)
+	}
+}
