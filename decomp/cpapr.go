@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sparsetune/sparsetune/formats"
+	"github.com/sparsetune/sparsetune/internal/par"
 	"github.com/sparsetune/sparsetune/kernels"
 )
 
@@ -314,7 +315,7 @@ func (s *aprState) updateMode(n, it int) (bool, float64) {
 func (s *aprState) fillPi(n int) {
 	x, R := s.sorted[n], s.R
 	sp := s.splits[n]
-	parallelRange(len(sp)-1, len(sp)-1, func(t, _, _ int) {
+	par.Range(len(sp)-1, len(sp)-1, func(t, _, _ int) {
 		for k := sp[t]; k < sp[t+1]; k++ {
 			s.piRow(x, n, k, s.pi[k*R:k*R+R])
 		}
@@ -350,7 +351,7 @@ func (s *aprState) computePhi(n int, b, phi []float64) {
 	eps := s.o.APR.EpsDivZero
 	clear(phi)
 	sp := s.splits[n]
-	parallelRange(len(sp)-1, len(sp)-1, func(t, _, _ int) {
+	par.Range(len(sp)-1, len(sp)-1, func(t, _, _ int) {
 		var scratch []float64
 		if s.pi == nil {
 			scratch = make([]float64, R)
@@ -388,7 +389,7 @@ func (s *aprState) logLikelihood() float64 {
 	eps := s.o.APR.EpsDivZero
 	parts := resolvedThreads(s.o.Threads)
 	sums := make([]float64, parts)
-	parallelRange(x.NNZ(), parts, func(t, lo, hi int) {
+	par.Range(x.NNZ(), parts, func(t, lo, hi int) {
 		p := make([]float64, R)
 		var ll float64
 		for k := lo; k < hi; k++ {

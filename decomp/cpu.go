@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/sparsetune/sparsetune/formats"
+	"github.com/sparsetune/sparsetune/internal/par"
 	"github.com/sparsetune/sparsetune/kernels"
 )
 
@@ -369,7 +370,7 @@ func (c *CPU) TTMChain(mode int, factors []*kernels.Matrix, out *kernels.Matrix)
 	// and p in increasing order: row r's coordinates in the modes whose
 	// factor rows enter the Kronecker product beside the SpTTM row.
 	others := fm.FiberModes[1:]
-	parallelRange(len(tp.splits)-1, len(tp.splits)-1, func(t, _, _ int) {
+	par.Range(len(tp.splits)-1, len(tp.splits)-1, func(t, _, _ int) {
 		kron := tp.scratch[t]
 		if len(kron) < 2*P {
 			kron = make([]float64, 2*P)

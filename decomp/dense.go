@@ -5,6 +5,7 @@ import (
 
 	"gonum.org/v1/gonum/mat"
 
+	"github.com/sparsetune/sparsetune/internal/par"
 	"github.com/sparsetune/sparsetune/kernels"
 )
 
@@ -36,7 +37,7 @@ func gramScaled(a *kernels.Matrix, inv []float32, threads int) []float64 {
 	R := a.Cols
 	parts := rangeParts(a.Rows, float64(R*R), threads)
 	partial := make([][]float64, parts)
-	parallelRange(a.Rows, parts, func(t, lo, hi int) {
+	par.Range(a.Rows, parts, func(t, lo, hi int) {
 		g := make([]float64, R*R)
 		var rows [4][]float64
 		for q := range rows {
@@ -213,7 +214,7 @@ func mulSmall(a, m *kernels.Matrix, s []float64, threads int) (sumSq, maxAbs []f
 	parts := rangeParts(m.Rows, float64(K*C), threads)
 	partSq := make([][]float64, parts)
 	partMax := make([][]float64, parts)
-	parallelRange(m.Rows, parts, func(t, lo, hi int) {
+	par.Range(m.Rows, parts, func(t, lo, hi int) {
 		acc := make([]float64, C)
 		sq := make([]float64, C)
 		mx := make([]float64, C)
@@ -286,7 +287,7 @@ func columnNorms(a *kernels.Matrix, maxNorm bool, threads int) []float64 {
 	R := a.Cols
 	parts := rangeParts(a.Rows, float64(R), threads)
 	partial := make([][]float64, parts)
-	parallelRange(a.Rows, parts, func(t, lo, hi int) {
+	par.Range(a.Rows, parts, func(t, lo, hi int) {
 		s := make([]float64, R)
 		for i := lo; i < hi; i++ {
 			for j, v := range a.Row(i) {
@@ -328,7 +329,7 @@ func columnNorms(a *kernels.Matrix, maxNorm bool, threads int) []float64 {
 func scaleColumns(a *kernels.Matrix, d []float64, threads int) {
 	R := a.Cols
 	inv := inverses(d)
-	parallelRange(a.Rows, rangeParts(a.Rows, float64(R), threads), func(t, lo, hi int) {
+	par.Range(a.Rows, rangeParts(a.Rows, float64(R), threads), func(t, lo, hi int) {
 		for i := lo; i < hi; i++ {
 			row := a.Row(i)
 			for j := range row {

@@ -9,6 +9,7 @@ import (
 	"gonum.org/v1/gonum/mat"
 
 	"github.com/sparsetune/sparsetune/formats"
+	"github.com/sparsetune/sparsetune/internal/par"
 	"github.com/sparsetune/sparsetune/kernels"
 )
 
@@ -215,7 +216,7 @@ func orthoDense(q *mat.Dense) {
 func fiberTimes(fm *formats.FiberMatrix, q, z *mat.Dense, threads int) {
 	_, k := q.Dims()
 	rows := fm.Rows()
-	parallelRange(rows, rangeParts(rows, float64(2*k*max(fm.NNZ()/max(rows, 1), 1)), threads), func(_, lo, hi int) {
+	par.Range(rows, rangeParts(rows, float64(2*k*max(fm.NNZ()/max(rows, 1), 1)), threads), func(_, lo, hi int) {
 		for r := lo; r < hi; r++ {
 			dst := z.RawRowView(r)
 			clear(dst)

@@ -2,7 +2,6 @@ package decomp
 
 import (
 	"runtime"
-	"sync"
 )
 
 // resolvedThreads turns a Threads setting into a goroutine count.
@@ -13,33 +12,7 @@ func resolvedThreads(t int) int {
 	return t
 }
 
-// parallelRange cuts [0, n) into at most parts contiguous ranges of equal
-// length and runs f(t, lo, hi) on range t in its own goroutine. The cut depends
-// only on n and parts, so a reduction that combines per-range results in
-// range order is deterministic for a given thread count.
-func parallelRange(n, parts int, f func(t, lo, hi int)) {
-	if parts > n {
-		parts = n
-	}
-	if parts <= 1 {
-		if n > 0 {
-			f(0, 0, n)
-		}
-		return
-	}
-	var wg sync.WaitGroup
-	for t := range parts {
-		lo, hi := n*t/parts, n*(t+1)/parts
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			f(t, lo, hi)
-		}()
-	}
-	wg.Wait()
-}
-
-// rangeParts returns how many ranges parallelRange will use for n items of
+// rangeParts returns how many ranges par.Range should use for n items of
 // about cost flops each: small problems stay on one goroutine, where the
 // start-up of several would cost more than it saves.
 func rangeParts(n int, cost float64, threads int) int {

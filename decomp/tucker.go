@@ -10,6 +10,7 @@ import (
 
 	"github.com/sparsetune/sparsetune/formats"
 	"github.com/sparsetune/sparsetune/internal/npy"
+	"github.com/sparsetune/sparsetune/internal/par"
 	"github.com/sparsetune/sparsetune/kernels"
 )
 
@@ -184,7 +185,7 @@ func coreOf(u, y *kernels.Matrix, threads int) []float64 {
 	R, P := u.Cols, y.Cols
 	parts := rangeParts(u.Rows, float64(R*P), threads)
 	partial := make([][]float64, parts)
-	parallelRange(u.Rows, parts, func(t, lo, hi int) {
+	par.Range(u.Rows, parts, func(t, lo, hi int) {
 		g := make([]float64, R*P)
 		for i := lo; i < hi; i++ {
 			yr := y.Row(i)

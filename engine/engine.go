@@ -182,15 +182,16 @@ func atRank(d hetero.DeviceProfile, op hetero.Op, rank int) hetero.DeviceProfile
 	return d
 }
 
-// split maps the slices to the sides.
-func (e *Engine) split(op hetero.Op, sliceNNZ []int64, rank int) (*hetero.Split, error) {
+// split maps the slices to the sides, for runs that move traffic over the
+// accelerator's link.
+func (e *Engine) split(op hetero.Op, sliceNNZ []int64, rank int, traffic hetero.Traffic) (*hetero.Split, error) {
 	strategy := e.Strategy()
 	if strategy == hetero.SplitCPU || strategy == hetero.SplitAcc {
 		// One side takes everything: no profile is needed, but its
 		// predicted time is reported when one is at hand.
 		if e.opts.Profile != nil {
 			if cpu, acc, err := e.profiles(op, rank); err == nil {
-				if s, err := hetero.MapSlices(strategy, sliceNNZ, cpu, acc, op, e.opts.Seed); err == nil {
+				if s, err := hetero.MapSlicesFor(strategy, sliceNNZ, cpu, acc, op, e.opts.Seed, traffic); err == nil {
 					return s, nil
 				}
 			}
@@ -210,7 +211,7 @@ func (e *Engine) split(op hetero.Op, sliceNNZ []int64, rank int) (*hetero.Split,
 	if err != nil {
 		return nil, err
 	}
-	return hetero.MapSlices(strategy, sliceNNZ, cpu, acc, op, e.opts.Seed)
+	return hetero.MapSlicesFor(strategy, sliceNNZ, cpu, acc, op, e.opts.Seed, traffic)
 }
 
 // input is what the format choice learns of a tensor, computed at most

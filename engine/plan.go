@@ -61,7 +61,11 @@ type Plan struct {
 	// headers and Run points them at the caller's data, so no operand is
 	// copied and no job is rebound.
 	operands []*kernels.Matrix
-	report   PlanReport
+	// once says the plan runs once (TTM, MTTKRP): binding its tensor on
+	// the accelerator is then part of the one run's cost, which the
+	// split weighs; a plan run many times keeps the tensor there.
+	once   bool
+	report PlanReport
 
 	mu     sync.Mutex
 	closed bool
@@ -148,6 +152,20 @@ func (p *Plan) Formats() []string {
 	return out
 }
 
+// traffic is what one run moves over an accelerator's link, for the
+// split: the operands sent and the result fetched, per nonzero (the
+// accelerator fetches only its rows, about its share of them), and the
+// tensor itself only for a plan that runs once.
+func (p *Plan) traffic() hetero.Traffic {
+	floats := int64(p.outRows) * int64(p.rank)
+	for _, m := range p.operands {
+		if m != nil {
+			floats += int64(m.Rows) * int64(m.Cols)
+		}
+	}
+	return hetero.Traffic{RunBytesPerNNZ: 4 * float64(floats) / float64(max(p.nnz, 1)), Resident: !p.once}
+}
+
 // what names the plan in errors.
 func (p *Plan) what() string { return fmt.Sprintf("%s mode %d", p.op, p.mode+1) }
 
@@ -176,7 +194,7 @@ func (e *Engine) newPlan(ctx context.Context, x *formats.COO, p *Plan, in *input
 		p.sides = append(p.sides, &planSide{dev: d, choice: c, bound: map[int]*bound{}})
 	}
 	p.report.PredictSeconds = predict.Seconds()
-	split, err := e.split(p.op, p.sliceNNZ, p.rank)
+	split, err := e.split(p.op, p.sliceNNZ, p.rank, p.traffic())
 	if err != nil {
 		return nil, fmt.Errorf("split: %w", err)
 	}

@@ -340,7 +340,7 @@ func TestPlanEmptyRows(t *testing.T) {
 }
 
 // TestPlanMTTKRPAll: the plans of every mode made together run what a
-// fresh call of each mode computes.
+// fresh plan of each mode computes.
 func TestPlanMTTKRPAll(t *testing.T) {
 	rng := rand.New(rand.NewPCG(51, 52))
 	x := randomTensor(rng, []int{15, 12, 10, 8}, 900)
@@ -365,12 +365,22 @@ func TestPlanMTTKRPAll(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want, err := e.MTTKRP(ctx, x, m, operands)
+		// A fresh plan of the mode alone, not a one-shot MTTKRP: a call
+		// that runs once weighs the tensor's upload, so it may split
+		// the slices otherwise and sum in another order.
+		fresh, err := e.PlanMTTKRP(ctx, x, m, 4)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := fresh.Run(ctx, operands, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if e := relErr32(res.Y.Data, want.Y.Data); e != 0 {
-			t.Errorf("mode %d: relative error %.2e against a fresh call", m+1, e)
+			t.Errorf("mode %d: relative error %.2e against a fresh plan", m+1, e)
+		}
+		if err := fresh.Close(); err != nil {
+			t.Error(err)
 		}
 		if err := p.Close(); err != nil {
 			t.Error(err)
@@ -378,5 +388,49 @@ func TestPlanMTTKRPAll(t *testing.T) {
 	}
 	if _, err := e.PlanMTTKRPAll(ctx, x, 0); err == nil {
 		t.Error("rank 0 accepted")
+	}
+}
+
+// TestPlanTrafficSplit: a plan keeps its tensor on the accelerator, so
+// the peak split charges the link only the operands and the result, and
+// gives the accelerator a larger share than a one-shot call, which
+// uploads its share of the tensor in its one run.
+func TestPlanTrafficSplit(t *testing.T) {
+	rng := rand.New(rand.NewPCG(61, 62))
+	x := randomTensor(rng, []int{60, 50, 40}, 20000)
+	prof := testProfile("cpu", "fake:0")
+	acc, _ := prof.Device("fake:0")
+	acc.LinkGBs = 2 // a slow link: the tensor's bytes cost more than its compute
+	prof.Set(acc)
+	ctx := context.Background()
+	e, err := New([]hetero.Device{hetero.NewCPU(0), newFake()}, Options{Split: hetero.SplitPeak, Profile: prof})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, op := range []hetero.Op{hetero.SpTTM, hetero.MTTKRP} {
+		var p *Plan
+		var once *Result
+		operands := operandsFor(op, x, 0, 8, 3)
+		if op == hetero.SpTTM {
+			p, err = e.PlanTTM(ctx, x, 0, 8)
+			if err == nil {
+				once, err = e.TTM(ctx, x, 0, operands[0])
+			}
+		} else {
+			p, err = e.PlanMTTKRP(ctx, x, 0, 8)
+			if err == nil {
+				once, err = e.MTTKRP(ctx, x, 0, operands)
+			}
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		planShare, onceShare := p.Report().Split.AccShare, once.Split.AccShare
+		if !(planShare > onceShare) || onceShare <= 0 {
+			t.Errorf("%s: accelerator share %.3f for a plan, %.3f for one call: want the plan's larger", op, planShare, onceShare)
+		}
+		if err := p.Close(); err != nil {
+			t.Error(err)
+		}
 	}
 }

@@ -3,8 +3,9 @@ package hetero
 import (
 	"fmt"
 	"runtime"
-	"sync"
 	"time"
+
+	"github.com/sparsetune/sparsetune/internal/par"
 )
 
 // Bandwidth is the result of the memory-bandwidth probe.
@@ -46,7 +47,7 @@ func MemoryBandwidth(threads int, arrayBytes int64, trials int) (Bandwidth, erro
 	a, b, c := make([]float32, n), make([]float32, n), make([]float32, n)
 	// First touch from the goroutines that will use each part, so pages
 	// are placed near them on NUMA machines.
-	parallelRange(n, threads, func(lo, hi int) {
+	par.Range(n, threads, func(_, lo, hi int) {
 		for i := lo; i < hi; i++ {
 			a[i], b[i], c[i] = 0, 1, 2
 		}
@@ -55,7 +56,7 @@ func MemoryBandwidth(threads int, arrayBytes int64, trials int) (Bandwidth, erro
 	const s = 3
 	for range trials {
 		start := time.Now()
-		parallelRange(n, threads, func(lo, hi int) { triad(a[lo:hi], b[lo:hi], c[lo:hi], s) })
+		par.Range(n, threads, func(_, lo, hi int) { triad(a[lo:hi], b[lo:hi], c[lo:hi], s) })
 		best = min(best, time.Since(start))
 	}
 	// The result is read so the compiler cannot drop the work.
@@ -70,18 +71,4 @@ func triad(a, b, c []float32, s float32) {
 	for i := range a {
 		a[i] = b[i] + s*c[i]
 	}
-}
-
-// parallelRange runs fn over parts contiguous ranges of [0, n) concurrently.
-func parallelRange(n, parts int, fn func(lo, hi int)) {
-	var wg sync.WaitGroup
-	for p := range parts {
-		lo, hi := p*n/parts, (p+1)*n/parts
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			fn(lo, hi)
-		}()
-	}
-	wg.Wait()
 }

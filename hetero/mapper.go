@@ -135,15 +135,42 @@ type Cost struct {
 func (c Cost) Total() float64 { return c.Compute + c.Memory + c.Transfer }
 
 // Cost returns the model's time per nonzero of op on the device, or an
-// error naming the first number of the profile it cannot use.
-func (d DeviceProfile) Cost(op Op) (Cost, error) {
+// error naming the first number of the profile it cannot use. Its
+// Transfer is the paper's: the tensor's bytes cross the link with every
+// run (CostFor with the zero Traffic).
+func (d DeviceProfile) Cost(op Op) (Cost, error) { return d.CostFor(op, Traffic{}) }
+
+// Traffic is what crosses an accelerator's link in one run, beyond the
+// profile's numbers, which know the device but not the tensor.
+type Traffic struct {
+	// RunBytesPerNNZ is what one run sends and fetches besides the
+	// tensor (the dense operands and the result), divided by the
+	// tensor's nonzeros.
+	RunBytesPerNNZ float64
+	// Resident says the tensor stays on the device between runs (a plan
+	// that runs many times binds it once), so its bytes do not cross
+	// the link per run.
+	Resident bool
+}
+
+// CostFor returns the model's time per nonzero of op on the device when
+// each run moves t over the link: Transfer is (b + RunBytesPerNNZ)/B_link,
+// or RunBytesPerNNZ/B_link for a resident tensor.
+func (d DeviceProfile) CostFor(op Op, t Traffic) (Cost, error) {
 	if err := d.check(op); err != nil {
 		return Cost{}, err
+	}
+	if !(t.RunBytesPerNNZ >= 0) || math.IsInf(t.RunBytesPerNNZ, 0) {
+		return Cost{}, fmt.Errorf("run bytes per nonzero %v: expected a finite number >= 0", t.RunBytesPerNNZ)
 	}
 	o, _ := d.Op(op)
 	c := Cost{Compute: o.BytesPerNNZ * o.Mu / (o.Lambda * d.FMAGFlops * 1e9), Memory: o.BytesPerNNZ / (d.MemoryGBs * 1e9)}
 	if d.LinkGBs > 0 {
-		c.Transfer = o.BytesPerNNZ / (d.LinkGBs * 1e9)
+		moved := t.RunBytesPerNNZ
+		if !t.Resident {
+			moved += o.BytesPerNNZ
+		}
+		c.Transfer = moved / (d.LinkGBs * 1e9)
 	}
 	return c, nil
 }
@@ -166,6 +193,14 @@ func PeakShare(cpu, acc Cost) float64 {
 // number the strategy needs is an error naming it (cpu and acc need only
 // their own side's profile).
 func MapSlices(strategy Strategy, sliceNNZ []int64, cpu, acc DeviceProfile, op Op, seed uint64) (*Split, error) {
+	return MapSlicesFor(strategy, sliceNNZ, cpu, acc, op, seed, Traffic{})
+}
+
+// MapSlicesFor is MapSlices with the link's traffic per run known (see
+// Traffic): a plan whose tensor stays on the accelerator pays the link
+// only for the operands and the result, and the split gives the
+// accelerator the larger share that earns it.
+func MapSlicesFor(strategy Strategy, sliceNNZ []int64, cpu, acc DeviceProfile, op Op, seed uint64, traffic Traffic) (*Split, error) {
 	var total int64
 	for i, n := range sliceNNZ {
 		if n < 0 {
@@ -178,7 +213,7 @@ func MapSlices(strategy Strategy, sliceNNZ []int64, cpu, acc DeviceProfile, op O
 		if (strategy == SplitCPU && side == OnAcc) || (strategy == SplitAcc && side == OnCPU) {
 			continue
 		}
-		c, err := p.Cost(op)
+		c, err := p.CostFor(op, traffic)
 		if err != nil {
 			return nil, fmt.Errorf("split: %w", err)
 		}

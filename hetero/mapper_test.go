@@ -157,6 +157,51 @@ func TestMapSlicesShares(t *testing.T) {
 	}
 }
 
+// TestMapSlicesTraffic checks the link term follows what a run moves: a
+// resident tensor leaves only the run's operands and result on the link,
+// so over a slow link the accelerator's share grows back towards its
+// share with a free link, and the tensor's own bytes come back when it is
+// not resident.
+func TestMapSlicesTraffic(t *testing.T) {
+	sizes := skewedSlices(5000, 1)
+	share := func(tr Traffic) float64 {
+		t.Helper()
+		s, err := MapSlicesFor(SplitPeak, sizes, cpuProf, slowLink, SpTTM, 1, tr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s.AccShare
+	}
+	paper := share(Traffic{})
+	if old, err := MapSlices(SplitPeak, sizes, cpuProf, slowLink, SpTTM, 1); err != nil || old.AccShare != paper {
+		t.Errorf("MapSlices share %v (%v), MapSlicesFor with no traffic %v: want the same", old.AccShare, err, paper)
+	}
+	resident := share(Traffic{Resident: true})
+	if math.Abs(resident-10.0/11) > 1e-3 {
+		t.Errorf("resident tensor, nothing else on the link: share %.4f, want 10/11 as with a free link", resident)
+	}
+	// The tensor's 16 bytes per nonzero, against 4 of results: less
+	// traffic, more work for the accelerator, ordered.
+	for _, c := range []struct {
+		name string
+		tr   Traffic
+		lo   float64 // share must exceed
+		hi   float64 // and stay below
+	}{
+		{"resident, result 4 B/nnz", Traffic{RunBytesPerNNZ: 4, Resident: true}, paper, resident},
+		{"sent, result 4 B/nnz", Traffic{RunBytesPerNNZ: 4}, 0, paper},
+	} {
+		if got := share(c.tr); !(got > c.lo && got < c.hi) {
+			t.Errorf("%s: share %.4f, want in (%.4f, %.4f)", c.name, got, c.lo, c.hi)
+		}
+	}
+	for _, bad := range []float64{-1, math.NaN(), math.Inf(1)} {
+		if _, err := MapSlicesFor(SplitPeak, sizes, cpuProf, slowLink, SpTTM, 1, Traffic{RunBytesPerNNZ: bad}); err == nil || !strings.Contains(err.Error(), "run bytes per nonzero") {
+			t.Errorf("run bytes %v: error %v, want one naming run bytes per nonzero", bad, err)
+		}
+	}
+}
+
 // checkPartition checks every slice is on exactly one side and the
 // nonzero counts add up.
 func checkPartition(t *testing.T, what string, s *Split, sizes []int64) {

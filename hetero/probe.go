@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sparsetune/sparsetune/internal/par"
 	"github.com/sparsetune/sparsetune/kernels"
 	"github.com/sparsetune/sparsetune/kernels/accel"
 )
@@ -99,7 +100,7 @@ func (d *CPUDevice) probeFMA(ctx context.Context, s probeSize) (probeResult, err
 		}
 		sums := make([]float32, d.threads)
 		start := time.Now()
-		parallelRange(d.threads, d.threads, func(lo, hi int) {
+		par.Range(d.threads, d.threads, func(_, lo, hi int) {
 			for t := lo; t < hi; t++ {
 				sums[t] = fmaLoop(iters, b, c)
 			}
