@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -37,11 +38,18 @@ func planFor(ctx context.Context, e *Engine, op hetero.Op, x *formats.COO, mode,
 	return e.PlanMTTKRP(ctx, x, mode, R)
 }
 
+// fresh computes op with the operands from scratch: a new plan, run once
+// and closed. Not TTM or MTTKRP: a call that runs once
+// weighs the tensor's upload in the split, so it may deal the slices
+// otherwise and sum a row in another order.
 func fresh(ctx context.Context, e *Engine, op hetero.Op, x *formats.COO, mode int, operands []*kernels.Matrix) (*Result, error) {
-	if op == hetero.SpTTM {
-		return e.TTM(ctx, x, mode, operands[0])
+	R := operands[(mode+1)%len(operands)].Cols
+	p, err := planFor(ctx, e, op, x, mode, R)
+	if err != nil {
+		return nil, err
 	}
-	return e.MTTKRP(ctx, x, mode, operands)
+	res, err := p.Run(ctx, operands, nil)
+	return res, errors.Join(err, p.Close())
 }
 
 // TestPlanReuse: one plan run with several operand sets, into one output

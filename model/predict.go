@@ -217,20 +217,17 @@ func headNames(hs []Head) []string {
 	return n
 }
 
-// RulePredictor is a hand-written rule on the global features, the
-// baseline a person would write from the formats' cost models
-// (docs/model.md explains each branch):
+// RulePredictor is the hand rule: the format that was most often the
+// fastest in the default model's labels, per op and device kind
+// (docs/model.md). It began as a rule a person would write from the
+// formats' cost models (padding, fiber lengths); the measurements
+// replaced every such branch:
 //
-// SpTTM: on a GPU, ELL when padding to the longest row costs at most half
-// the slots (coalesced rows pay for padding), else HYB when a width-K ELL
-// holds all but 10% of the nonzeros, else COO when fibers hold about one
-// nonzero each (row pointers would cost more than they save), else CSR.
-// On a CPU, CSR: ELL and HYB lose to it there, and so does COO on short
-// fibers, measured over 1,200 labelled tensors.
+// SpTTM: CSR on every device. ELL, HYB and COO on short fibers lose to it
+// on a CPU, and on an H100 CSR was the fastest or within a few per cent.
 //
-// MTTKRP: on a CPU, CSF. On a GPU, CSF when fibers hold two or more
-// nonzeros on average (its hoisting saves a multiply per extra nonzero),
-// else ALTO (no index decode per level, balanced by nonzeros).
+// MTTKRP: CSF on a CPU; COO on an accelerator, whose CSF and ALTO kernels
+// lose on short modes.
 type RulePredictor struct{}
 
 // Predict summarises x and applies the rule.
@@ -253,40 +250,28 @@ func (RulePredictor) PredictSummary(s *features.Summary, op hetero.Op, mode int,
 // RuleChoice is the hand rule's format for global features v of op on a
 // device of the given kind (see RulePredictor).
 func RuleChoice(v features.Vector, op hetero.Op, kind hetero.Kind) string {
-	switch op {
-	case hetero.SpTTM:
-		// On the CPU, ELL and HYB never win: their padding costs more
-		// than their regular access saves, and always-CSR comes within
-		// 1% of the best format per mode (docs/performance.md, 13
-		// tensors). Their regular rows pay on an accelerator's lanes.
-		if kind == hetero.GPU {
-			switch {
-			case v[features.ELLPadMax] <= 0.5:
-				return "ell"
-			case v[features.HYBCOOFraction] <= 0.1:
-				return "hyb"
-			}
-		}
-		if kind == hetero.GPU && v[features.LogFiberNNZMean] < 0.1 { // mean below 1.26 nonzeros per fiber
-			return "coo"
-		}
-		// On the CPU, CSR always: over 1,200 labelled tensors it was the
-		// fastest in 83% of the decisions, COO for short fibers in only
-		// 17% (docs/model.md, the training report).
+	if op == hetero.SpTTM {
+		// CSR on every device. On the CPU it was the fastest in 83% of
+		// 4,110 labelled decisions, COO for short fibers in 17%, ELL and
+		// HYB never: their padding costs more than their regular access
+		// saves. On an H100 it was the fastest in 58% of 5,115 and within
+		// 8% of the best on average (oracle ratio 0.921); the padded
+		// formats' branches the rule had before were right in 39%
+		// (docs/model.md, the training report).
 		return "csr"
-	default:
-		switch {
-		case kind != hetero.GPU:
-			// CSF on the CPU whatever the fibers: always-CSF was right in
-			// 68% of 3,912 labelled decisions, the old "COO for short
-			// fibers" branch in under half (docs/model.md).
-			return "csf"
-		case v[features.LogFiberNNZMean] >= 0.3: // two or more per fiber
-			return "csf"
-		default:
-			return "alto"
-		}
 	}
+	if kind == hetero.GPU {
+		// COO on an accelerator: one atomic add per run of a row keeps
+		// every lane busy whatever the shape, where CSF gives a work-item
+		// to each root fiber and ALTO's runs collide on short modes. It
+		// was the fastest in 90% of 5,113 decisions on an H100; the old
+		// CSF/ALTO branches in 5% (docs/gpu.md, docs/model.md).
+		return "coo"
+	}
+	// CSF on the CPU whatever the fibers: always-CSF was right in 68% of
+	// 4,110 labelled decisions, the old "COO for short fibers" branch in
+	// under half (docs/model.md).
+	return "csf"
 }
 
 // RuleRank ranks op's formats by the hand rule: its choice first with
