@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"runtime"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/sparsetune/sparsetune/formats"
@@ -232,11 +233,42 @@ type ttmBinder struct {
 	// direct is the output of a piece holding every slice: the plan owns
 	// the header and each run points it at that run's output.
 	direct *kernels.Matrix
+	// views are the outputs of pieces that are one range of slices, rows
+	// [lo, hi) of Y: each run points them at those rows of its output.
+	// Both sides bind at once, so mu guards the list.
+	mu    sync.Mutex
+	views []rowView
+}
+
+// rowView is a piece's output header aliasing rows [lo, hi) of Y.
+type rowView struct {
+	m      *kernels.Matrix
+	lo, hi int
 }
 
 func (p *ttmBinder) setOut(out *kernels.Matrix) {
 	p.y = out
 	*p.direct = *out
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, v := range p.views {
+		*v.m = rowsOf(out, v.lo, v.hi)
+	}
+}
+
+// rowsOf returns rows [lo, hi) of m, sharing its data.
+func rowsOf(m *kernels.Matrix, lo, hi int) kernels.Matrix {
+	return kernels.Matrix{Rows: hi - lo, Cols: m.Cols, Data: m.Data[lo*m.Cols : hi*m.Cols]}
+}
+
+// oneRange reports whether ids are consecutive ascending slice ids.
+func oneRange(ids []int) bool {
+	for j := 1; j < len(ids); j++ {
+		if ids[j] != ids[0]+j {
+			return false
+		}
+	}
+	return len(ids) > 0
 }
 
 func (p *ttmBinder) bind(d hetero.Device, ids []int, format string) (*bound, error) {
@@ -270,15 +302,25 @@ func (p *ttmBinder) bind(d hetero.Device, ids []int, format string) (*bound, err
 	b.convert = time.Since(start)
 	R := p.ut.Cols
 	out := p.direct
-	if !whole {
+	inPlace := whole || oneRange(ids)
+	if !inPlace {
 		out = kernels.NewMatrix(sub.Rows(), R)
+	} else if !whole {
+		// One range of slices is one range of Y's rows: the job writes
+		// them in place, through a header each run re-points.
+		lo, hi := p.slices[ids[0]].RowStart, p.slices[ids[len(ids)-1]].RowEnd
+		view := rowsOf(p.direct, lo, hi)
+		out = &view
+		p.mu.Lock()
+		p.views = append(p.views, rowView{out, lo, hi})
+		p.mu.Unlock()
 	}
 	start = time.Now()
 	if b.job, err = d.SpTTM(f, p.ut, out); err != nil {
 		return nil, err
 	}
 	b.setup = time.Since(start)
-	if whole {
+	if inPlace {
 		b.gather = func() {}
 		return b, nil
 	}

@@ -442,3 +442,50 @@ func TestPlanTrafficSplit(t *testing.T) {
 		}
 	}
 }
+
+// TestPlanTTMInPlace: with many small slices the peak split deals SpTTM's
+// slices as two ranges, so each side writes its rows of Y in place (no
+// gather), and the result is still the reference, run after run into a
+// dirtied output.
+func TestPlanTTMInPlace(t *testing.T) {
+	rng := rand.New(rand.NewPCG(71, 72))
+	x := randomTensor(rng, []int{30, 800, 20}, 30000) // mode 1 sliced by mode 2: 800 slices
+	ctx := context.Background()
+	for _, acc := range accelerators(t) {
+		e, err := New([]hetero.Device{hetero.NewCPU(0), acc}, Options{Split: hetero.SplitPeak, Profile: testProfile("cpu", acc.Info().Name)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := e.PlanTTM(ctx, x, 0, 5)
+		if err != nil {
+			t.Fatal(err)
+		}
+		split := p.Report().Split
+		for side, ids := range split.Slices {
+			if !oneRange(ids) {
+				t.Fatalf("%s: side %d has slices %v..., not one range", acc.Info().Name, side, ids[:min(len(ids), 5)])
+			}
+		}
+		if n := len(p.b.(*ttmBinder).views); n != 2 {
+			t.Errorf("%s: %d in-place outputs, want 2 (one per side)", acc.Info().Name, n)
+		}
+		rows, cols := p.OutputShape()
+		out := kernels.NewMatrix(rows, cols)
+		for _, seed := range []uint64{1, 2} {
+			for i := range out.Data {
+				out.Data[i] = float32(math.NaN())
+			}
+			operands := operandsFor(hetero.SpTTM, x, 0, 5, seed)
+			res, err := p.Run(ctx, operands, out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if e := relErr(out.Data, reference(t, hetero.SpTTM, x, 0, res, operands)); !(e <= 1e-4) {
+				t.Errorf("%s, seed %d: relative error %.2e against the reference", acc.Info().Name, seed, e)
+			}
+		}
+		if err := p.Close(); err != nil {
+			t.Error(err)
+		}
+	}
+}

@@ -262,6 +262,53 @@ func (s *Split) add(side, slice int, nnz int64) {
 	s.NNZ[side] += nnz
 }
 
+// Contiguous re-deals a two-sided split as two ranges of slice ids, the
+// CPU's [0, k) and the accelerator's [k, n), k chosen so the CPU's
+// nonzeros come closest to what the split gave it. A side whose slices are
+// one range can write its part of an output laid out slice by slice in
+// place (SpTTM's Y), with no gather; largest-first dealing scatters the
+// slices but meets the quotas within one slice. So it re-deals only when
+// the ranges move at most tol of the nonzeros between the sides, and
+// reports whether it did; the predicted times scale with the nonzeros.
+func (s *Split) Contiguous(sliceNNZ []int64, tol float64) bool {
+	total := s.NNZ[OnCPU] + s.NNZ[OnAcc]
+	if len(s.Slices[OnCPU]) == 0 || len(s.Slices[OnAcc]) == 0 || total == 0 {
+		return false
+	}
+	var (
+		k      int
+		prefix int64
+		want   = s.NNZ[OnCPU]
+	)
+	for k < len(sliceNNZ) && prefix+sliceNNZ[k] <= want {
+		prefix += sliceNNZ[k]
+		k++
+	}
+	// Take the slice that straddles the quota too if that comes closer.
+	if k < len(sliceNNZ) && prefix+sliceNNZ[k]-want < want-prefix {
+		prefix += sliceNNZ[k]
+		k++
+	}
+	if float64(max(prefix-want, want-prefix)) > tol*float64(total) || k == 0 || k == len(sliceNNZ) {
+		return false
+	}
+	for side, n := range [2]int64{prefix, total - prefix} {
+		if s.NNZ[side] > 0 {
+			s.Predicted[side] *= float64(n) / float64(s.NNZ[side])
+		}
+		s.NNZ[side] = n
+	}
+	s.Slices[OnCPU], s.Slices[OnAcc] = s.Slices[OnCPU][:0], s.Slices[OnAcc][:0]
+	for i := range sliceNNZ {
+		side := OnCPU
+		if i >= k {
+			side = OnAcc
+		}
+		s.Slices[side] = append(s.Slices[side], i)
+	}
+	return true
+}
+
 // bySize returns the slice ids by nonzeros, largest first, ties by id.
 func bySize(sliceNNZ []int64) []int {
 	order := make([]int, len(sliceNNZ))

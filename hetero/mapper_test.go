@@ -202,6 +202,57 @@ func TestMapSlicesTraffic(t *testing.T) {
 	}
 }
 
+// TestSplitContiguous: many small slices are re-dealt as two ranges
+// within the tolerance, every slice once; a slice too large to land near
+// the quota leaves the largest-first deal as it was.
+func TestSplitContiguous(t *testing.T) {
+	even := make([]int64, 1000)
+	for i := range even {
+		even[i] = 10 + int64(i%7)
+	}
+	lumpy := []int64{5000, 10, 10, 10, 4000, 10, 10}
+	for _, c := range []struct {
+		name  string
+		sizes []int64
+		want  bool
+	}{
+		{"1000 small slices", even, true},
+		{"two slices hold nearly all", lumpy, false},
+	} {
+		s, err := MapSlices(SplitPeak, c.sizes, cpuProf, fastAcc, SpTTM, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		before := *s
+		before.Slices = [2][]int{slices.Clone(s.Slices[0]), slices.Clone(s.Slices[1])}
+		total := s.NNZ[0] + s.NNZ[1]
+		if got := s.Contiguous(c.sizes, 0.01); got != c.want {
+			t.Fatalf("%s: Contiguous = %v, want %v", c.name, got, c.want)
+		}
+		checkPartition(t, c.name, s, c.sizes)
+		if !c.want {
+			if !reflect.DeepEqual(*s, before) {
+				t.Errorf("%s: a refused re-deal changed the split", c.name)
+			}
+			continue
+		}
+		k := len(s.Slices[OnCPU])
+		for side, ids := range s.Slices {
+			for j, id := range ids {
+				if id != side*k+j {
+					t.Fatalf("%s: side %d slice %d is %d, not a range", c.name, side, j, id)
+				}
+			}
+		}
+		if moved := math.Abs(float64(s.NNZ[OnCPU] - before.NNZ[OnCPU])); moved > 0.01*float64(total) {
+			t.Errorf("%s: moved %v of %d nonzeros", c.name, moved, total)
+		}
+		if ratio := s.Predicted[OnAcc] / before.Predicted[OnAcc]; math.Abs(ratio-float64(s.NNZ[OnAcc])/float64(before.NNZ[OnAcc])) > 1e-9 {
+			t.Errorf("%s: predicted time scaled by %v, nonzeros by %v", c.name, ratio, float64(s.NNZ[OnAcc])/float64(before.NNZ[OnAcc]))
+		}
+	}
+}
+
 // checkPartition checks every slice is on exactly one side and the
 // nonzero counts add up.
 func checkPartition(t *testing.T, what string, s *Split, sizes []int64) {
