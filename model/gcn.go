@@ -77,6 +77,10 @@ type GCN struct {
 	// TrainMin and TrainMax bound the global features seen in training: a
 	// tensor outside them gets a prediction and a warning.
 	TrainMin, TrainMax features.Vector
+	// RuleHeads are the heads for which evaluation found the hand rule
+	// (RuleChoice) better than the network: the model file records them,
+	// and GCNPredictor answers for them with the rule.
+	RuleHeads []string
 }
 
 // gcnLayer and gcnHead are views of one layer's and one head's weights.

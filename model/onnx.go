@@ -40,6 +40,10 @@ const (
 	metaStd          = "sparsetune.feature_std"
 	metaTrainMin     = "sparsetune.train_min"
 	metaTrainMax     = "sparsetune.train_max"
+	// metaRuleHeads (optional) lists the heads for which evaluation found
+	// the hand rule better than the network: a prediction for them is
+	// the rule's (GCN.RuleHeads).
+	metaRuleHeads = "sparsetune.rule_heads"
 )
 
 // Input names of a model file, in graph-input order (onnx-go addresses
@@ -247,6 +251,14 @@ func (g *GCN) ExportONNX() ([]byte, error) {
 		meta[metaClasses+hd.Name] = strings.Join(hd.Classes, ",")
 	}
 	meta[metaHeads] = strings.Join(headNames, ",")
+	for _, h := range g.RuleHeads {
+		if !slices.Contains(headNames, h) {
+			return nil, fmt.Errorf("rule head %q is not one of the heads %s", h, strings.Join(headNames, ","))
+		}
+	}
+	if len(g.RuleHeads) > 0 {
+		meta[metaRuleHeads] = strings.Join(g.RuleHeads, ",")
+	}
 	var props []*onnxpb.StringStringEntryProto
 	for _, k := range sortedKeys(meta) {
 		props = append(props, &onnxpb.StringStringEntryProto{Key: proto.String(k), Value: proto.String(meta[k])})

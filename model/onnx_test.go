@@ -145,6 +145,9 @@ func TestONNXErrors(t *testing.T) {
 		{"no-graph", editModel(t, data, func(mp *onnxpb.ModelProto) { mp.Graph = nil }), "no graph"},
 		{"inputs", editModel(t, data, func(mp *onnxpb.ModelProto) { mp.Graph.Input = mp.Graph.Input[1:] }), "graph has 5 inputs"},
 		{"operator", editModel(t, data, func(mp *onnxpb.ModelProto) { mp.Graph.Node[3].OpType = proto.String("NoSuchOp") }), "operator NoSuchOp is not one the builtin runtime runs"},
+		{"rule-heads", editModel(t, data, func(mp *onnxpb.ModelProto) {
+			mp.MetadataProps = append(mp.MetadataProps, &onnxpb.StringStringEntryProto{Key: proto.String(metaRuleHeads), Value: proto.String("cpu,tpu")})
+		}), `sparsetune.rule_heads names "tpu", which is not a head (cpu,gpu)`},
 	} {
 		path := filepath.Join(t.TempDir(), tc.name+".onnx")
 		if err := os.WriteFile(path, tc.data, 0o644); err != nil {
@@ -324,5 +327,58 @@ func TestGCNPredictorClass(t *testing.T) {
 	_, err = dp.PredictDevice(s, hetero.SpTTM, 0, hetero.Info{Name: "cuda:0", Kind: hetero.GPU, Type: "gpu"})
 	if err == nil || !strings.Contains(err.Error(), "no head for device class cuda-gpu") {
 		t.Fatalf("PredictDevice on a GPU: %v", err)
+	}
+}
+
+// TestRuleHeads: a head the model file marks as deferring to the rule
+// answers with the rule's ranking (By "rule"), the other head with the
+// network; the mark survives export and load, and naming no head of the
+// model is refused at export.
+func TestRuleHeads(t *testing.T) {
+	g := randomGCN(t, 17)
+	g.RuleHeads = []string{"nope"}
+	if _, err := g.ExportONNX(); err == nil || !strings.Contains(err.Error(), `rule head "nope"`) {
+		t.Fatalf("export with an unknown rule head: %v", err)
+	}
+	g.RuleHeads = []string{"cpu"}
+	data, err := g.ExportONNX()
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "m.onnx")
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	m, err := LoadONNX(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(m.Info.RuleHeads, []string{"cpu"}) {
+		t.Fatalf("loaded rule heads %v, want [cpu]", m.Info.RuleHeads)
+	}
+	rng := rand.New(rand.NewPCG(5, 6))
+	s, err := features.Summarize(familyTensor(rng, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := GCNPredictor{Model: m}
+	pr, err := p.PredictDevice(s, hetero.SpTTM, 0, hetero.Info{Name: "cpu", Kind: hetero.CPU})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rule, err := RulePredictor{}.PredictSummary(s, hetero.SpTTM, 0, hetero.CPU)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pr.By != "rule" || pr.Best() != rule.Best() || pr.Infer != 0 {
+		t.Errorf("rule head: by %q, best %s (rule %s), inference %v", pr.By, pr.Best(), rule.Best(), pr.Infer)
+	}
+	pr, err = p.PredictDevice(s, hetero.SpTTM, 0, hetero.Info{Name: "x:0", Kind: hetero.GPU, Type: "gpu"})
+	if err == nil {
+		t.Fatalf("class x-gpu has no head, got %v", pr)
+	}
+	p.Class = "gpu"
+	if pr, err = p.PredictSummary(s, hetero.SpTTM, 0, hetero.GPU); err != nil || pr.By != "" || len(pr.Formats) != 4 {
+		t.Errorf("network head: %+v, %v", pr, err)
 	}
 }

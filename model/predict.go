@@ -35,6 +35,10 @@ type Prediction struct {
 	Infer    time.Duration `json:"inference_ns"`
 	// Warnings say why the prediction may be less trustworthy.
 	Warnings []string `json:"warnings,omitempty"`
+	// By names what decided when a predictor can answer in more than one
+	// way: "rule" for a model head that defers to the hand rule
+	// (Info.RuleHeads), else empty.
+	By string `json:"by,omitempty"`
 }
 
 // Total returns the time the prediction took: sample, features, encoding
@@ -187,6 +191,17 @@ func (p GCNPredictor) PredictSummary(s *features.Summary, op hetero.Op, mode int
 	head, err := p.headFor(kind)
 	if err != nil {
 		return nil, err
+	}
+	if slices.Contains(info.RuleHeads, info.Heads[head].Name) {
+		// Evaluation found the rule better than the network for this
+		// head (docs/model.md): answer with it, which needs only the
+		// global features.
+		pr, err := RulePredictor{}.PredictSummary(s, op, mode, kind)
+		if err != nil {
+			return nil, err
+		}
+		pr.By = "rule"
+		return pr, nil
 	}
 	in, feat, enc, err := SummaryInput(s, op, mode, info.Budget)
 	if err != nil {

@@ -37,8 +37,10 @@ type Info struct {
 	Std           features.Vector `json:"feature_std"`
 	TrainMin      features.Vector `json:"train_min"`
 	TrainMax      features.Vector `json:"train_max"`
-	Weights       int             `json:"weights"` // float32 values in the initializers
-	Bytes         int             `json:"bytes"`
+	// RuleHeads are the heads that defer to the hand rule (GCN.RuleHeads).
+	RuleHeads []string `json:"rule_heads,omitempty"`
+	Weights   int      `json:"weights"` // float32 values in the initializers
+	Bytes     int      `json:"bytes"`
 }
 
 // HeadIndex returns the index of the head named name, or -1.
@@ -226,6 +228,14 @@ func parseInfo(data []byte) (*Info, *onnxpb.ModelProto, error) {
 			return nil, nil, err
 		}
 		info.Heads = append(info.Heads, Head{Name: h, Classes: strings.Split(cl, ",")})
+	}
+	if v, ok := meta[metaRuleHeads]; ok {
+		for _, h := range strings.Split(v, ",") {
+			if info.HeadIndex(h) < 0 {
+				return nil, nil, fmt.Errorf("metadata %s names %q, which is not a head (%s)", metaRuleHeads, h, strings.Join(headNames(info.Heads), ","))
+			}
+			info.RuleHeads = append(info.RuleHeads, h)
+		}
 	}
 
 	// The graph must have the inputs and outputs the metadata implies.

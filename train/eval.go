@@ -13,7 +13,40 @@ const (
 	PredictorGCN     = "gcn"
 	PredictorRule    = "rule"
 	PredictorMeasure = "measure-all"
+	// PredictorDefault is what a model file answers as the default
+	// predictor: its network, or the rule for its rule heads
+	// (model.Info.RuleHeads). Evaluate scores it when a model has any.
+	PredictorDefault = "default"
 )
+
+// RuleHeads returns, per op, the device classes for which the scores put
+// the hand rule ahead of the GCN: a higher oracle ratio (the run time
+// users feel), or the same and a higher accuracy. The model defers to
+// the rule for them (model.GCN.RuleHeads), as the brief asks of a
+// baseline that beats the network.
+func RuleHeads(scores []Score) map[string][]string {
+	type key struct{ op, class string }
+	gcn, rule := map[key]Score{}, map[key]Score{}
+	for _, s := range scores {
+		switch s.Predictor {
+		case PredictorGCN:
+			gcn[key{s.Op, s.DeviceClass}] = s
+		case PredictorRule:
+			rule[key{s.Op, s.DeviceClass}] = s
+		}
+	}
+	out := map[string][]string{}
+	for k, g := range gcn {
+		r, ok := rule[k]
+		if ok && r.N > 0 && (r.OracleRatio > g.OracleRatio || (r.OracleRatio == g.OracleRatio && r.Accuracy > g.Accuracy)) {
+			out[k.op] = append(out[k.op], k.class)
+		}
+	}
+	for _, cs := range out {
+		slices.Sort(cs)
+	}
+	return out
+}
 
 // fixedPrefix starts the name of a fixed-format predictor: "always coo".
 const fixedPrefix = "always "

@@ -95,6 +95,10 @@ type Report struct {
 	// Curves their training curves.
 	Models map[string]*model.GCN
 	Curves []Curve
+	// RuleHeads are, per op, the device classes whose head defers to the
+	// hand rule (RuleHeads of the cross-validated scores): Fit records
+	// them in Models.
+	RuleHeads map[string][]string
 }
 
 func (o *FitOptions) defaults() error {
@@ -504,11 +508,15 @@ func Fit(rows []LabelRow, o FitOptions) (*Report, error) {
 	for i := range all {
 		all[i] = i
 	}
+	if o.Folds > 1 {
+		rep.RuleHeads = RuleHeads(rep.Scores)
+	}
 	for _, op := range ops {
 		g, curve, err := d.trainGCN(op, d.heads(op), all, &o, o.Seed, "final", 0, true)
 		if err != nil {
 			return nil, fmt.Errorf("final model: %w", err)
 		}
+		g.RuleHeads = rep.RuleHeads[op.String()]
 		rep.Models[op.String()], rep.Curves = g, append(rep.Curves, curve)
 	}
 	return rep, nil
@@ -626,6 +634,7 @@ func Evaluate(rows []LabelRow, models []*model.ONNXModel, o FitOptions) (*Report
 	}
 	if len(models) > 0 {
 		gcn := Picks{Predictor: PredictorGCN, Formats: make([]string, len(d.rows))}
+		def := Picks{Predictor: PredictorDefault}
 		missing := map[string]int{}
 		for i, r := range d.rows {
 			m := byOp[r.Op]
@@ -643,7 +652,15 @@ func Evaluate(rows []LabelRow, models []*model.ONNXModel, o FitOptions) (*Report
 				return nil, fmt.Errorf("tensor %s %s mode %d: %w", r.Tensor, r.Op, r.Mode, err)
 			}
 			gcn.Formats[i] = m.Info.Heads[h].Classes[argmax(probs[h])]
+			if slices.Contains(m.Info.RuleHeads, r.DeviceClass) {
+				if def.Formats == nil {
+					def.Formats = make([]string, len(d.rows))
+				}
+				op, _ := hetero.ParseOp(r.Op)
+				def.Formats[i] = model.RuleChoice(d.inputs[i].Global, op, classKind(r.DeviceClass))
+			}
 		}
+
 		keys := make([]string, 0, len(missing))
 		for k := range missing {
 			keys = append(keys, k)
@@ -653,6 +670,15 @@ func Evaluate(rows []LabelRow, models []*model.ONNXModel, o FitOptions) (*Report
 			o.Warn(fmt.Sprintf("%s: %d rows have no gcn score", k, missing[k]))
 		}
 		rep.Picks = append(rep.Picks, gcn)
+		if def.Formats != nil {
+			// Rows of the other heads: the default is the network.
+			for i, f := range gcn.Formats {
+				if def.Formats[i] == "" {
+					def.Formats[i] = f
+				}
+			}
+			rep.Picks = append(rep.Picks, def)
+		}
 	}
 	if o.Folds > 1 {
 		folds, err := GroupFolds(d.rows, o.Folds, o.Seed)

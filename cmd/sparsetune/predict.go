@@ -299,6 +299,10 @@ func runPredict(stdout, stderr io.Writer, name string, t *formats.COO, c predict
 					}
 				}
 			}
+			if pr.By != "" && row.Predictor != "measure" {
+				// The model defers to the rule for this head (docs/model.md).
+				row.Predictor += "/" + pr.By
+			}
 			row.Format, row.Formats, row.Warnings = pr.Best(), pr.Formats, pr.Warnings
 			row.FeaturesSeconds, row.EncodingSeconds, row.InferenceSeconds = pr.Features.Seconds(), pr.Encoding.Seconds(), pr.Infer.Seconds()
 			row.SampleSeconds = pr.Sample.Seconds()

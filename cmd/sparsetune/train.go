@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -36,7 +37,10 @@ format and measure-all per op and device class: accuracy, tie-aware
 accuracy (the pick within 3% of the fastest) and the oracle ratio
 (geometric mean of t(best)/t(picked)). Then the final model is trained on
 every row and written to --out (one ONNX file per op: with rows of several
-ops, MODEL.onnx becomes MODEL.ttm.onnx and MODEL.mttkrp.onnx).
+ops, MODEL.onnx becomes MODEL.ttm.onnx and MODEL.mttkrp.onnx). A head for
+which the hand rule scored above the GCN (higher oracle ratio, or the same
+and higher accuracy) is marked in the file: predictions for it are the
+rule's.
 
 Rows whose every format was skipped are left out and counted; a labels
 file that mixes builds is warned about. --folds 1 skips cross-validation.
@@ -174,6 +178,9 @@ func runTrain(cmd *cobra.Command, v *viper.Viper) error {
 	}
 	for _, c := range rep.Curves {
 		fmt.Fprintf(w, "%s model: %d training and %d validation examples, best epoch %d of %d\n", c.Op, c.TrainExamples, c.ValExamples, c.BestEpoch, len(c.TrainLoss))
+	}
+	for _, op := range slices.Sorted(maps.Keys(rep.RuleHeads)) {
+		fmt.Fprintf(w, "%s model: the hand rule scores above the gcn for %s: those heads answer with the rule\n", op, strings.Join(rep.RuleHeads[op], ", "))
 	}
 	fmt.Fprintf(w, "wrote %s (%.1fs)\n", strings.Join(written, ", "), time.Since(start).Seconds())
 	if len(plots) > 0 {
