@@ -256,6 +256,14 @@ func (e *Engine) choose(in *input, op hetero.Op, mode int, dev hetero.Device) (c
 			}
 		}
 	}
+	if sf, ok := e.opts.Predictor.(model.SummaryFreePredictor); ok {
+		// The rule, or a model head that defers to it: no summary.
+		if pr, ok := sf.PredictWithoutSummary(op, mode, dev.Info()); ok {
+			if names := known(op, pr.Formats); len(names) > 0 {
+				return choice{formats: names, source: SourcePredicted}, time.Since(start), nil, nil
+			}
+		}
+	}
 	if in.summary == nil {
 		s, err := features.Summarize(in.x)
 		if err != nil {

@@ -8,11 +8,13 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/sparsetune/sparsetune/features"
 	"github.com/sparsetune/sparsetune/formats"
 	"github.com/sparsetune/sparsetune/hetero"
 	"github.com/sparsetune/sparsetune/kernels"
@@ -709,5 +711,39 @@ func TestNoHeadMeasures(t *testing.T) {
 		if noted != (want == SourceMeasured) {
 			t.Errorf("run %d: warnings %q", run+1, res.Warnings)
 		}
+	}
+}
+
+// summaryCounter is the rule with a count of the predictions that needed
+// a tensor summary.
+type summaryCounter struct {
+	model.RulePredictor
+	summaries int
+}
+
+func (c *summaryCounter) PredictSummary(s *features.Summary, op hetero.Op, mode int, kind hetero.Kind) (*model.Prediction, error) {
+	c.summaries++
+	return c.RulePredictor.PredictSummary(s, op, mode, kind)
+}
+
+// TestSummaryFreePrediction: a predictor that answers without a summary
+// (the rule, a model head deferring to it) is asked first, and the
+// tensor is never summarised.
+func TestSummaryFreePrediction(t *testing.T) {
+	rng := rand.New(rand.NewPCG(81, 82))
+	x := randomTensor(rng, []int{20, 15, 10}, 800)
+	pred := &summaryCounter{}
+	e, err := New([]hetero.Device{hetero.NewCPU(0), newFake()}, Options{Split: hetero.SplitRandom, Profile: testProfile("cpu", "fake:0"), Predictor: pred})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := e.PlanMTTKRP(context.Background(), x, 1, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	want := []string{model.RuleChoice(hetero.MTTKRP, hetero.CPU), model.RuleChoice(hetero.MTTKRP, hetero.GPU)}
+	if got := p.Formats(); !slices.Equal(got, want) || pred.summaries != 0 {
+		t.Errorf("formats %v (want %v), %d predictions through a summary (want 0)", got, want, pred.summaries)
 	}
 }

@@ -381,4 +381,16 @@ func TestRuleHeads(t *testing.T) {
 	if pr, err = p.PredictSummary(s, hetero.SpTTM, 0, hetero.GPU); err != nil || pr.By != "" || len(pr.Formats) != 4 {
 		t.Errorf("network head: %+v, %v", pr, err)
 	}
+	// Without a summary: the rule head answers, the network head and
+	// another op's question do not.
+	var sf SummaryFreePredictor = GCNPredictor{Model: m}
+	if pr, ok := sf.PredictWithoutSummary(hetero.SpTTM, 0, hetero.Info{Name: "cpu", Kind: hetero.CPU}); !ok || pr.By != "rule" || pr.Best() != RuleChoice(hetero.SpTTM, hetero.CPU) {
+		t.Errorf("rule head without a summary: %v, %v", pr, ok)
+	}
+	if _, ok := sf.PredictWithoutSummary(hetero.SpTTM, 0, hetero.Info{Name: "g:0", Kind: hetero.GPU, Type: "gpu", Model: "x"}); ok {
+		t.Error("a device of class g-gpu answered without a summary")
+	}
+	if _, ok := sf.PredictWithoutSummary(hetero.MTTKRP, 0, hetero.Info{Name: "cpu", Kind: hetero.CPU}); ok {
+		t.Error("a ttm model answered for mttkrp")
+	}
 }

@@ -48,6 +48,14 @@ func (p *Prediction) Total() time.Duration { return p.Sample + p.Features + p.En
 // Best returns the top-ranked format.
 func (p *Prediction) Best() string { return p.Formats[0].Format }
 
+// SummaryFreePredictor is a predictor that can answer for some (op,
+// device) with nothing of the tensor (the hand rule, or a model head that
+// defers to it): callers ask it first and summarise the tensor only when
+// ok is false, so such a decision costs nothing next to the kernel.
+type SummaryFreePredictor interface {
+	PredictWithoutSummary(op hetero.Op, mode int, dev hetero.Info) (pr *Prediction, ok bool)
+}
+
 // Predictor ranks the candidate formats of op along mode (0-based) of x
 // for a device kind.
 type Predictor interface {
@@ -149,6 +157,19 @@ func (p GCNPredictor) headFor(kind hetero.Kind) (int, error) {
 	return head, nil
 }
 
+// PredictWithoutSummary answers for a device whose head defers to the
+// rule (Info.RuleHeads), which needs no summary of the tensor; ok is
+// false for every other device, which needs PredictDevice.
+func (p GCNPredictor) PredictWithoutSummary(op hetero.Op, mode int, dev hetero.Info) (*Prediction, bool) {
+	info := &p.Model.Info
+	if op.String() != info.Op || !slices.Contains(info.RuleHeads, dev.Class()) {
+		return nil, false
+	}
+	pr, _ := RulePredictor{}.PredictWithoutSummary(op, mode, dev)
+	pr.By = "rule"
+	return pr, true
+}
+
 // PredictDevice runs the head of the device's class, whatever the
 // predictor's Class: one GCNPredictor serves every device of a run.
 func (p GCNPredictor) PredictDevice(s *features.Summary, op hetero.Op, mode int, dev hetero.Info) (*Prediction, error) {
@@ -194,8 +215,7 @@ func (p GCNPredictor) PredictSummary(s *features.Summary, op hetero.Op, mode int
 	}
 	if slices.Contains(info.RuleHeads, info.Heads[head].Name) {
 		// Evaluation found the rule better than the network for this
-		// head (docs/model.md): answer with it, which needs only the
-		// global features.
+		// head (docs/model.md): answer with it.
 		pr, err := RulePredictor{}.PredictSummary(s, op, mode, kind)
 		if err != nil {
 			return nil, err
@@ -247,24 +267,37 @@ type RulePredictor struct{}
 
 // Predict summarises x and applies the rule.
 func (r RulePredictor) Predict(x *formats.COO, op hetero.Op, mode int, kind hetero.Kind) (*Prediction, error) {
-	return viaSummary(r, x, op, mode, kind)
-}
-
-// PredictSummary applies the rule to the summary's features.
-func (RulePredictor) PredictSummary(s *features.Summary, op hetero.Op, mode int, kind hetero.Kind) (*Prediction, error) {
-	start := time.Now()
-	v, err := s.Global(op, mode)
-	if err != nil {
+	if err := checkMode(x.Order(), mode); err != nil {
 		return nil, err
 	}
-	pr := &Prediction{Features: time.Since(start)}
-	pr.Formats = RuleRank(v, op, kind)
-	return pr, nil
+	return &Prediction{Formats: RuleRank(op, kind)}, nil
 }
 
-// RuleChoice is the hand rule's format for global features v of op on a
-// device of the given kind (see RulePredictor).
-func RuleChoice(v features.Vector, op hetero.Op, kind hetero.Kind) string {
+// PredictSummary applies the rule; it reads nothing of the summary but
+// its order, to check the mode.
+func (RulePredictor) PredictSummary(s *features.Summary, op hetero.Op, mode int, kind hetero.Kind) (*Prediction, error) {
+	if err := checkMode(len(s.Dims), mode); err != nil {
+		return nil, err
+	}
+	return &Prediction{Formats: RuleRank(op, kind)}, nil
+}
+
+// PredictWithoutSummary applies the rule, which needs nothing of the
+// tensor: ok is always true.
+func (RulePredictor) PredictWithoutSummary(op hetero.Op, mode int, dev hetero.Info) (*Prediction, bool) {
+	return &Prediction{Formats: RuleRank(op, dev.Kind)}, true
+}
+
+func checkMode(order, mode int) error {
+	if mode < 0 || mode >= order {
+		return fmt.Errorf("mode %d out of range 1 to %d", mode+1, order)
+	}
+	return nil
+}
+
+// RuleChoice is the hand rule's format for op on a device of the given
+// kind (see RulePredictor): it needs nothing of the tensor.
+func RuleChoice(op hetero.Op, kind hetero.Kind) string {
 	if op == hetero.SpTTM {
 		// CSR on every device. On the CPU it was the fastest in 83% of
 		// 4,110 labelled decisions, COO for short fibers in 17%, ELL and
@@ -291,8 +324,8 @@ func RuleChoice(v features.Vector, op hetero.Op, kind hetero.Kind) string {
 
 // RuleRank ranks op's formats by the hand rule: its choice first with
 // score 1, the others 0.
-func RuleRank(v features.Vector, op hetero.Op, kind hetero.Kind) []Ranked {
-	best := RuleChoice(v, op, kind)
+func RuleRank(op hetero.Op, kind hetero.Kind) []Ranked {
+	best := RuleChoice(op, kind)
 	names := op.Formats()
 	scores := make([]float64, len(names))
 	for i, n := range names {

@@ -578,7 +578,7 @@ func (d *dataset) fixedPicks() []Picks {
 	rule := Picks{Predictor: PredictorRule, Formats: make([]string, len(d.rows))}
 	for i, r := range d.rows {
 		op, _ := hetero.ParseOp(r.Op)
-		rule.Formats[i] = model.RuleChoice(d.inputs[i].Global, op, classKind(r.DeviceClass))
+		rule.Formats[i] = model.RuleChoice(op, classKind(r.DeviceClass))
 	}
 	out := []Picks{rule}
 	ops, _ := opsAndClasses(d.rows)
@@ -657,7 +657,7 @@ func Evaluate(rows []LabelRow, models []*model.ONNXModel, o FitOptions) (*Report
 					def.Formats = make([]string, len(d.rows))
 				}
 				op, _ := hetero.ParseOp(r.Op)
-				def.Formats[i] = model.RuleChoice(d.inputs[i].Global, op, classKind(r.DeviceClass))
+				def.Formats[i] = model.RuleChoice(op, classKind(r.DeviceClass))
 			}
 		}
 

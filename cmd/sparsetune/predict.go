@@ -221,11 +221,16 @@ func runPredict(stdout, stderr io.Writer, name string, t *formats.COO, c predict
 	var summary *features.Summary
 	var sampleTime time.Duration
 	summaryRows := 0
-	if c.predictor != "measure" {
+	// summarize makes the summary when a row first needs one: the rule,
+	// and a model head that defers to it, need nothing of the tensor.
+	summarize := func() error {
+		if summary != nil {
+			return nil
+		}
 		start := time.Now()
 		var err error
 		if summary, err = features.Summarize(t); err != nil {
-			return fmt.Errorf("%s: %w", name, err)
+			return err
 		}
 		if c.mode == 0 {
 			// Every mode will be asked for: count them all at once, on
@@ -233,6 +238,7 @@ func runPredict(stdout, stderr io.Writer, name string, t *formats.COO, c predict
 			summary.Prepare()
 		}
 		sampleTime = time.Since(start)
+		return nil
 	}
 	var rows []predictRow
 	noHeadNoted := map[string]bool{}
@@ -272,10 +278,18 @@ func runPredict(stdout, stderr io.Writer, name string, t *formats.COO, c predict
 				if c.predictor == "measure" {
 					fmt.Fprintf(stderr, "measuring %s mode %d on %s...\n", c.op, mode+1, row.Device)
 				}
-				if sp, ok := p.(model.SummaryPredictor); ok && summary != nil {
-					pr, err = sp.PredictSummary(summary, c.op, mode, kind)
-					summaryRows++
-				} else {
+				sf, free := p.(model.SummaryFreePredictor)
+				if free {
+					pr, free = sf.PredictWithoutSummary(c.op, mode, dev.Info())
+				}
+				switch sp, ok := p.(model.SummaryPredictor); {
+				case free:
+				case ok && c.predictor != "measure":
+					if err = summarize(); err == nil {
+						pr, err = sp.PredictSummary(summary, c.op, mode, kind)
+						summaryRows++
+					}
+				default:
 					pr, err = p.Predict(t, c.op, mode, kind)
 				}
 				if errors.Is(err, model.ErrNoHead) {
