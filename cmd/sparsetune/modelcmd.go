@@ -48,6 +48,9 @@ ranges, and its format version.`,
 			for _, h := range info.Heads {
 				fmt.Fprintf(tw, "head %s\t%s\n", h.Name, strings.Join(h.Classes, ", "))
 			}
+			if len(info.RuleHeads) > 0 {
+				fmt.Fprintf(tw, "rule heads\t%s (the hand rule scored above the gcn: predictions for them are the rule's)\n", strings.Join(info.RuleHeads, ", "))
+			}
 			fmt.Fprintf(tw, "node features\t%s\n", strings.Join(info.NodeFeatures, ", "))
 			fmt.Fprintf(tw, "\nglobal feature\tmean\tstd\ttraining min\tmax\n")
 			for i, name := range info.Features {
