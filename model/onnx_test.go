@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -392,5 +393,75 @@ func TestRuleHeads(t *testing.T) {
 	}
 	if _, ok := sf.PredictWithoutSummary(hetero.MTTKRP, 0, hetero.Info{Name: "cpu", Kind: hetero.CPU}); ok {
 		t.Error("a ttm model answered for mttkrp")
+	}
+}
+
+// TestGCNFromONNX: the network read back from a model file has the
+// weights exported (within float32 rounding), the standardisation, the
+// training range and the rule heads, so fine-tuning starts from the
+// file's model; and a file missing an initializer is refused.
+func TestGCNFromONNX(t *testing.T) {
+	g := randomGCN(t, 19)
+	g.RuleHeads = []string{"gpu"}
+	for i := range features.Count {
+		g.TrainMin[i], g.TrainMax[i] = -float64(i), float64(i)+1
+	}
+	data, err := g.ExportONNX()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := ParseONNX("g.onnx", data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := m.GCN()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(back.Params) != len(g.Params) {
+		t.Fatalf("%d weights back, %d exported", len(back.Params), len(g.Params))
+	}
+	worst := 0.0
+	for i, v := range g.Params {
+		worst = max(worst, math.Abs(back.Params[i]-v)/max(math.Abs(v), 1e-3))
+	}
+	if worst > 1e-5 {
+		t.Errorf("weights differ by up to %.2g relative, want float32 rounding", worst)
+	}
+	for i := range features.Count {
+		if math.Abs(back.Mean[i]-g.Mean[i]) > 1e-6*max(1, math.Abs(g.Mean[i])) || math.Abs(back.Std[i]/g.Std[i]-1) > 1e-6 {
+			t.Errorf("feature %d: mean %v std %v back, %v %v exported", i, back.Mean[i], back.Std[i], g.Mean[i], g.Std[i])
+		}
+	}
+	if back.TrainMax != g.TrainMax || !slices.Equal(back.RuleHeads, g.RuleHeads) || !reflect.DeepEqual(back.Config, g.Config) {
+		t.Errorf("config %+v, rule heads %v, train max %v: want the exported ones", back.Config, back.RuleHeads, back.TrainMax)
+	}
+	// Same predictions: the read-back network exports to the same file.
+	again, err := back.ExportONNX()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m2, err := ParseONNX("again.onnx", again)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := randomInput(g.Config, rand.New(rand.NewPCG(1, 2)))
+	p1, err1 := m.Run(in)
+	p2, err2 := m2.Run(in)
+	if err1 != nil || err2 != nil {
+		t.Fatal(err1, err2)
+	}
+	for k := range p1 {
+		for i := range p1[k] {
+			if math.Abs(p1[k][i]-p2[k][i]) > 1e-5 {
+				t.Errorf("head %d class %d: %v from the file, %v after a round trip", k, i, p1[k][i], p2[k][i])
+			}
+		}
+	}
+	broken := editModel(t, data, func(mp *onnxpb.ModelProto) { mp.Graph.Initializer = mp.Graph.Initializer[:3] })
+	if mb, err := ParseONNX("broken.onnx", broken); err == nil {
+		if _, err := mb.GCN(); err == nil || !strings.Contains(err.Error(), "no initializer") {
+			t.Errorf("a file missing initializers: %v", err)
+		}
 	}
 }
