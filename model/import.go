@@ -116,3 +116,39 @@ func (m *ONNXModel) GCN() (*GCN, error) {
 	}
 	return g, nil
 }
+
+// StartFrom copies into g what src learnt that fits g's architecture,
+// for fine-tuning: the graph layers and the feature standardisation when
+// the budget and widths match, and each head of g whose name and classes
+// a head of src has. The training range becomes the union of both. It
+// returns the heads copied; none when the architectures differ (g is
+// left as it was).
+func (g *GCN) StartFrom(src *GCN) []string {
+	a, b := g.Config, src.Config
+	if a.Op != b.Op || a.Budget != b.Budget || a.Hidden != b.Hidden || a.MLP != b.MLP {
+		return nil
+	}
+	gl, gh, _ := a.views(g.Params)
+	sl, sh, _ := b.views(src.Params)
+	for l := range gl {
+		for _, p := range [][2]matrix{{gl[l].w1r, sl[l].w1r}, {gl[l].w1c, sl[l].w1c}, {gl[l].w2, sl[l].w2}, {gl[l].w3, sl[l].w3}, {gl[l].b, sl[l].b}} {
+			copy(p[0].d, p[1].d)
+		}
+	}
+	g.Mean, g.Std = src.Mean, src.Std
+	for i := range g.TrainMin {
+		g.TrainMin[i], g.TrainMax[i] = min(g.TrainMin[i], src.TrainMin[i]), max(g.TrainMax[i], src.TrainMax[i])
+	}
+	var copied []string
+	for k, h := range a.Heads {
+		j := slices.IndexFunc(b.Heads, func(o Head) bool { return o.Name == h.Name && slices.Equal(o.Classes, h.Classes) })
+		if j < 0 {
+			continue
+		}
+		for _, p := range [][2]matrix{{gh[k].m1, sh[j].m1}, {gh[k].c1, sh[j].c1}, {gh[k].m2, sh[j].m2}, {gh[k].c2, sh[j].c2}, {gh[k].m3, sh[j].m3}, {gh[k].c3, sh[j].c3}} {
+			copy(p[0].d, p[1].d)
+		}
+		copied = append(copied, h.Name)
+	}
+	return copied
+}

@@ -465,3 +465,35 @@ func TestGCNFromONNX(t *testing.T) {
 		}
 	}
 }
+
+// TestStartFrom: a network with a subset of another's heads starts from
+// its layers and those heads, and predicts what it predicts; another
+// architecture copies nothing.
+func TestStartFrom(t *testing.T) {
+	src := randomGCN(t, 23)
+	gpu := src.Config.Heads[1]
+	dst, err := NewGCN(DefaultConfig("ttm", gpu, Head{"tpu", []string{"coo", "csr"}}), rand.New(rand.NewPCG(1, 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := dst.StartFrom(src); !slices.Equal(got, []string{"gpu"}) {
+		t.Fatalf("copied heads %v, want [gpu]", got)
+	}
+	in := randomInput(src.Config, rand.New(rand.NewPCG(2, 2)))
+	ps, pd := src.newPass(), dst.newPass()
+	src.forward(ps, in)
+	dst.forward(pd, in)
+	for i, want := range ps.hs[1].probs {
+		if math.Abs(pd.hs[0].probs[i]-want) > 1e-12 {
+			t.Errorf("class %d: %v after StartFrom, %v in the source", i, pd.hs[0].probs[i], want)
+		}
+	}
+	other, err := NewGCN(Config{Op: "ttm", Budget: src.Config.Budget, Hidden: 8, MLP: [2]int{4, 4}, Heads: []Head{gpu}}, rand.New(rand.NewPCG(3, 3)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := slices.Clone(other.Params)
+	if got := other.StartFrom(src); got != nil || !slices.Equal(other.Params, before) {
+		t.Errorf("another architecture: copied %v", got)
+	}
+}

@@ -39,6 +39,11 @@ type FitOptions struct {
 	Warn func(string)
 	// Progress, when set, is told of each tensor read and each epoch.
 	Progress func(FitProgress)
+	// Init, when set, holds a network per op to start from instead of
+	// random weights (fine-tuning: sparsetune tune-model): its layers,
+	// its standardisation and every head of the same class and formats
+	// (model.GCN.StartFrom); a head it lacks starts random.
+	Init map[string]*model.GCN
 }
 
 // DefaultFolds is k when FitOptions.Folds is 0.
@@ -69,6 +74,8 @@ type Curve struct {
 	BestEpoch          int // 1-based: the epoch whose weights were kept
 	TrainExamples      int
 	ValExamples        int
+	// StartedFrom are the heads whose weights came from FitOptions.Init.
+	StartedFrom []string
 }
 
 // Report is what Fit and Evaluate found.
@@ -396,6 +403,11 @@ func (d *dataset) trainGCN(op hetero.Op, heads []model.Head, trainIdx []int, o *
 		return nil, curve, err
 	}
 	g.Standardize(train)
+	if init := o.Init[op.String()]; init != nil {
+		if copied := g.StartFrom(init); len(copied) > 0 {
+			curve.StartedFrom = copied
+		}
+	}
 	mo := o.Model
 	mo.Seed = seed
 	mo.Progress = func(epoch int, trainLoss, valLoss float64) {
