@@ -283,7 +283,7 @@ func TestHeads(t *testing.T) {
 }
 
 // TestRuleHeads: a head defers to the rule only where the rule's oracle
-// ratio is higher, or equal with a higher accuracy.
+// ratio and accuracy are both no lower than the network's.
 func TestRuleHeads(t *testing.T) {
 	sc := func(op, class, pred string, acc, oracle float64) Score {
 		return Score{Op: op, DeviceClass: class, Predictor: pred, N: 10, Accuracy: acc, OracleRatio: oracle}
@@ -292,11 +292,12 @@ func TestRuleHeads(t *testing.T) {
 		sc("ttm", "cpu", PredictorGCN, 0.827, 0.946), sc("ttm", "cpu", PredictorRule, 0.832, 0.948), // rule ahead
 		sc("ttm", "cuda-gpu", PredictorGCN, 0.586, 0.926), sc("ttm", "cuda-gpu", PredictorRule, 0.584, 0.921),
 		sc("mttkrp", "cpu", PredictorGCN, 0.70, 0.93), sc("mttkrp", "cpu", PredictorRule, 0.71, 0.93), // tie, rule more accurate
-		sc("mttkrp", "opencl-cpu", PredictorGCN, 0.71, 0.93), sc("mttkrp", "opencl-cpu", PredictorRule, 0.71, 0.93), // full tie: gcn
+		sc("mttkrp", "opencl-cpu", PredictorGCN, 0.71, 0.93), sc("mttkrp", "opencl-cpu", PredictorRule, 0.71, 0.93), // full tie: the free rule
+		sc("mttkrp", "opencl-gpu", PredictorGCN, 0.60, 0.93), sc("mttkrp", "opencl-gpu", PredictorRule, 0.71, 0.92), // more accurate, slower picks
 		sc("mttkrp", "cuda-gpu", PredictorGCN, 0.9, 0.98), sc("mttkrp", "cuda-gpu", "tree", 0.95, 0.99), // only a baseline ahead
 	}
 	got := RuleHeads(scores)
-	want := map[string][]string{"ttm": {"cpu"}, "mttkrp": {"cpu"}}
+	want := map[string][]string{"ttm": {"cpu"}, "mttkrp": {"cpu", "opencl-cpu"}}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("RuleHeads = %v, want %v", got, want)
 	}

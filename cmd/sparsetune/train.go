@@ -38,8 +38,8 @@ accuracy (the pick within 3% of the fastest) and the oracle ratio
 (geometric mean of t(best)/t(picked)). Then the final model is trained on
 every row and written to --out (one ONNX file per op: with rows of several
 ops, MODEL.onnx becomes MODEL.ttm.onnx and MODEL.mttkrp.onnx). A head for
-which the hand rule scored above the GCN (higher oracle ratio, or the same
-and higher accuracy) is marked in the file: predictions for it are the
+which the hand rule scored level with or above the GCN (oracle ratio and
+accuracy no lower) is marked in the file: predictions for it are the
 rule's.
 
 Rows whose every format was skipped are left out and counted; a labels

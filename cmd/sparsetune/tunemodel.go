@@ -1,0 +1,321 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"math"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/viper"
+
+	"github.com/sparsetune/sparsetune/hetero"
+	"github.com/sparsetune/sparsetune/internal/atomicfile"
+	"github.com/sparsetune/sparsetune/model"
+	"github.com/sparsetune/sparsetune/train"
+)
+
+func init() { register(newTuneModelCmd) }
+
+func newTuneModelCmd(v *viper.Viper) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "tune-model --from DIR [--devices cpu,cuda:0] [--budget 20m] [--count 60] [--max-nnz 300000] [--seed 1] [--work DIR] [--force]",
+		Short: "Adapt the default model to this machine: label a small generated set here, fine-tune, install",
+		Long: `Labels belong to hardware: the default model was trained on labels
+measured elsewhere. tune-model generates a small set of tensors from the
+MatrixMarket matrices in --from (as sparsetune gen does), labels it on
+this machine's --devices (as sparsetune label does), fine-tunes the
+model in effect from those labels (its layers and the heads of the same
+device classes are the starting point), and installs the result as this
+user's default model (model.OP.onnx in the sparsetune config directory;
+--model and config still win).
+
+A quarter of the source matrices are held out (grouped by source, as in
+train): the eval table on them is printed for the model before and after.
+The tuned model is installed only if its oracle ratio on the held-out rows
+is not below the old one's (--force installs it anyway). A head whose hand
+rule scored above the network on them defers to the rule, as in train.
+
+The whole run aims at --budget: labelling stops at 70% of it and the rows
+measured so far are used. The set and the labels live in --work (default
+the user cache directory), so a second run resumes and adds to them. The
+tuned model has heads only for the device classes labelled here: list
+every device you use in --devices.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error { return runTuneModel(cmd, v) },
+	}
+	f := cmd.Flags()
+	f.String("from", "", "directory of MatrixMarket matrices (*.mtx, *.mtx.gz) to generate the tensors from")
+	f.String("devices", "cpu", "comma-separated devices to label on: cpu, opencl:0, cuda:0")
+	f.Duration("budget", 20*time.Minute, "time the whole run aims at")
+	f.Int("count", 60, "tensors to generate")
+	f.Int("max-nnz", 300_000, "largest target number of nonzeros")
+	f.Uint64("seed", 1, "seed of the generated set and of training")
+	f.String("work", "", "directory for the set and the labels (default: the user cache directory's sparsetune/tune)")
+	f.Bool("force", false, "install the tuned model even if it scores below the old one")
+	for _, name := range []string{"from", "devices", "budget", "count", "max-nnz", "seed", "work", "force"} {
+		v.BindPFlag("tune-model."+name, f.Lookup(name))
+	}
+	return cmd
+}
+
+// tuneInstallSlack is how far below the old model's held-out oracle ratio
+// a tuned model may land and still be installed: the difference of one
+// pick in a few hundred rows is noise, not a worse model.
+const tuneInstallSlack = 0.002
+
+func runTuneModel(cmd *cobra.Command, v *viper.Viper) error {
+	start := time.Now()
+	from, budget, count, seed := v.GetString("tune-model.from"), v.GetDuration("tune-model.budget"), v.GetInt("tune-model.count"), v.GetUint64("tune-model.seed")
+	switch {
+	case from == "":
+		return errors.New("tune-model needs --from DIR: MatrixMarket matrices to generate tensors from (e.g. SuiteSparse's)")
+	case budget <= 0:
+		return fmt.Errorf("--budget: expected a positive duration, found %s", budget)
+	case count < 8:
+		return fmt.Errorf("--count: expected at least 8 tensors (a quarter of the sources is held out), found %d", count)
+	}
+	work := v.GetString("tune-model.work")
+	if work == "" {
+		dir, err := os.UserCacheDir()
+		if err != nil {
+			return fmt.Errorf("--work not given and no user cache directory: %w", err)
+		}
+		work = filepath.Join(dir, "sparsetune", "tune")
+	}
+	var devices []hetero.Device
+	for _, name := range strings.Split(v.GetString("tune-model.devices"), ",") {
+		d, err := hetero.Lookup(strings.TrimSpace(name), v.GetInt("threads"))
+		if err != nil {
+			return fmt.Errorf("--devices: %w", err)
+		}
+		devices = append(devices, d)
+	}
+	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	w, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
+	step := func(format string, a ...any) {
+		fmt.Fprintf(stderr, "[%5.1fs] %s\n", time.Since(start).Seconds(), fmt.Sprintf(format, a...))
+	}
+
+	// 1. Generate (resumable: present tensors are kept).
+	set, labels := filepath.Join(work, "set"), filepath.Join(work, "labels.jsonl")
+	mats, err := train.ScanMatrices(from)
+	if err != nil {
+		return fmt.Errorf("--from: %w", err)
+	}
+	specs, err := train.Plan(mats, train.PlanOptions{Count: count, Seed: seed, MaxNNZ: v.GetInt("tune-model.max-nnz")})
+	if err != nil {
+		return fmt.Errorf("plan: %w", err)
+	}
+	step("generating %d tensors from %s into %s", len(specs), from, set)
+	if _, err := train.WriteSet(ctx, specs, train.WriteOptions{From: from, Out: set}); err != nil {
+		return err
+	}
+
+	// 2. Label until 70% of the budget; what is measured by then is used.
+	labelCtx, cancel := context.WithDeadline(ctx, start.Add(budget*7/10))
+	defer cancel()
+	step("labelling on %s (until %s into the run)", v.GetString("tune-model.devices"), (budget * 7 / 10).Round(time.Second))
+	lp := newLabelProgress(stderr, time.Now())
+	sum, err := train.Label(labelCtx, set, labels, train.LabelOptions{Devices: devices, Progress: lp.update, Warn: lp.warn})
+	lp.finish(err == nil)
+	switch {
+	case err != nil && ctx.Err() != nil:
+		return fmt.Errorf("interrupted while labelling: run the same command again to resume")
+	case errors.Is(err, context.DeadlineExceeded):
+		written := 0
+		if sum != nil {
+			written = sum.Written
+		}
+		step("labelling stopped at the budget's 70%%: %d rows this run; a later run resumes", written)
+	case err != nil:
+		return err
+	}
+
+	// 3. Hold out a quarter of the sources.
+	rows, err := train.ReadLabels(labels)
+	if err != nil {
+		return err
+	}
+	rows = slices.DeleteFunc(rows, func(r train.LabelRow) bool {
+		return !slices.ContainsFunc(devices, func(d hetero.Device) bool { return d.Info().Class() == r.DeviceClass })
+	})
+	folds, err := train.GroupFolds(rows, 4, seed)
+	if err != nil {
+		return fmt.Errorf("hold out a quarter of the sources: %w (give --count more tensors, or a larger --budget)", err)
+	}
+	var tune, held []train.LabelRow
+	for i, r := range rows {
+		if folds[i] == 0 {
+			held = append(held, r)
+		} else {
+			tune = append(tune, r)
+		}
+	}
+
+	// 4. The models in effect, scored on the held-out rows.
+	var before []*model.ONNXModel
+	initial := map[string]*model.GCN{}
+	for _, op := range hetero.Ops {
+		if !slices.ContainsFunc(rows, func(r train.LabelRow) bool { return r.Op == op.String() }) {
+			continue
+		}
+		m, err := model.DefaultModel(op)
+		if err != nil {
+			return err
+		}
+		g, err := m.GCN()
+		if err != nil {
+			return err
+		}
+		before, initial[op.String()] = append(before, m), g
+	}
+	if len(before) == 0 {
+		return errors.New("no labelled rows for any op: nothing to tune")
+	}
+	prog := newFitProgress(stderr)
+	o := train.FitOptions{Dir: work, Folds: 1, Seed: seed, Warn: prog.warn, Progress: prog.update, Budget: before[0].Info.Budget, Init: initial, Model: model.DefaultFitOptions}
+	step("scoring the model in effect on %d held-out rows", len(held))
+	old, err := train.Evaluate(held, before, o)
+	if err != nil {
+		return err
+	}
+
+	// 5. Fine-tune on the rest, then score the same way; heads whose rule
+	// beat the network on the held-out rows defer to it.
+	step("fine-tuning on %d rows", len(tune))
+	rep, err := train.Fit(tune, o)
+	prog.finish()
+	if err != nil {
+		return err
+	}
+	exportAll := func() (map[string][]byte, []*model.ONNXModel, error) {
+		files, models := map[string][]byte{}, []*model.ONNXModel(nil)
+		for op, g := range rep.Models {
+			data, err := g.ExportONNX()
+			if err != nil {
+				return nil, nil, err
+			}
+			m, err := model.ParseONNX("tuned "+op, data)
+			if err != nil {
+				return nil, nil, err
+			}
+			files[op], models = data, append(models, m)
+		}
+		return files, models, nil
+	}
+	_, tuned, err := exportAll()
+	if err != nil {
+		return err
+	}
+	evalNew, err := train.Evaluate(held, tuned, o)
+	if err != nil {
+		return err
+	}
+	ruleHeads := train.RuleHeads(evalNew.Scores)
+	for op, g := range rep.Models {
+		g.RuleHeads = ruleHeads[op]
+	}
+	files, tuned, err := exportAll()
+	if err != nil {
+		return err
+	}
+	if evalNew, err = train.Evaluate(held, tuned, o); err != nil {
+		return err
+	}
+
+	// 6. Report, and install where the tuned model is not worse.
+	fmt.Fprintf(w, "tune-model: %d tensors, %d rows labelled on %s (%d tuned on, %d held out from %d sources)\n",
+		len(specs), len(rows), v.GetString("tune-model.devices"), len(tune), len(held), countSources(held))
+	fmt.Fprintln(w, "\nbefore (the model in effect), on the held-out rows:")
+	if err := writeScoresTable(w, inEffect(old.Scores)); err != nil {
+		return err
+	}
+	fmt.Fprintln(w, "\nafter (fine-tuned here), on the same rows:")
+	if err := writeScoresTable(w, inEffect(evalNew.Scores)); err != nil {
+		return err
+	}
+	fmt.Fprintln(w)
+	force := v.GetBool("tune-model.force")
+	for _, op := range slices.Sorted(maps.Keys(files)) {
+		a, b := oracleOf(old.Scores, op), oracleOf(evalNew.Scores, op)
+		hop, err := hetero.ParseOp(op)
+		if err != nil {
+			return err
+		}
+		path, err := model.UserModelPath(hop)
+		if err != nil {
+			return err
+		}
+		if b < a-tuneInstallSlack && !force {
+			fmt.Fprintf(w, "%s: kept the model in effect: the tuned one's held-out oracle ratio is %.3f against %.3f (--force installs it anyway)\n", op, b, a)
+			continue
+		}
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			return err
+		}
+		data := files[op]
+		if err := atomicfile.Write(path, func(f io.Writer) error { _, err := f.Write(data); return err }); err != nil {
+			return err
+		}
+		fmt.Fprintf(w, "%s: installed %s (held-out oracle ratio %.3f, was %.3f)\n", op, path, b, a)
+	}
+	fmt.Fprintf(w, "%.1fs of a %s budget\n", time.Since(start).Seconds(), budget)
+	return nil
+}
+
+// inEffect keeps the score rows of what a model answers by default: the
+// "default" row where a model defers to the rule for some heads, else the
+// "gcn" row, and the rule beside it.
+func inEffect(scores []train.Score) []train.Score {
+	hasDefault := map[string]bool{}
+	for _, s := range scores {
+		if s.Predictor == train.PredictorDefault {
+			hasDefault[s.Op+"/"+s.DeviceClass] = true
+		}
+	}
+	var out []train.Score
+	for _, s := range scores {
+		switch {
+		case s.Predictor == train.PredictorDefault, s.Predictor == train.PredictorRule,
+			s.Predictor == train.PredictorGCN && !hasDefault[s.Op+"/"+s.DeviceClass]:
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// oracleOf returns the oracle ratio of what op's model answers by
+// default, over all its device classes (the geometric mean weighted by
+// rows).
+func oracleOf(scores []train.Score, op string) float64 {
+	var logSum, n float64
+	for _, s := range inEffect(scores) {
+		if s.Op == op && s.Predictor != train.PredictorRule && s.N > 0 {
+			logSum += float64(s.N) * math.Log(s.OracleRatio)
+			n += float64(s.N)
+		}
+	}
+	if n == 0 {
+		return 0
+	}
+	return math.Exp(logSum / n)
+}
+
+func countSources(rows []train.LabelRow) int {
+	seen := map[string]bool{}
+	for _, r := range rows {
+		seen[r.Source] = true
+	}
+	return len(seen)
+}
