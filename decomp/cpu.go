@@ -271,28 +271,15 @@ func (c *CPU) ttmPlanFor(n int, ranks []int) (*ttmPlan, error) {
 	start := time.Now()
 	defer func() { c.setup += time.Since(start) }()
 	if tp == nil {
-		// Contract first the mode whose fiber matrix has the fewest rows:
-		// the SpTTM output, and so the dense work after it, is smallest.
-		p, best := -1, 0
-		for m := range c.x.Order() {
-			if m == n {
-				continue
-			}
-			cnt, err := c.fiberCount(m)
-			if err != nil {
-				return nil, err
-			}
-			if p < 0 || cnt < best {
-				p, best = m, cnt
-			}
+		p, err := chainContraction(c.x.Order(), n, c.fiberCount)
+		if err != nil {
+			return nil, err
 		}
 		fm, err := formats.NewFiberMatrix(c.x, p, n)
 		if err != nil {
 			return nil, fmt.Errorf("fiber matrix of mode %d for the TTM chain of mode %d: %w", p+1, n+1, err)
 		}
-		tp = &ttmPlan{fm: fm, p: p, slices: fm.Slices()}
-		tp.splits = splitSlices(tp.slices, c.parts())
-		tp.scratch = make([][]float64, len(tp.splits)-1)
+		tp = newTTMPlan(fm, p, c.parts())
 	}
 	ff, err := formats.NewFiberFormat(tp.fm, c.fiberFormat)
 	if err != nil {
@@ -310,36 +297,47 @@ func (c *CPU) ttmPlanFor(n int, ranks []int) (*ttmPlan, error) {
 
 func (c *CPU) parts() int { return resolvedThreads(c.threads) }
 
-// splitSlices cuts slices into parts contiguous runs of about equal rows
-// (the dense work of a row is the same for every row) and returns parts+1
-// offsets into slices.
-func splitSlices(sl []formats.Slice, parts int) []int {
-	total := 0
-	if len(sl) > 0 {
-		total = sl[len(sl)-1].RowEnd
-	}
-	splits := make([]int, parts+1)
-	s := 0
-	for t := 1; t < parts; t++ {
-		target := total * t / parts
-		for s < len(sl) && sl[s].RowStart < target {
-			s++
+// chainContraction returns the mode the TTM chain of output mode n
+// contracts first: the one whose fiber matrix has the fewest rows
+// (fibers(m)), so the SpTTM output, and the dense work after it, is
+// smallest.
+func chainContraction(order, n int, fibers func(m int) (int, error)) (int, error) {
+	p, best := -1, 0
+	for m := range order {
+		if m == n {
+			continue
 		}
-		splits[t] = s
+		cnt, err := fibers(m)
+		if err != nil {
+			return 0, err
+		}
+		if p < 0 || cnt < best {
+			p, best = m, cnt
+		}
 	}
-	splits[parts] = len(sl)
-	return splits
+	return p, nil
 }
 
-// TTMChain implements TTMChainer.
-func (c *CPU) TTMChain(mode int, factors []*kernels.Matrix, out *kernels.Matrix) error {
-	n := mode
-	N := c.x.Order()
+// newTTMPlan returns the dense side of a TTM chain over fm, the fiber
+// matrix of the contracted mode p sliced by the output mode, with its
+// slices cut for parts goroutines; the caller supplies the SpTTM.
+func newTTMPlan(fm *formats.FiberMatrix, p, parts int) *ttmPlan {
+	tp := &ttmPlan{fm: fm, p: p, slices: fm.Slices()}
+	tp.splits = splitSlices(tp.slices, parts)
+	tp.scratch = make([][]float64, len(tp.splits)-1)
+	return tp
+}
+
+// checkChain checks the TTM chain's arguments: the mode, one factor per
+// mode (the output mode's is not read) and out, Dims[n] x the product of
+// the other factors' columns. It returns the factors' ranks.
+func checkChain(x *formats.COO, n int, factors []*kernels.Matrix, out *kernels.Matrix) ([]int, error) {
+	N := x.Order()
 	if n < 0 || n >= N {
-		return fmt.Errorf("TTM chain mode %d out of range for order %d", n, N)
+		return nil, fmt.Errorf("TTM chain mode %d out of range for order %d", n+1, N)
 	}
 	if len(factors) != N {
-		return fmt.Errorf("TTM chain: %d factors for order %d", len(factors), N)
+		return nil, fmt.Errorf("TTM chain: %d factors for order %d", len(factors), N)
 	}
 	ranks := make([]int, N)
 	P := 1
@@ -347,23 +345,24 @@ func (c *CPU) TTMChain(mode int, factors []*kernels.Matrix, out *kernels.Matrix)
 		if m == n {
 			continue
 		}
-		if f == nil || f.Rows != c.x.Dims[m] || len(f.Data) != f.Rows*f.Cols || f.Cols < 1 {
-			return fmt.Errorf("TTM chain: factor of mode %d is not a %dx(R>0) matrix", m+1, c.x.Dims[m])
+		if f == nil || f.Rows != x.Dims[m] || len(f.Data) != f.Rows*f.Cols || f.Cols < 1 {
+			return nil, fmt.Errorf("TTM chain: factor of mode %d is not a %dx(R>0) matrix", m+1, x.Dims[m])
 		}
 		ranks[m] = f.Cols
 		P *= f.Cols
 	}
-	if out == nil || out.Rows != c.x.Dims[n] || out.Cols != P || len(out.Data) != out.Rows*out.Cols {
-		return fmt.Errorf("TTM chain of mode %d: output must be %dx%d", n+1, c.x.Dims[n], P)
+	if out == nil || out.Rows != x.Dims[n] || out.Cols != P || len(out.Data) != out.Rows*out.Cols {
+		return nil, fmt.Errorf("TTM chain of mode %d: output must be %dx%d", n+1, x.Dims[n], P)
 	}
-	tp, err := c.ttmPlanFor(n, ranks)
-	if err != nil {
-		return err
-	}
-	if err := tp.plan.Run(tp.y, factors[tp.p]); err != nil {
-		return err
-	}
-	// The dense products. Rows of out that no slice covers stay zero.
+	return ranks, nil
+}
+
+// dense finishes the chain of output mode n once tp.y holds the SpTTM of
+// mode tp.p: each slice's rows, multiplied out with the other factors'
+// rows (a Kronecker product), summed into its row of out. Rows of out
+// that no slice covers are zero.
+func (tp *ttmPlan) dense(n int, factors []*kernels.Matrix, out *kernels.Matrix) {
+	P := out.Cols
 	clear(out.Data)
 	fm := tp.fm
 	// FiberModes is the slice mode n first, then the modes other than n
@@ -391,6 +390,43 @@ func (c *CPU) TTMChain(mode int, factors []*kernels.Matrix, out *kernels.Matrix)
 			}
 		}
 	})
+}
+
+// splitSlices cuts slices into parts contiguous runs of about equal rows
+// (the dense work of a row is the same for every row) and returns parts+1
+// offsets into slices.
+func splitSlices(sl []formats.Slice, parts int) []int {
+	total := 0
+	if len(sl) > 0 {
+		total = sl[len(sl)-1].RowEnd
+	}
+	splits := make([]int, parts+1)
+	s := 0
+	for t := 1; t < parts; t++ {
+		target := total * t / parts
+		for s < len(sl) && sl[s].RowStart < target {
+			s++
+		}
+		splits[t] = s
+	}
+	splits[parts] = len(sl)
+	return splits
+}
+
+// TTMChain implements TTMChainer.
+func (c *CPU) TTMChain(mode int, factors []*kernels.Matrix, out *kernels.Matrix) error {
+	ranks, err := checkChain(c.x, mode, factors, out)
+	if err != nil {
+		return err
+	}
+	tp, err := c.ttmPlanFor(mode, ranks)
+	if err != nil {
+		return err
+	}
+	if err := tp.plan.Run(tp.y, factors[tp.p]); err != nil {
+		return err
+	}
+	tp.dense(mode, factors, out)
 	return nil
 }
 

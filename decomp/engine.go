@@ -13,7 +13,8 @@ import (
 	"github.com/sparsetune/sparsetune/kernels"
 )
 
-// EngineKernels runs CP-ALS's MTTKRPs through package engine: one
+// EngineKernels runs CP-ALS's MTTKRPs (and Tucker's TTM chains: see
+// TTMChain) through package engine: one
 // engine.Plan per mode, so each mode's format is chosen per device
 // (forced, cached or predicted, as the engine's Options say), its slices
 // split between the CPU and the accelerator, converted and bound on the
@@ -32,8 +33,12 @@ type EngineKernels struct {
 	x     *formats.COO
 	rank  int
 	plans []*engine.Plan
-	modes []EngineMode
-	setup time.Duration
+	// chains are Tucker's TTM chains per output mode, fibers the fiber
+	// counts that choose their contracted modes.
+	chains []*engineChain
+	fibers []int
+	modes  []EngineMode
+	setup  time.Duration
 	// closed makes every later MTTKRP an error rather than a new plan.
 	closed bool
 
@@ -149,6 +154,12 @@ func (k *EngineKernels) MTTKRP(mode int, factors []*kernels.Matrix, out *kernels
 	if err != nil {
 		return err
 	}
+	k.record(mode, res)
+	return nil
+}
+
+// record adds one run of mode's plan to its report.
+func (k *EngineKernels) record(mode int, res *engine.Result) {
 	k.addWarnings(res.Warnings)
 	em := &k.modes[mode]
 	em.Runs++
@@ -158,6 +169,93 @@ func (k *EngineKernels) MTTKRP(mode int, factors []*kernels.Matrix, out *kernels
 		ed.SetupSeconds += d.ConvertSeconds + d.SetupSeconds
 		ed.KernelSeconds += d.KernelSeconds
 		ed.Seconds += d.Seconds
+	}
+}
+
+// engineChain is the TTM chain of one output mode on the engine: the
+// plan of its SpTTM and the dense side of the chain (ttmPlan, whose own
+// SpTTM plan is unused).
+type engineChain struct {
+	plan *engine.Plan
+	tp   *ttmPlan
+}
+
+// chain returns the chain of output mode n for the factors' ranks,
+// planning it on first use or when the contracted mode's rank changed.
+func (k *EngineKernels) chain(n int, ranks []int) (*engineChain, error) {
+	if k.closed {
+		return nil, errors.New("engine kernels are closed")
+	}
+	if k.chains == nil {
+		k.chains = make([]*engineChain, k.x.Order())
+		k.fibers = make([]int, k.x.Order())
+	}
+	if ch := k.chains[n]; ch != nil {
+		if ch.tp.rank == ranks[ch.tp.p] {
+			return ch, nil
+		}
+		if err := ch.plan.Close(); err != nil {
+			return nil, err
+		}
+		k.chains[n] = nil
+	}
+	start := time.Now()
+	defer func() { k.setup += time.Since(start) }()
+	p, err := chainContraction(k.x.Order(), n, func(m int) (int, error) {
+		if k.fibers[m] == 0 {
+			st, err := k.x.ModeStats(m)
+			if err != nil {
+				return 0, err
+			}
+			k.fibers[m] = st.Fibers.Count
+		}
+		return k.fibers[m], nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	plan, err := k.e.PlanTTMSliced(k.ctx, k.x, p, n, ranks[p])
+	if err != nil {
+		return nil, err
+	}
+	tp := newTTMPlan(plan.Fibers(), p, resolvedThreads(0))
+	tp.rank, tp.y = ranks[p], kernels.NewMatrix(plan.Fibers().Rows(), ranks[p])
+	ch := &engineChain{plan: plan, tp: tp}
+	k.chains[n] = ch
+	k.adopt(n, plan)
+	return ch, nil
+}
+
+// TTMChain implements TTMChainer: the chain of output mode n contracts
+// its first mode with an SpTTM run by the engine (engine.PlanTTMSliced:
+// that mode's fiber matrix sliced by n, so the devices split the chain's
+// output rows), planned once per mode; the dense products after it run on
+// the CPU as in CPU.TTMChain. Modes reports each output mode's SpTTM.
+func (k *EngineKernels) TTMChain(mode int, factors []*kernels.Matrix, out *kernels.Matrix) error {
+	ranks, err := checkChain(k.x, mode, factors, out)
+	if err != nil {
+		return err
+	}
+	ch, err := k.chain(mode, ranks)
+	if err != nil {
+		return err
+	}
+	res, err := ch.plan.Run(k.ctx, []*kernels.Matrix{factors[ch.tp.p]}, ch.tp.y)
+	if err != nil {
+		return err
+	}
+	k.record(mode, res)
+	ch.tp.dense(mode, factors, out)
+	return nil
+}
+
+// prepareTTMChain plans every mode's chain, so TuckerHOOI reports the
+// setup apart.
+func (k *EngineKernels) prepareTTMChain(ranks []int) error {
+	for n := range k.x.Order() {
+		if _, err := k.chain(n, ranks); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -230,6 +328,12 @@ func (k *EngineKernels) Close() error {
 		if p != nil {
 			errs = append(errs, p.Close())
 			k.plans[m] = nil
+		}
+	}
+	for n, ch := range k.chains {
+		if ch != nil {
+			errs = append(errs, ch.plan.Close())
+			k.chains[n] = nil
 		}
 	}
 	k.closed = true

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"os"
 	"strings"
 	"sync/atomic"
@@ -58,7 +59,10 @@ func testProfile(names ...string) *hetero.Profile {
 	p := &hetero.Profile{Version: hetero.ProfileVersion}
 	for _, name := range names {
 		d := hetero.DeviceProfile{Name: name, Kind: hetero.GPU, FMAGFlops: 100, MemoryGBs: 20, LinkGBs: 20,
-			Ops: map[string]hetero.OpProfile{"mttkrp": {Lambda: 0.1, Mu: 3, BytesPerNNZ: 16, Format: "coo", Rank: 16}}}
+			Ops: map[string]hetero.OpProfile{
+				"mttkrp": {Lambda: 0.1, Mu: 3, BytesPerNNZ: 16, Format: "coo", Rank: 16},
+				"ttm":    {Lambda: 0.1, Mu: 1.5, BytesPerNNZ: 16, Format: "csr", Rank: 16},
+			}}
 		if name == "cpu" {
 			d.Kind, d.LinkGBs = hetero.CPU, 0
 		}
@@ -233,4 +237,89 @@ func TestEngineKernelsErrors(t *testing.T) {
 	if err := k.MTTKRP(0, fs, out); err == nil || !strings.Contains(err.Error(), "closed") {
 		t.Errorf("after close: %v", err)
 	}
+}
+
+// TestTuckerEngineMatchesCPU: Tucker-HOOI with the TTM chains' SpTTMs on
+// the engine (the contracted mode's fiber matrix sliced by the output
+// mode, split between the CPU and an accelerator) gives each chain the
+// CPU path's values, and so its fit, for every split; each mode's chain
+// is planned once and runs once per iteration.
+func TestTuckerEngineMatchesCPU(t *testing.T) {
+	x := realTensor(t, "kg_umls.tns")
+	const iters = 4
+	o := Options{Ranks: []int{4, 3, 5}, Iters: iters, Seed: 1}
+	want, err := TuckerHOOI(x, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// One chain's values against the CPU's, on the same factors.
+	cpu, err := NewCPU(x, nil, "", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, acc := range testAccelerators(t) {
+		for _, s := range []hetero.Strategy{hetero.SplitPeak, hetero.SplitDynamic, hetero.SplitRandom, hetero.SplitAcc} {
+			what := fmt.Sprintf("cpu+%s, split %s", acc.Info().Name, s)
+			e, err := engine.New([]hetero.Device{hetero.NewCPU(0), acc}, engine.Options{Split: s, Profile: testProfile("cpu", acc.Info().Name), Seed: 2})
+			if err != nil {
+				t.Fatal(err)
+			}
+			k, err := NewEngineKernels(context.Background(), e, x, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for n := range x.Order() {
+				factors := make([]*kernels.Matrix, x.Order())
+				P := 1
+				for m := range x.Order() {
+					if m != n {
+						factors[m] = randomMatrix(x.Dims[m], o.Ranks[m], uint64(10*n+m))
+						P *= o.Ranks[m]
+					}
+				}
+				a, b := kernels.NewMatrix(x.Dims[n], P), kernels.NewMatrix(x.Dims[n], P)
+				if err := cpu.TTMChain(n, factors, a); err != nil {
+					t.Fatal(err)
+				}
+				if err := k.TTMChain(n, factors, b); err != nil {
+					t.Fatalf("%s: chain of mode %d: %v", what, n+1, err)
+				}
+				for i := range a.Data {
+					if d := math.Abs(float64(a.Data[i] - b.Data[i])); d > 1e-4*max(1, math.Abs(float64(a.Data[i]))) {
+						t.Fatalf("%s: chain of mode %d, value %d: %v on the engine, %v on the CPU", what, n+1, i, b.Data[i], a.Data[i])
+					}
+				}
+			}
+			k.Close()
+			k, err = NewEngineKernels(context.Background(), e, x, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			o2 := o
+			o2.TTMChain = k
+			got, err := TuckerHOOI(x, o2)
+			k.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d := math.Abs(got.Fit - want.Fit); !(d <= 1e-4) {
+				t.Errorf("%s: fit %.6f, the CPU path's %.6f", what, got.Fit, want.Fit)
+			}
+			for _, m := range k.Modes() {
+				if m.Runs < iters || m.Split != s.String() || len(m.Devices) != 2 {
+					t.Errorf("%s: mode %d: %d runs, split %s, %d devices", what, m.Mode, m.Runs, m.Split, len(m.Devices))
+				}
+			}
+		}
+	}
+}
+
+// randomMatrix returns a rows x cols matrix of seeded values in [-1, 1).
+func randomMatrix(rows, cols int, seed uint64) *kernels.Matrix {
+	rng := rand.New(rand.NewPCG(seed, 7))
+	m := kernels.NewMatrix(rows, cols)
+	for i := range m.Data {
+		m.Data[i] = 2*rng.Float32() - 1
+	}
+	return m
 }

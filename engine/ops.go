@@ -32,7 +32,7 @@ func (e *Engine) TTM(ctx context.Context, x *formats.COO, mode int, ut *kernels.
 	if ut == nil || ut.Cols < 1 || ut.Rows != x.Dims[mode] || len(ut.Data) != ut.Rows*ut.Cols {
 		return nil, fmt.Errorf("ttm: factor must be Dims[%d] x R = %d x R with R >= 1, found %s", mode+1, x.Dims[mode], shape(ut))
 	}
-	p, err := e.planTTM(ctx, x, mode, ut.Cols, true)
+	p, err := e.planTTM(ctx, x, mode, formats.DefaultSliceMode(mode), ut.Cols, true)
 	if err != nil {
 		return nil, err
 	}
@@ -55,11 +55,23 @@ func (p *Plan) runOnce(ctx context.Context, operands []*kernels.Matrix, start ti
 // Plan.Run then takes Uᵀ (Dims[mode] x R) and writes Y, one row per row
 // of Plan.Fibers().
 func (e *Engine) PlanTTM(ctx context.Context, x *formats.COO, mode, rank int) (*Plan, error) {
-	return e.planTTM(ctx, x, mode, rank, false)
+	return e.planTTM(ctx, x, mode, formats.DefaultSliceMode(mode), rank, false)
+}
+
+// PlanTTMSliced is PlanTTM with the fiber matrix sliced by sliceMode
+// (formats.NewFiberMatrix): Y's rows come grouped by that mode's index,
+// and each device computes whole groups. Tucker's TTM chain of mode n
+// contracts another mode first and slices by n, so every output row of
+// the chain is one slice (decomp.EngineKernels).
+func (e *Engine) PlanTTMSliced(ctx context.Context, x *formats.COO, mode, sliceMode, rank int) (*Plan, error) {
+	if x != nil && (sliceMode < 0 || sliceMode >= x.Order() || sliceMode == mode) {
+		return nil, fmt.Errorf("ttm: slice mode %d must be another mode of the order-%d tensor than mode %d", sliceMode+1, x.Order(), mode+1)
+	}
+	return e.planTTM(ctx, x, mode, sliceMode, rank, false)
 }
 
 // planTTM is PlanTTM for a plan that runs once (TTM) or many times.
-func (e *Engine) planTTM(ctx context.Context, x *formats.COO, mode, rank int, once bool) (*Plan, error) {
+func (e *Engine) planTTM(ctx context.Context, x *formats.COO, mode, sliceMode, rank int, once bool) (*Plan, error) {
 	start := time.Now()
 	if err := checkInput(x, mode); err != nil {
 		return nil, fmt.Errorf("ttm: %w", err)
@@ -67,7 +79,7 @@ func (e *Engine) planTTM(ctx context.Context, x *formats.COO, mode, rank int, on
 	if rank < 1 {
 		return nil, fmt.Errorf("ttm: rank must be >= 1, found %d", rank)
 	}
-	fm, err := formats.NewFiberMatrix(x, mode, formats.DefaultSliceMode(mode))
+	fm, err := formats.NewFiberMatrix(x, mode, sliceMode)
 	if err != nil {
 		return nil, fmt.Errorf("ttm: %w", err)
 	}

@@ -150,7 +150,9 @@ func addDecompFlags(cmd *cobra.Command, v *viper.Viper, name, defaultInit string
 	f.String("out", "", "write the model as PREFIX.*.npy (float32, C order)")
 	f.String("resume", "", "start from the model an earlier --out PREFIX wrote (replaces --init)")
 	devHelp := "comma-separated devices (cpu, opencl:0, cuda:0) or all, for the MTTKRPs through the engine (default: the CPU alone, without the engine)"
-	if name != "cpd" {
+	if name == "tucker" {
+		devHelp = "comma-separated devices (cpu, opencl:0, cuda:0) or all, for the TTM chains' SpTTMs through the engine (default: the CPU alone, without the engine)"
+	} else if name != "cpd" {
 		devHelp = "accepted for symmetry with cpd: " + name + "'s sparse kernels run on the CPU only"
 	}
 	f.String("devices", "", devHelp)
@@ -204,7 +206,7 @@ func mttkrpFormats(s string) ([]string, error) {
 // engine does not run yet ignores --devices.
 func cpuOnlyNote(w io.Writer, method, kernels string, c decompConfig) {
 	if c.devices != "" {
-		fmt.Fprintf(w, "note: --devices %s: %s runs %s on the CPU only (only cpd runs through the engine)\n", c.devices, method, kernels)
+		fmt.Fprintf(w, "note: --devices %s: %s runs %s on the CPU only (cpd and tucker run through the engine)\n", c.devices, method, kernels)
 	}
 }
 
@@ -459,30 +461,37 @@ func runCPD(cmd *cobra.Command, v *viper.Viper, path string, c decompConfig) err
 	}
 	rep := cpReport(path, x.Dims, x.NNZ(), c, res, time.Since(start), read)
 	if ek != nil {
-		rep.Devices = c.engineDevices()
-		rep.ModeDevices = ek.Modes()
-		rep.Formats = nil
-		for _, m := range rep.ModeDevices {
-			// One entry per mode: the formats of the devices that ran it.
-			var fs []string
-			for _, d := range m.Devices {
-				if d.NNZShare > 0 && !slices.Contains(fs, d.Format) {
-					fs = append(fs, d.Format)
-				}
-			}
-			rep.Formats = append(rep.Formats, strings.Join(fs, "+"))
-			rep.Split = m.Split
-		}
-		rep.Warnings = append(warnings, ek.Warnings()...)
-		for _, w := range rep.Warnings {
-			fmt.Fprintf(stderr, "warning: %s\n", w)
-		}
+		rep.engineModes(ek, c, warnings, stderr)
 	}
 	if len(rep.Formats) == 0 {
 		rep.Formats = []string{decomp.DefaultMTTKRPFormat}
 	}
 	rep.fill(res.History, false)
 	return finishDecomp(cmd, rep, res, c)
+}
+
+// engineModes fills the report from the engine kernels of a
+// decomposition: the devices, each mode's split and per-device formats,
+// and the warnings (printed to stderr too).
+func (rep *decompReport) engineModes(ek *decomp.EngineKernels, c decompConfig, warnings []string, stderr io.Writer) {
+	rep.Devices = c.engineDevices()
+	rep.ModeDevices = ek.Modes()
+	rep.Formats = nil
+	for _, m := range rep.ModeDevices {
+		// One entry per mode: the formats of the devices that ran it.
+		var fs []string
+		for _, d := range m.Devices {
+			if d.NNZShare > 0 && !slices.Contains(fs, d.Format) {
+				fs = append(fs, d.Format)
+			}
+		}
+		rep.Formats = append(rep.Formats, strings.Join(fs, "+"))
+		rep.Split = m.Split
+	}
+	rep.Warnings = append(warnings, ek.Warnings()...)
+	for _, w := range rep.Warnings {
+		fmt.Fprintf(stderr, "warning: %s\n", w)
+	}
 }
 
 // cpdEngineKernels builds the engine on cpd's devices (profiles as ttm

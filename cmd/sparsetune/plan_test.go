@@ -152,20 +152,56 @@ func TestCPDDevices(t *testing.T) {
 	}
 }
 
-// TestDecompDevicesNote: tucker and cpapr accept --devices and say in one
-// line that their kernels run on the CPU only.
+// TestDecompDevicesNote: cpapr accepts --devices and says in one line
+// that its kernels run on the CPU only.
 func TestDecompDevicesNote(t *testing.T) {
 	skipWithoutSmallTensor(t)
-	for _, args := range [][]string{
-		{"tucker", smallTensor, "--ranks", "2,2,2", "--iters", "2", "--devices", "cpu,opencl:0"},
-		{"cpapr", smallTensor, "--rank", "2", "--iters", "2", "--devices", "cpu,opencl:0"},
-	} {
-		_, stderr, err := run(t, args...)
+	_, stderr, err := run(t, "cpapr", smallTensor, "--rank", "2", "--iters", "2", "--devices", "cpu,opencl:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Count(stderr, "on the CPU only") != 1 {
+		t.Errorf("stderr:\n%s", stderr)
+	}
+}
+
+// TestTuckerDevices: tucker --devices runs the TTM chains' SpTTMs through
+// the engine: the fit is the CPU path's, and the summary gives each
+// mode's split and formats per device.
+func TestTuckerDevices(t *testing.T) {
+	skipWithoutSmallTensor(t)
+	devices := kernelEnv(t)
+	args := []string{"tucker", smallTensor, "--ranks", "3,3,2", "--iters", "4", "--tol", "0", "--json"}
+	stdout, _, err := run(t, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var base decompReport
+	if err := json.Unmarshal([]byte(stdout), &base); err != nil {
+		t.Fatal(err)
+	}
+	for _, extra := range [][]string{{"--devices", "cpu"}, {"--devices", devices}, {"--devices", devices, "--format", "coo"}} {
+		what := strings.Join(extra, " ")
+		stdout, stderr, err := run(t, append(slices.Clone(args), extra...)...)
 		if err != nil {
-			t.Fatalf("%s: %v", args[0], err)
+			t.Fatalf("%s: %v\n%s", what, err, stderr)
 		}
-		if strings.Count(stderr, "on the CPU only") != 1 {
-			t.Errorf("%s: stderr:\n%s", args[0], stderr)
+		var rep decompReport
+		if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		if d := math.Abs(*rep.Fit - *base.Fit); !(d <= 1e-4) {
+			t.Errorf("%s: fit %.6f, the CPU path's %.6f", what, *rep.Fit, *base.Fit)
+		}
+		if len(rep.ModeDevices) != 3 || rep.Split == "" || strings.Contains(stderr, "on the CPU only") {
+			t.Errorf("%s: split %q, mode devices %+v; stderr %s", what, rep.Split, rep.ModeDevices, stderr)
+		}
+		for _, m := range rep.ModeDevices {
+			for _, d := range m.Devices {
+				if d.Format == "" || (len(extra) > 2 && d.Format != "coo") {
+					t.Errorf("%s: mode %d: %+v", what, m.Mode, d)
+				}
+			}
 		}
 	}
 }

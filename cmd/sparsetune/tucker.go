@@ -1,10 +1,15 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"os"
+	"os/signal"
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -12,6 +17,7 @@ import (
 
 	"github.com/sparsetune/sparsetune/decomp"
 	"github.com/sparsetune/sparsetune/formats"
+	"github.com/sparsetune/sparsetune/hetero"
 )
 
 func init() { register(newTuckerCmd) }
@@ -31,6 +37,11 @@ leading left singular vectors of the result. Fit = 1 - sqrt(‖X‖² - ‖G‖�
 It stops when the fit changes by less than --tol or after --iters
 iterations. A progress line per iteration goes to stderr.
 
+With --devices (cpu, opencl:0, cuda:0 or all) each chain's SpTTM runs
+through the engine, split between the CPU and an accelerator by output
+rows, in the format --format forces or, without it, the one chosen per
+device; the summary gives each mode's split and formats (docs/decomp.md).
+
 --out PREFIX writes the factors as NumPy float32 arrays, PREFIX.mode1.npy
 … (Dims[n] x Rn, orthonormal columns, C order), and the core as
 PREFIX.core.npy (R1 x R2 x …). docs/decomp.md describes the algorithm.`,
@@ -48,7 +59,7 @@ PREFIX.core.npy (R1 x R2 x …). docs/decomp.md describes the algorithm.`,
 			if ff != "coo" && !slices.Contains(formats.FiberFormatNames, ff) {
 				return fmt.Errorf("--format must be one of csr, coo, ell, hyb (the SpTTM format), found %q", ff)
 			}
-			return runTucker(cmd, args[0], c, ranks, ff)
+			return runTucker(cmd, v, args[0], c, ranks, ff, cmd.Flags().Changed("format"))
 		},
 	}
 	f := cmd.Flags()
@@ -77,24 +88,51 @@ func parseRanks(s string) ([]int, error) {
 	return ranks, nil
 }
 
-func runTucker(cmd *cobra.Command, path string, c decompConfig, ranks []int, fiberFormat string) error {
+func runTucker(cmd *cobra.Command, v *viper.Viper, path string, c decompConfig, ranks []int, fiberFormat string, formatGiven bool) error {
 	x, read, init, err := readForDecomp(cmd.ErrOrStderr(), path, c)
 	if err != nil {
 		return err
 	}
 	stderr := cmd.ErrOrStderr()
-	cpuOnlyNote(stderr, "tucker", "its TTM chains", c)
+	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
 	start := time.Now()
-	res, err := decomp.TuckerHOOI(x, decomp.Options{Ranks: ranks, Iters: c.iters, Tol: c.tol, Seed: c.seed, Init: c.init,
+	opts := decomp.Options{Ranks: ranks, Iters: c.iters, Tol: c.tol, Seed: c.seed, Init: c.init,
 		InitFactors: init,
 		Threads:     c.threads, FiberFormat: fiberFormat,
-		Progress: func(s decomp.IterStat) { printIter(stderr, s, false) }})
+		Progress: func(s decomp.IterStat) { printIter(stderr, s, false) }}
+	var ek *decomp.EngineKernels
+	var warnings []string
+	if c.devices != "" {
+		// The chains' SpTTMs through the engine: --format forces one
+		// format on every device, else each device's is chosen.
+		kc := kernelConfig{op: hetero.SpTTM, devices: c.engineDevices(), split: hetero.SplitPeak, threads: c.threads}
+		if formatGiven {
+			kc.format = fiberFormat
+		}
+		e, ws, err := engineFor(stderr, v, kc, nil)
+		if err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+		if ek, err = decomp.NewEngineKernels(ctx, e, x, 1); err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+		defer ek.Close()
+		opts.TTMChain, warnings = ek, ws
+	}
+	res, err := decomp.TuckerHOOI(x, opts)
 	if err != nil {
+		if errors.Is(err, context.Canceled) {
+			return fmt.Errorf("%s: interrupted, nothing written", path)
+		}
 		return fmt.Errorf("%s: %w", path, err)
 	}
 	rep := &decompReport{Method: "Tucker-HOOI", File: path, Dims: x.Dims, NNZ: x.NNZ(), Ranks: ranks, Formats: []string{fiberFormat},
 		Init: c.initName(), Converged: res.Converged, Seconds: time.Since(start).Seconds(), SetupSeconds: res.SetupSeconds,
 		ReadSeconds: read.Seconds(), Threads: resolvedThreads(c.threads)}
+	if ek != nil {
+		rep.engineModes(ek, c, warnings, stderr)
+	}
 	fit := res.Fit
 	rep.Fit = &fit
 	rep.fill(res.History, false)
