@@ -245,22 +245,6 @@ func (c *CPU) prepareTTMChain(ranks []int) error {
 	return nil
 }
 
-// fiberCount returns the number of non-empty mode-m fibers, the rows of
-// mode m's fiber matrix.
-func (c *CPU) fiberCount(m int) (int, error) {
-	if c.fiber == nil {
-		c.fiber = make([]int, c.x.Order())
-	}
-	if c.fiber[m] == 0 {
-		st, err := c.x.ModeStats(m)
-		if err != nil {
-			return 0, err
-		}
-		c.fiber[m] = st.Fibers.Count
-	}
-	return c.fiber[m], nil
-}
-
 // ttmPlanFor returns the TTM chain plan of output mode n for the ranks
 // (ranks[m] columns of factor m), building it on first use.
 func (c *CPU) ttmPlanFor(n int, ranks []int) (*ttmPlan, error) {
@@ -271,7 +255,10 @@ func (c *CPU) ttmPlanFor(n int, ranks []int) (*ttmPlan, error) {
 	start := time.Now()
 	defer func() { c.setup += time.Since(start) }()
 	if tp == nil {
-		p, err := chainContraction(c.x.Order(), n, c.fiberCount)
+		if c.fiber == nil {
+			c.fiber = make([]int, c.x.Order())
+		}
+		p, err := chainContraction(c.x, n, c.fiber)
 		if err != nil {
 			return nil, err
 		}
@@ -297,22 +284,25 @@ func (c *CPU) ttmPlanFor(n int, ranks []int) (*ttmPlan, error) {
 
 func (c *CPU) parts() int { return resolvedThreads(c.threads) }
 
-// chainContraction returns the mode the TTM chain of output mode n
-// contracts first: the one whose fiber matrix has the fewest rows
-// (fibers(m)), so the SpTTM output, and the dense work after it, is
-// smallest.
-func chainContraction(order, n int, fibers func(m int) (int, error)) (int, error) {
-	p, best := -1, 0
-	for m := range order {
+// chainContraction returns the mode the TTM chain of output mode n of x
+// contracts first: the one whose fiber matrix has the fewest rows, so the
+// SpTTM output, and the dense work after it, is smallest. fibers[m]
+// caches the count of non-empty mode-m fibers (0: not counted yet).
+func chainContraction(x *formats.COO, n int, fibers []int) (int, error) {
+	p := -1
+	for m := range x.Order() {
 		if m == n {
 			continue
 		}
-		cnt, err := fibers(m)
-		if err != nil {
-			return 0, err
+		if fibers[m] == 0 {
+			st, err := x.ModeStats(m)
+			if err != nil {
+				return 0, err
+			}
+			fibers[m] = st.Fibers.Count
 		}
-		if p < 0 || cnt < best {
-			p, best = m, cnt
+		if p < 0 || fibers[m] < fibers[p] {
+			p = m
 		}
 	}
 	return p, nil

@@ -201,16 +201,7 @@ func (k *EngineKernels) chain(n int, ranks []int) (*engineChain, error) {
 	}
 	start := time.Now()
 	defer func() { k.setup += time.Since(start) }()
-	p, err := chainContraction(k.x.Order(), n, func(m int) (int, error) {
-		if k.fibers[m] == 0 {
-			st, err := k.x.ModeStats(m)
-			if err != nil {
-				return 0, err
-			}
-			k.fibers[m] = st.Fibers.Count
-		}
-		return k.fibers[m], nil
-	})
+	p, err := chainContraction(k.x, n, k.fibers)
 	if err != nil {
 		return nil, err
 	}
