@@ -37,13 +37,15 @@ func TestDefaultModel(t *testing.T) {
 		if err != nil || !slices.Contains(op.Formats(), pr.Best()) {
 			t.Errorf("%s on the CPU: %v, %v", op, pr, err)
 		}
-		// The CUDA labels measured on an H100 (docs/gpu.md) give the GPU
-		// a head of its own; PoCL (opencl-cpu) has none yet.
-		cuda := hetero.Info{Name: "cuda:0", Kind: hetero.GPU, Type: "gpu"}
-		if pr, err := p.PredictDevice(s, op, 0, cuda); err != nil || !slices.Contains(op.Formats(), pr.Best()) || pr.Best() == "hicoo" {
-			t.Errorf("%s on cuda:0: %v, %v", op, pr, err)
+		// The labels measured on an H100 (docs/gpu.md) and on PoCL give
+		// cuda-gpu and opencl-cpu heads of their own; OpenCL on a GPU
+		// (opencl-gpu) has none.
+		for _, acc := range []hetero.Info{{Name: "cuda:0", Kind: hetero.GPU, Type: "gpu"}, {Name: "opencl:0", Kind: hetero.GPU, Type: "cpu"}} {
+			if pr, err := p.PredictDevice(s, op, 0, acc); err != nil || !slices.Contains(op.Formats(), pr.Best()) || pr.Best() == "hicoo" {
+				t.Errorf("%s on %s: %v, %v", op, acc.Name, pr, err)
+			}
 		}
-		if _, err := p.PredictDevice(s, op, 0, hetero.Info{Name: "opencl:0", Kind: hetero.GPU, Type: "cpu"}); err == nil || !strings.Contains(err.Error(), ErrNoHead.Error()) {
+		if _, err := p.PredictDevice(s, op, 0, hetero.Info{Name: "opencl:1", Kind: hetero.GPU, Type: "gpu"}); err == nil || !strings.Contains(err.Error(), ErrNoHead.Error()) {
 			t.Errorf("%s on a class without a head: %v", op, err)
 		}
 	}
