@@ -7,75 +7,20 @@ import (
 	"math/rand/v2"
 	"os"
 	"strings"
-	"sync/atomic"
 	"testing"
 
 	"github.com/sparsetune/sparsetune/engine"
 	"github.com/sparsetune/sparsetune/formats"
 	"github.com/sparsetune/sparsetune/hetero"
+	"github.com/sparsetune/sparsetune/hetero/heterotest"
 	"github.com/sparsetune/sparsetune/kernels"
 )
-
-// fakeAccel is an accelerator for tests: the CPU kernels on one thread
-// behind an accelerator's name and kind, so the engine's split runs on any
-// machine; failRun makes its failRun-th run and every later one fail.
-type fakeAccel struct {
-	cpu     *hetero.CPUDevice
-	failRun int64
-	runs    atomic.Int64
-}
-
-func newFakeAccel() *fakeAccel { return &fakeAccel{cpu: hetero.NewCPU(1)} }
-
-func (f *fakeAccel) Info() hetero.Info {
-	return hetero.Info{Name: "fake:0", Kind: hetero.GPU, Type: "gpu", Model: "fake", ComputeUnits: 1}
-}
-
-func (f *fakeAccel) SpTTM(x formats.FiberFormat, ut, out *kernels.Matrix) (hetero.Job, error) {
-	j, err := f.cpu.SpTTM(x, ut, out)
-	return &fakeJob{Job: j, dev: f}, err
-}
-
-func (f *fakeAccel) MTTKRP(x formats.TensorFormat, mode int, factors []*kernels.Matrix, out *kernels.Matrix) (hetero.Job, error) {
-	j, err := f.cpu.MTTKRP(x, mode, factors, out)
-	return &fakeJob{Job: j, dev: f}, err
-}
-
-type fakeJob struct {
-	hetero.Job
-	dev *fakeAccel
-}
-
-func (j *fakeJob) Run() (hetero.Timing, error) {
-	if n := j.dev.runs.Add(1); j.dev.failRun > 0 && n >= j.dev.failRun {
-		return hetero.Timing{}, fmt.Errorf("fake:0: injected device error on run %d", n)
-	}
-	return j.Job.Run()
-}
-
-// testProfile gives the devices equal made-up numbers, so peak and
-// dynamic split about evenly.
-func testProfile(names ...string) *hetero.Profile {
-	p := &hetero.Profile{Version: hetero.ProfileVersion}
-	for _, name := range names {
-		d := hetero.DeviceProfile{Name: name, Kind: hetero.GPU, FMAGFlops: 100, MemoryGBs: 20, LinkGBs: 20,
-			Ops: map[string]hetero.OpProfile{
-				"mttkrp": {Lambda: 0.1, Mu: 3, BytesPerNNZ: 16, Format: "coo", Rank: 16},
-				"ttm":    {Lambda: 0.1, Mu: 1.5, BytesPerNNZ: 16, Format: "csr", Rank: 16},
-			}}
-		if name == "cpu" {
-			d.Kind, d.LinkGBs = hetero.CPU, 0
-		}
-		p.Set(d)
-	}
-	return p
-}
 
 // testAccelerators returns the fake, and the first OpenCL device when
 // there is one (it must be there when SPARSETUNE_OPENCL_TESTS=1).
 func testAccelerators(t *testing.T) []hetero.Device {
 	t.Helper()
-	devs := []hetero.Device{newFakeAccel()}
+	devs := []hetero.Device{heterotest.NewAccelerator()}
 	for _, b := range hetero.Backends() {
 		if b.Name != "opencl" {
 			continue
@@ -132,7 +77,7 @@ func TestCPALSEngineMatchesCPU(t *testing.T) {
 		for _, acc := range testAccelerators(t) {
 			for _, s := range []hetero.Strategy{hetero.SplitPeak, hetero.SplitDynamic, hetero.SplitRandom, hetero.SplitCPU, hetero.SplitAcc} {
 				what := fmt.Sprintf("%s on cpu+%s, split %s", name, acc.Info().Name, s)
-				e, err := engine.New([]hetero.Device{hetero.NewCPU(0), acc}, engine.Options{Split: s, Profile: testProfile("cpu", acc.Info().Name), Seed: 2})
+				e, err := engine.New([]hetero.Device{hetero.NewCPU(0), acc}, engine.Options{Split: s, Profile: heterotest.Profile("cpu", acc.Info().Name), Seed: 2})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -177,9 +122,9 @@ func TestCPALSEngineFailure(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fake := newFakeAccel()
-	fake.failRun = 5 // the second iteration's second mode
-	e, err := engine.New([]hetero.Device{hetero.NewCPU(0), fake}, engine.Options{Split: hetero.SplitPeak, Profile: testProfile("cpu", "fake:0")})
+	fake := heterotest.NewAccelerator()
+	fake.FailRun = 5 // the second iteration's second mode
+	e, err := engine.New([]hetero.Device{hetero.NewCPU(0), fake}, engine.Options{Split: hetero.SplitPeak, Profile: heterotest.Profile("cpu", "fake:0")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -260,7 +205,7 @@ func TestTuckerEngineMatchesCPU(t *testing.T) {
 	for _, acc := range testAccelerators(t) {
 		for _, s := range []hetero.Strategy{hetero.SplitPeak, hetero.SplitDynamic, hetero.SplitRandom, hetero.SplitAcc} {
 			what := fmt.Sprintf("cpu+%s, split %s", acc.Info().Name, s)
-			e, err := engine.New([]hetero.Device{hetero.NewCPU(0), acc}, engine.Options{Split: s, Profile: testProfile("cpu", acc.Info().Name), Seed: 2})
+			e, err := engine.New([]hetero.Device{hetero.NewCPU(0), acc}, engine.Options{Split: s, Profile: heterotest.Profile("cpu", acc.Info().Name), Seed: 2})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -10,67 +10,16 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/sparsetune/sparsetune/features"
 	"github.com/sparsetune/sparsetune/formats"
 	"github.com/sparsetune/sparsetune/hetero"
+	"github.com/sparsetune/sparsetune/hetero/heterotest"
 	"github.com/sparsetune/sparsetune/kernels"
 	"github.com/sparsetune/sparsetune/model"
 )
-
-// fakeAccel is an accelerator for tests: the CPU kernels behind an
-// accelerator's name and kind, so the split path runs on any machine, and
-// a switch to make its jobs fail.
-type fakeAccel struct {
-	cpu  *hetero.CPUDevice
-	name string
-	// failRun makes the failRun-th Run (counted from 1 over the device's
-	// life) and every later one fail; 0 never fails.
-	failRun int64
-	// failBind makes binding fail with an error that is not "unsupported".
-	failBind bool
-	runs     atomic.Int64
-}
-
-func newFake() *fakeAccel { return &fakeAccel{cpu: hetero.NewCPU(1), name: "fake:0"} }
-
-func (f *fakeAccel) Info() hetero.Info {
-	return hetero.Info{Name: f.name, Kind: hetero.GPU, Type: "gpu", Model: "fake", ComputeUnits: 1}
-}
-
-func (f *fakeAccel) SpTTM(x formats.FiberFormat, ut, out *kernels.Matrix) (hetero.Job, error) {
-	if f.failBind {
-		return nil, errors.New("injected bind failure")
-	}
-	j, err := f.cpu.SpTTM(x, ut, out)
-	return &fakeJob{Job: j, dev: f}, err
-}
-
-func (f *fakeAccel) MTTKRP(x formats.TensorFormat, mode int, factors []*kernels.Matrix, out *kernels.Matrix) (hetero.Job, error) {
-	if f.failBind {
-		return nil, errors.New("injected bind failure")
-	}
-	j, err := f.cpu.MTTKRP(x, mode, factors, out)
-	return &fakeJob{Job: j, dev: f}, err
-}
-
-type fakeJob struct {
-	hetero.Job
-	dev *fakeAccel
-}
-
-func (j *fakeJob) Run() (hetero.Timing, error) {
-	n := j.dev.runs.Add(1)
-	if j.dev.failRun > 0 && n >= j.dev.failRun {
-		// Scribble on nothing the engine reads: a failed job's output
-		// must never reach the result.
-		return hetero.Timing{}, fmt.Errorf("%s: injected device error on run %d", j.dev.name, n)
-	}
-	return j.Job.Run()
-}
 
 // slowDevice is a device whose runs take at least delay longer.
 type slowDevice struct {
@@ -98,31 +47,12 @@ func (j slowJob) Run() (hetero.Timing, error) {
 	return j.Job.Run()
 }
 
-// testProfile gives every named device the same made-up numbers (the
-// accelerator behind a link), so that peak and dynamic split about
-// evenly.
-func testProfile(names ...string) *hetero.Profile {
-	p := &hetero.Profile{Version: hetero.ProfileVersion}
-	for _, name := range names {
-		d := hetero.DeviceProfile{Name: name, Kind: hetero.GPU, FMAGFlops: 100, MemoryGBs: 20, LinkGBs: 20,
-			Ops: map[string]hetero.OpProfile{
-				"ttm":    {Lambda: 0.1, Mu: 1.5, BytesPerNNZ: 16, Format: "csr", Rank: 16},
-				"mttkrp": {Lambda: 0.1, Mu: 3, BytesPerNNZ: 16, Format: "coo", Rank: 16},
-			}}
-		if name == "cpu" {
-			d.Kind, d.LinkGBs = hetero.CPU, 0
-		}
-		p.Set(d)
-	}
-	return p
-}
-
 // accelerators returns the accelerators to split with: the fake always,
 // and the first OpenCL device when there is one (PoCL in CI; it must be
 // there when SPARSETUNE_OPENCL_TESTS=1, as in package hetero's tests).
 func accelerators(t *testing.T) []hetero.Device {
 	t.Helper()
-	devs := []hetero.Device{newFake()}
+	devs := []hetero.Device{heterotest.NewAccelerator()}
 	for _, b := range hetero.Backends() {
 		if b.Name != "opencl" {
 			continue
@@ -250,7 +180,7 @@ func checkAllSplits(t *testing.T, name string, x *formats.COO, R int) {
 			}
 			for _, acc := range accs {
 				for _, s := range []hetero.Strategy{hetero.SplitPeak, hetero.SplitDynamic, hetero.SplitRandom, hetero.SplitCPU, hetero.SplitAcc} {
-					e, err := New([]hetero.Device{hetero.NewCPU(0), acc}, Options{Split: s, Profile: testProfile("cpu", acc.Info().Name), Seed: 3})
+					e, err := New([]hetero.Device{hetero.NewCPU(0), acc}, Options{Split: s, Profile: heterotest.Profile("cpu", acc.Info().Name), Seed: 3})
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -349,7 +279,7 @@ func TestForcedFormats(t *testing.T) {
 	for _, acc := range accelerators(t) {
 		for _, op := range hetero.Ops {
 			for _, f := range op.Formats() {
-				e, err := New([]hetero.Device{hetero.NewCPU(0), acc}, Options{Format: f, Profile: testProfile("cpu", acc.Info().Name)})
+				e, err := New([]hetero.Device{hetero.NewCPU(0), acc}, Options{Format: f, Profile: heterotest.Profile("cpu", acc.Info().Name)})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -396,15 +326,15 @@ func TestAcceleratorFailure(t *testing.T) {
 		{"dynamic, bind", hetero.SplitDynamic, 0, true},
 	} {
 		for _, op := range hetero.Ops {
-			fake := newFake()
-			fake.failRun, fake.failBind = tc.failRun, tc.failBind
+			fake := heterotest.NewAccelerator()
+			fake.FailRun, fake.FailBind = tc.failRun, tc.failBind
 			// For dynamic the CPU is slowed down, so that the accelerator
 			// pulls chunks before the CPU has drained the queue.
 			var cpu hetero.Device = hetero.NewCPU(0)
 			if tc.split == hetero.SplitDynamic {
 				cpu = slowDevice{cpu, 30 * time.Millisecond}
 			}
-			e, err := New([]hetero.Device{cpu, fake}, Options{Split: tc.split, Profile: testProfile("cpu", "fake:0")})
+			e, err := New([]hetero.Device{cpu, fake}, Options{Split: tc.split, Profile: heterotest.Profile("cpu", "fake:0")})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -457,7 +387,7 @@ func TestCancel(t *testing.T) {
 	ctx, cancel = context.WithCancel(context.Background())
 	defer cancel()
 	chunks := 0
-	e, err = New([]hetero.Device{hetero.NewCPU(0), newFake()}, Options{Split: hetero.SplitDynamic, Profile: testProfile("cpu", "fake:0"),
+	e, err = New([]hetero.Device{hetero.NewCPU(0), heterotest.NewAccelerator()}, Options{Split: hetero.SplitDynamic, Profile: heterotest.Profile("cpu", "fake:0"),
 		Progress: func(done, total int64) {
 			chunks++
 			cancel()
@@ -498,7 +428,7 @@ func TestCPUOnly(t *testing.T) {
 func TestAcceleratorAlone(t *testing.T) {
 	rng := rand.New(rand.NewPCG(8, 9))
 	x := randomTensor(rng, []int{20, 30, 10}, 800)
-	e, err := New([]hetero.Device{newFake()}, Options{Split: hetero.SplitPeak})
+	e, err := New([]hetero.Device{heterotest.NewAccelerator()}, Options{Split: hetero.SplitPeak})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -622,11 +552,11 @@ func TestBadInput(t *testing.T) {
 	if _, err := New(nil, Options{Format: "dia"}); err == nil {
 		t.Error("format dia accepted")
 	}
-	if _, err := New([]hetero.Device{newFake(), newFake()}, Options{}); err == nil {
+	if _, err := New([]hetero.Device{heterotest.NewAccelerator(), heterotest.NewAccelerator()}, Options{}); err == nil {
 		t.Error("two accelerators accepted")
 	}
 	// A profile without the accelerator is an error naming it.
-	e, err = New([]hetero.Device{hetero.NewCPU(0), newFake()}, Options{Profile: testProfile("cpu")})
+	e, err = New([]hetero.Device{hetero.NewCPU(0), heterotest.NewAccelerator()}, Options{Profile: heterotest.Profile("cpu")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -692,7 +622,7 @@ func TestNoHeadMeasures(t *testing.T) {
 	rng := rand.New(rand.NewPCG(8, 9))
 	x := randomTensor(rng, []int{20, 30, 10}, 800)
 	dec := &model.Decisions{Dir: t.TempDir()}
-	e, err := New([]hetero.Device{hetero.NewCPU(0), newFake()}, Options{Split: hetero.SplitRandom, Profile: testProfile("cpu", "fake:0"), Predictor: model.GCNPredictor{Model: m}, Decisions: dec})
+	e, err := New([]hetero.Device{hetero.NewCPU(0), heterotest.NewAccelerator()}, Options{Split: hetero.SplitRandom, Profile: heterotest.Profile("cpu", "fake:0"), Predictor: model.GCNPredictor{Model: m}, Decisions: dec})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -733,7 +663,7 @@ func TestSummaryFreePrediction(t *testing.T) {
 	rng := rand.New(rand.NewPCG(81, 82))
 	x := randomTensor(rng, []int{20, 15, 10}, 800)
 	pred := &summaryCounter{}
-	e, err := New([]hetero.Device{hetero.NewCPU(0), newFake()}, Options{Split: hetero.SplitRandom, Profile: testProfile("cpu", "fake:0"), Predictor: pred})
+	e, err := New([]hetero.Device{hetero.NewCPU(0), heterotest.NewAccelerator()}, Options{Split: hetero.SplitRandom, Profile: heterotest.Profile("cpu", "fake:0"), Predictor: pred})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/sparsetune/sparsetune/formats"
 	"github.com/sparsetune/sparsetune/hetero"
+	"github.com/sparsetune/sparsetune/hetero/heterotest"
 	"github.com/sparsetune/sparsetune/kernels"
 )
 
@@ -65,7 +66,7 @@ func TestPlanReuse(t *testing.T) {
 	for _, acc := range accelerators(t) {
 		for _, op := range hetero.Ops {
 			for _, s := range []hetero.Strategy{hetero.SplitPeak, hetero.SplitDynamic, hetero.SplitRandom, hetero.SplitCPU, hetero.SplitAcc} {
-				e, err := New([]hetero.Device{hetero.NewCPU(0), acc}, Options{Split: s, Profile: testProfile("cpu", acc.Info().Name), Seed: 3})
+				e, err := New([]hetero.Device{hetero.NewCPU(0), acc}, Options{Split: s, Profile: heterotest.Profile("cpu", acc.Info().Name), Seed: 3})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -147,7 +148,7 @@ func TestPlanClosed(t *testing.T) {
 	x := randomTensor(rng, []int{10, 12, 14}, 300)
 	ctx := context.Background()
 	for _, op := range hetero.Ops {
-		e, err := New([]hetero.Device{hetero.NewCPU(0), newFake()}, Options{Split: hetero.SplitRandom, Profile: testProfile("cpu", "fake:0")})
+		e, err := New([]hetero.Device{hetero.NewCPU(0), heterotest.NewAccelerator()}, Options{Split: hetero.SplitRandom, Profile: heterotest.Profile("cpu", "fake:0")})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -230,15 +231,15 @@ func TestPlanLaterFailure(t *testing.T) {
 	ctx := context.Background()
 	for _, s := range []hetero.Strategy{hetero.SplitPeak, hetero.SplitAcc, hetero.SplitDynamic} {
 		for _, op := range hetero.Ops {
-			fake := newFake()
-			fake.failRun = 2 // the first run's is the only one that works under peak and acc
+			fake := heterotest.NewAccelerator()
+			fake.FailRun = 2 // the first run's is the only one that works under peak and acc
 			// Under dynamic the CPU is slowed down, so that the
 			// accelerator pulls chunks before the CPU drains the queue.
 			var cpu hetero.Device = hetero.NewCPU(0)
 			if s == hetero.SplitDynamic {
 				cpu = slowDevice{cpu, 5 * time.Millisecond}
 			}
-			e, err := New([]hetero.Device{cpu, fake}, Options{Split: s, Profile: testProfile("cpu", "fake:0")})
+			e, err := New([]hetero.Device{cpu, fake}, Options{Split: s, Profile: heterotest.Profile("cpu", "fake:0")})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -263,7 +264,7 @@ func TestPlanLaterFailure(t *testing.T) {
 					t.Errorf("%s, run %d: devices computed %d of %d nonzeros", what, k+1, cpu.NNZ+acc.NNZ, x.NNZ())
 				}
 				if acc.Failed != "" && failedIn == 0 {
-					failedIn, runsAtFailure = k+1, fake.runs.Load()
+					failedIn, runsAtFailure = k+1, fake.Runs()
 					if !strings.Contains(acc.Failed, "injected") {
 						t.Errorf("%s, run %d: failed = %q", what, k+1, acc.Failed)
 					}
@@ -287,7 +288,7 @@ func TestPlanLaterFailure(t *testing.T) {
 			if failedIn == 0 {
 				t.Errorf("%s: the injected failure never showed", what)
 			}
-			if n := fake.runs.Load(); n != runsAtFailure {
+			if n := fake.Runs(); n != runsAtFailure {
 				t.Errorf("%s: the failed accelerator was tried again (%d runs, %d at the failure)", what, n, runsAtFailure)
 			}
 			if err := p.Close(); err != nil {
@@ -317,7 +318,7 @@ func TestPlanEmptyRows(t *testing.T) {
 			for _, f := range op.Formats() {
 				for _, s := range []hetero.Strategy{hetero.SplitCPU, hetero.SplitAcc, hetero.SplitRandom} {
 					what := fmt.Sprintf("%s %s split %s on cpu+%s", op, f, s, acc.Info().Name)
-					e, err := New([]hetero.Device{hetero.NewCPU(0), acc}, Options{Split: s, Format: f, Profile: testProfile("cpu", acc.Info().Name), Seed: 1})
+					e, err := New([]hetero.Device{hetero.NewCPU(0), acc}, Options{Split: s, Format: f, Profile: heterotest.Profile("cpu", acc.Info().Name), Seed: 1})
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -353,7 +354,7 @@ func TestPlanMTTKRPAll(t *testing.T) {
 	rng := rand.New(rand.NewPCG(51, 52))
 	x := randomTensor(rng, []int{15, 12, 10, 8}, 900)
 	ctx := context.Background()
-	e, err := New([]hetero.Device{hetero.NewCPU(0), newFake()}, Options{Split: hetero.SplitPeak, Profile: testProfile("cpu", "fake:0")})
+	e, err := New([]hetero.Device{hetero.NewCPU(0), heterotest.NewAccelerator()}, Options{Split: hetero.SplitPeak, Profile: heterotest.Profile("cpu", "fake:0")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -406,12 +407,12 @@ func TestPlanMTTKRPAll(t *testing.T) {
 func TestPlanTrafficSplit(t *testing.T) {
 	rng := rand.New(rand.NewPCG(61, 62))
 	x := randomTensor(rng, []int{60, 50, 40}, 20000)
-	prof := testProfile("cpu", "fake:0")
+	prof := heterotest.Profile("cpu", "fake:0")
 	acc, _ := prof.Device("fake:0")
 	acc.LinkGBs = 2 // a slow link: the tensor's bytes cost more than its compute
 	prof.Set(acc)
 	ctx := context.Background()
-	e, err := New([]hetero.Device{hetero.NewCPU(0), newFake()}, Options{Split: hetero.SplitPeak, Profile: prof})
+	e, err := New([]hetero.Device{hetero.NewCPU(0), heterotest.NewAccelerator()}, Options{Split: hetero.SplitPeak, Profile: prof})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -452,7 +453,7 @@ func TestPlanTTMInPlace(t *testing.T) {
 	x := randomTensor(rng, []int{30, 800, 20}, 30000) // mode 1 sliced by mode 2: 800 slices
 	ctx := context.Background()
 	for _, acc := range accelerators(t) {
-		e, err := New([]hetero.Device{hetero.NewCPU(0), acc}, Options{Split: hetero.SplitPeak, Profile: testProfile("cpu", acc.Info().Name)})
+		e, err := New([]hetero.Device{hetero.NewCPU(0), acc}, Options{Split: hetero.SplitPeak, Profile: heterotest.Profile("cpu", acc.Info().Name)})
 		if err != nil {
 			t.Fatal(err)
 		}

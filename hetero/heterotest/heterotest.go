@@ -1,0 +1,92 @@
+package heterotest
+
+import (
+	"errors"
+	"fmt"
+	"sync/atomic"
+
+	"github.com/sparsetune/sparsetune/formats"
+	"github.com/sparsetune/sparsetune/hetero"
+	"github.com/sparsetune/sparsetune/kernels"
+)
+
+// Accelerator is the CPU kernels on one thread behind an accelerator's
+// name and kind ("fake:0", a GPU), so a split path runs on any machine,
+// with switches to make its jobs fail.
+type Accelerator struct {
+	// FailRun makes the FailRun-th Run (counted from 1 over the device's
+	// life) and every later one fail; 0 never fails.
+	FailRun int64
+	// FailBind makes binding fail with an error that is not
+	// "unsupported".
+	FailBind bool
+
+	cpu  *hetero.CPUDevice
+	runs atomic.Int64
+}
+
+// Name is the fake accelerator's device name.
+const Name = "fake:0"
+
+// NewAccelerator returns a fake accelerator that never fails.
+func NewAccelerator() *Accelerator { return &Accelerator{cpu: hetero.NewCPU(1)} }
+
+// Runs returns the number of job runs so far, failed ones included.
+func (f *Accelerator) Runs() int64 { return f.runs.Load() }
+
+// Info implements hetero.Device.
+func (f *Accelerator) Info() hetero.Info {
+	return hetero.Info{Name: Name, Kind: hetero.GPU, Type: "gpu", Model: "fake", ComputeUnits: 1}
+}
+
+// SpTTM implements hetero.Device.
+func (f *Accelerator) SpTTM(x formats.FiberFormat, ut, out *kernels.Matrix) (hetero.Job, error) {
+	if f.FailBind {
+		return nil, errors.New("injected bind failure")
+	}
+	j, err := f.cpu.SpTTM(x, ut, out)
+	return &job{Job: j, dev: f}, err
+}
+
+// MTTKRP implements hetero.Device.
+func (f *Accelerator) MTTKRP(x formats.TensorFormat, mode int, factors []*kernels.Matrix, out *kernels.Matrix) (hetero.Job, error) {
+	if f.FailBind {
+		return nil, errors.New("injected bind failure")
+	}
+	j, err := f.cpu.MTTKRP(x, mode, factors, out)
+	return &job{Job: j, dev: f}, err
+}
+
+type job struct {
+	hetero.Job
+	dev *Accelerator
+}
+
+func (j *job) Run() (hetero.Timing, error) {
+	n := j.dev.runs.Add(1)
+	if j.dev.FailRun > 0 && n >= j.dev.FailRun {
+		// The output is left as it is: a failed job's output must never
+		// reach a result.
+		return hetero.Timing{}, fmt.Errorf("%s: injected device error on run %d", Name, n)
+	}
+	return j.Job.Run()
+}
+
+// Profile gives the named devices equal made-up numbers for both ops (the
+// device named "cpu" is the CPU, without a link), so peak and dynamic
+// split about evenly between the CPU and an accelerator.
+func Profile(names ...string) *hetero.Profile {
+	p := &hetero.Profile{Version: hetero.ProfileVersion}
+	for _, name := range names {
+		d := hetero.DeviceProfile{Name: name, Kind: hetero.GPU, FMAGFlops: 100, MemoryGBs: 20, LinkGBs: 20,
+			Ops: map[string]hetero.OpProfile{
+				"ttm":    {Lambda: 0.1, Mu: 1.5, BytesPerNNZ: 16, Format: "csr", Rank: 16},
+				"mttkrp": {Lambda: 0.1, Mu: 3, BytesPerNNZ: 16, Format: "coo", Rank: 16},
+			}}
+		if name == "cpu" {
+			d.Kind, d.LinkGBs = hetero.CPU, 0
+		}
+		p.Set(d)
+	}
+	return p
+}
