@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"os"
 	"strings"
 	"testing"
 
@@ -15,31 +14,6 @@ import (
 	"github.com/sparsetune/sparsetune/hetero/heterotest"
 	"github.com/sparsetune/sparsetune/kernels"
 )
-
-// testAccelerators returns the fake, and the first OpenCL device when
-// there is one (it must be there when SPARSETUNE_OPENCL_TESTS=1).
-func testAccelerators(t *testing.T) []hetero.Device {
-	t.Helper()
-	devs := []hetero.Device{heterotest.NewAccelerator()}
-	for _, b := range hetero.Backends() {
-		if b.Name != "opencl" {
-			continue
-		}
-		if b.Missing != "" {
-			if os.Getenv("SPARSETUNE_OPENCL_TESTS") == "1" {
-				t.Fatalf("SPARSETUNE_OPENCL_TESTS=1 but the opencl backend has no device: %s", b.Missing)
-			}
-			t.Logf("no OpenCL device (%s): the fake accelerator only", b.Missing)
-			continue
-		}
-		d, err := hetero.Lookup(b.Devices[0].Name, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		devs = append(devs, d)
-	}
-	return devs
-}
 
 // cpalsOnEngine runs CP-ALS with its MTTKRPs from the engine.
 func cpalsOnEngine(t *testing.T, e *engine.Engine, x *formats.COO, o Options) (*CPResult, *EngineKernels) {
@@ -74,7 +48,7 @@ func TestCPALSEngineMatchesCPU(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, acc := range testAccelerators(t) {
+		for _, acc := range heterotest.Accelerators(t) {
 			for _, s := range []hetero.Strategy{hetero.SplitPeak, hetero.SplitDynamic, hetero.SplitRandom, hetero.SplitCPU, hetero.SplitAcc} {
 				what := fmt.Sprintf("%s on cpu+%s, split %s", name, acc.Info().Name, s)
 				e, err := engine.New([]hetero.Device{hetero.NewCPU(0), acc}, engine.Options{Split: s, Profile: heterotest.Profile("cpu", acc.Info().Name), Seed: 2})
@@ -202,7 +176,7 @@ func TestTuckerEngineMatchesCPU(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, acc := range testAccelerators(t) {
+	for _, acc := range heterotest.Accelerators(t) {
 		for _, s := range []hetero.Strategy{hetero.SplitPeak, hetero.SplitDynamic, hetero.SplitRandom, hetero.SplitAcc} {
 			what := fmt.Sprintf("cpu+%s, split %s", acc.Info().Name, s)
 			e, err := engine.New([]hetero.Device{hetero.NewCPU(0), acc}, engine.Options{Split: s, Profile: heterotest.Profile("cpu", acc.Info().Name), Seed: 2})

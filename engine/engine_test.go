@@ -47,32 +47,6 @@ func (j slowJob) Run() (hetero.Timing, error) {
 	return j.Job.Run()
 }
 
-// accelerators returns the accelerators to split with: the fake always,
-// and the first OpenCL device when there is one (PoCL in CI; it must be
-// there when SPARSETUNE_OPENCL_TESTS=1, as in package hetero's tests).
-func accelerators(t *testing.T) []hetero.Device {
-	t.Helper()
-	devs := []hetero.Device{heterotest.NewAccelerator()}
-	for _, b := range hetero.Backends() {
-		if b.Name != "opencl" {
-			continue
-		}
-		if b.Missing != "" {
-			if os.Getenv("SPARSETUNE_OPENCL_TESTS") == "1" {
-				t.Fatalf("SPARSETUNE_OPENCL_TESTS=1 but the opencl backend has no device: %s", b.Missing)
-			}
-			t.Logf("no OpenCL device (%s): splitting with the fake accelerator only", b.Missing)
-			continue
-		}
-		d, err := hetero.Lookup(b.Devices[0].Name, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		devs = append(devs, d)
-	}
-	return devs
-}
-
 func randomTensor(rng *rand.Rand, dims []int, nnz int) *formats.COO {
 	x, err := formats.NewCOO(dims, nnz)
 	if err != nil {
@@ -166,7 +140,7 @@ func checkAllSplits(t *testing.T, name string, x *formats.COO, R int) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	accs := accelerators(t)
+	accs := heterotest.Accelerators(t)
 	ctx := context.Background()
 	for _, op := range hetero.Ops {
 		for mode := range x.Order() {
@@ -276,7 +250,7 @@ func TestSplitsReal(t *testing.T) {
 func TestForcedFormats(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
 	x := randomTensor(rng, []int{40, 30, 20}, 3000)
-	for _, acc := range accelerators(t) {
+	for _, acc := range heterotest.Accelerators(t) {
 		for _, op := range hetero.Ops {
 			for _, f := range op.Formats() {
 				e, err := New([]hetero.Device{hetero.NewCPU(0), acc}, Options{Format: f, Profile: heterotest.Profile("cpu", acc.Info().Name)})
@@ -446,7 +420,7 @@ func TestAcceleratorAlone(t *testing.T) {
 // a warning, and does not fall back to the CPU.
 func TestUnsupportedMovesOn(t *testing.T) {
 	var acc hetero.Device
-	for _, d := range accelerators(t) {
+	for _, d := range heterotest.Accelerators(t) {
 		if strings.HasPrefix(d.Info().Name, "opencl:") {
 			acc = d
 		}

@@ -63,7 +63,7 @@ func TestPlanReuse(t *testing.T) {
 	// them in a reused output.
 	x := randomTensor(rng, []int{40, 35, 30}, 4000)
 	ctx := context.Background()
-	for _, acc := range accelerators(t) {
+	for _, acc := range heterotest.Accelerators(t) {
 		for _, op := range hetero.Ops {
 			for _, s := range []hetero.Strategy{hetero.SplitPeak, hetero.SplitDynamic, hetero.SplitRandom, hetero.SplitCPU, hetero.SplitAcc} {
 				e, err := New([]hetero.Device{hetero.NewCPU(0), acc}, Options{Split: s, Profile: heterotest.Profile("cpu", acc.Info().Name), Seed: 3})
@@ -313,7 +313,7 @@ func TestPlanEmptyRows(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	for _, acc := range accelerators(t) {
+	for _, acc := range heterotest.Accelerators(t) {
 		for _, op := range hetero.Ops {
 			for _, f := range op.Formats() {
 				for _, s := range []hetero.Strategy{hetero.SplitCPU, hetero.SplitAcc, hetero.SplitRandom} {
@@ -452,7 +452,7 @@ func TestPlanTTMInPlace(t *testing.T) {
 	rng := rand.New(rand.NewPCG(71, 72))
 	x := randomTensor(rng, []int{30, 800, 20}, 30000) // mode 1 sliced by mode 2: 800 slices
 	ctx := context.Background()
-	for _, acc := range accelerators(t) {
+	for _, acc := range heterotest.Accelerators(t) {
 		e, err := New([]hetero.Device{hetero.NewCPU(0), acc}, Options{Split: hetero.SplitPeak, Profile: heterotest.Profile("cpu", acc.Info().Name)})
 		if err != nil {
 			t.Fatal(err)

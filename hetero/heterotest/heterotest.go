@@ -3,7 +3,9 @@ package heterotest
 import (
 	"errors"
 	"fmt"
+	"os"
 	"sync/atomic"
+	"testing"
 
 	"github.com/sparsetune/sparsetune/formats"
 	"github.com/sparsetune/sparsetune/hetero"
@@ -89,4 +91,31 @@ func Profile(names ...string) *hetero.Profile {
 		p.Set(d)
 	}
 	return p
+}
+
+// Accelerators returns the accelerators a split test runs with: the fake
+// always, and the first OpenCL device when there is one (PoCL in CI). When
+// SPARSETUNE_OPENCL_TESTS=1 a missing OpenCL device fails the test, as in
+// package hetero's tests.
+func Accelerators(t testing.TB) []hetero.Device {
+	t.Helper()
+	devs := []hetero.Device{NewAccelerator()}
+	for _, b := range hetero.Backends() {
+		if b.Name != "opencl" {
+			continue
+		}
+		if b.Missing != "" {
+			if os.Getenv("SPARSETUNE_OPENCL_TESTS") == "1" {
+				t.Fatalf("SPARSETUNE_OPENCL_TESTS=1 but the opencl backend has no device: %s", b.Missing)
+			}
+			t.Logf("no OpenCL device (%s): splitting with the fake accelerator only", b.Missing)
+			continue
+		}
+		d, err := hetero.Lookup(b.Devices[0].Name, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		devs = append(devs, d)
+	}
+	return devs
 }
