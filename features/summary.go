@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/bits"
+	"runtime"
 	"slices"
 	"sync"
 
@@ -17,32 +18,43 @@ import (
 // summary reads a sample of SampleNNZ(nnz) nonzeros.
 const ExactNNZ = 1 << 16
 
-// Sample sizes beyond ExactNNZ: one nonzero in SampleStride, at least
-// MinSample and at most MaxSample.
+// Sample sizes beyond ExactNNZ: one nonzero in SampleStride, and at
+// least SampleShare/nnz (a share of a smaller tensor), never fewer than
+// MinSample nor more than MaxSample.
 const (
-	SampleStride = 512
-	MinSample    = 1 << 12
+	SampleStride = 2048
+	SampleShare  = 1 << 30
+	MinSample    = 1 << 11
 	MaxSample    = 1 << 14
 )
 
 // SampleNNZ returns how many nonzeros a Summary of a tensor with nnz
-// nonzeros reads: all of them up to ExactNNZ, else nnz/SampleStride cut to
-// [MinSample, MaxSample].
+// nonzeros reads: all of them up to ExactNNZ, else the larger of
+// nnz/SampleStride and SampleShare/nnz, cut to [MinSample, MaxSample].
 //
-// Why a sample, and why this size: a prediction is worth making only if it
-// costs a small part of the kernel run it tunes, and the fastest kernels
-// run at about 0.35 ns per nonzero here (2 cores). Reading every index of
-// every nonzero alone costs more than that, so no statistic may need them
-// all. Reading, counting and encoding one sampled nonzero for one mode
-// costs about 20-30 ns, so one nonzero in 512 keeps a prediction near a
-// sixth of the kernel; the floor keeps the estimates usable on small
-// tensors (TestSampledEstimates bounds them), where the kernel is short
-// anyway, and the ceiling bounds the cost on huge ones.
+// Why a sample, and why this size: a prediction is worth making only if
+// it costs a small part of the kernel run it tunes, and the fastest
+// kernels run at about 0.35 ns per nonzero here (2 cores). Reading every
+// index of every nonzero alone costs more than that, so no statistic may
+// need them all. Reading, counting and encoding one sampled nonzero along
+// every mode costs about 50-100 ns in a one-shot process (cache misses,
+// and page faults on the memory it counts in), so one nonzero in 1,024
+// keeps a prediction near a sixth of the kernel from about 10^6 nonzeros
+// up, and the ceiling bounds the cost on huge tensors.
+//
+// Below 10^6 nonzeros the kernel is too short for any prediction to be a
+// small part of it, and accuracy matters more: the sample then shrinks
+// from 16,384 just past ExactNNZ as SampleShare/nnz, to MinSample at 2^19
+// nonzeros and beyond. The estimates of sparse modes need a few percent of
+// the nonzeros (TestSampledEstimates bounds them; at 10^5 nonzeros, one
+// in 50 was too few to see the slices of four nonzeros each), and
+// SampleShare/nnz gives 4% at 10^5. So the sample size is smallest from
+// 2^19 to 2^21 nonzeros and grows on either side.
 func SampleNNZ(nnz int) int {
 	if nnz <= ExactNNZ {
 		return nnz
 	}
-	return min(max(nnz/SampleStride, MinSample), MaxSample)
+	return min(max(nnz/SampleStride, SampleShare/nnz, MinSample), MaxSample)
 }
 
 // Summary is what a prediction knows of a tensor: its dims and nonzero
@@ -119,37 +131,34 @@ func summarize(x *formats.COO, n int) (*Summary, error) {
 		defer putScratch(buf)
 		pos = samplePositions(nnz, buf[:n], buf[n:2*n])
 		s.Sample = &formats.COO{Dims: s.Dims, Inds: make([][]uint32, order), Vals: make([]float32, n)}
+		flat := make([]uint32, order*n) // one allocation: fresh memory costs a page fault per 4 KiB
+		for m := range order {
+			s.Sample.Inds[m] = flat[m*n : (m+1)*n : (m+1)*n]
+		}
 	}
-	// One goroutine per mode reads the mode's sampled indices, checks them
-	// and counts its slices: the reads are cache misses, and two cores
-	// keep twice as many in flight.
+	// Per mode: read the mode's sampled indices, check them and count its
+	// slices.
 	bad := make([]int, order)
-	var wg sync.WaitGroup
-	for m := range order {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			ind := x.Inds[m]
+	perMode := func(m int) {
+		ind := x.Inds[m]
+		if pos != nil {
+			out := s.Sample.Inds[m]
+			for k, at := range pos {
+				out[k] = ind[at]
+			}
+			ind = out
+		}
+		bad[m] = -1
+		if k := beyond(ind, s.Dims[m]); k >= 0 {
+			bad[m] = k
 			if pos != nil {
-				out := make([]uint32, n)
-				for k, at := range pos {
-					out[k] = ind[at]
-				}
-				s.Sample.Inds[m] = out
-				ind = out
+				bad[m] = int(pos[k])
 			}
-			bad[m] = -1
-			if k := beyond(ind, s.Dims[m]); k >= 0 {
-				bad[m] = k
-				if pos != nil {
-					bad[m] = int(pos[k])
-				}
-				return
-			}
-			s.slices[m] = sliceCounts(ind, s.Dims[m])
-		}()
+			return
+		}
+		s.slices[m] = sliceCounts(ind, s.Dims[m])
 	}
-	wg.Wait()
+	spread(order, n, perMode)
 	for _, k := range bad {
 		if k >= 0 {
 			return nil, fmt.Errorf("tensor summary: nonzero %d has an index beyond the dims", k+1)
@@ -181,9 +190,9 @@ func beyond(ind []uint32, dim int) int {
 // below dim), in no particular order.
 func sliceCounts(ind []uint32, dim int) []uint32 {
 	n := len(ind)
-	if dim > max(4*n, 1<<16) {
-		// Past a small multiple of the sample, a counter per index would
-		// cost more to clear and scan than the sample: sort instead.
+	if dim > 2*n {
+		// Past twice the sample, a counter per index would cost more to
+		// fault in, clear and scan than sorting the sample: sort instead.
 		buf := getScratch(2 * n)
 		defer putScratch(buf)
 		keys := buf[:n]
@@ -309,18 +318,40 @@ func (s *Summary) countFibers(m int) []uint32 {
 	return runLengths(keys, tmp, width)
 }
 
-// Prepare counts the groups of every mode at once, concurrently: what
-// Global needs for any op and mode is then at hand. A caller that will
-// ask for every mode (predict --mode all, a decomposition) calls it once,
-// so that the work is spread over the cores; Global does the same work on
+// Prepare counts the groups of every mode at once: what Global needs for
+// any op and mode is then at hand. A caller that will ask for every mode
+// (predict --mode all, a decomposition) calls it once, so that a large
+// sample's work is spread over the cores; Global does the same work on
 // demand, one mode at a time, without it.
 func (s *Summary) Prepare() {
+	spread(len(s.fibers), s.Sample.NNZ(), func(m int) { s.fiberCounts(m) })
+}
+
+// parallelSample is the smallest sample whose per-mode work a summary
+// spreads over goroutines, one per mode. Below it the work runs on the
+// caller's goroutine: in a one-shot process (sparsetune predict) a new
+// goroutine waits 50-100 µs for a thread to start and wake, and goroutines
+// that touch fresh memory at once queue on the page faults, which cost
+// more than counting a few thousand nonzeros (docs/model.md, "Prediction
+// cost").
+const parallelSample = 1 << 13
+
+// spread runs f for every mode below order: concurrently, one goroutine
+// per mode, for a sample of at least parallelSample nonzeros, else in
+// order on this goroutine.
+func spread(order, sample int, f func(m int)) {
+	if sample < parallelSample || order < 2 || runtime.GOMAXPROCS(0) < 2 {
+		for m := range order {
+			f(m)
+		}
+		return
+	}
 	var wg sync.WaitGroup
-	for m := range s.fibers {
+	for m := range order {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			s.fiberCounts(m)
+			f(m)
 		}()
 	}
 	wg.Wait()

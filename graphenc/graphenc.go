@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/bits"
 	"runtime"
+	"slices"
 	"sync"
 
 	"github.com/sparsetune/sparsetune/formats"
@@ -197,12 +198,13 @@ func Encode(x *formats.COO, shape Shape, b Budget) (*Graph, error) {
 		ColFeat: make([]float32, b.Cols*NodeFeatures), RowMask: make([]float32, b.Rows), ColMask: make([]float32, b.Cols),
 		Weights: make([]uint64, b.Rows*b.Cols)}
 
-	// Pass 1: which rows and columns are non-empty (checking the indices).
-	rowKey, rowNode, rowFirst, nonEmptyRows, bad := assignNodes(ri, dr, b.Rows)
+	// Pass 1: which rows and columns are non-empty (checking the indices),
+	// and the node of every nonzero's row and column.
+	rowNode, rowFirst, nonEmptyRows, bad := assignNodes(ri, dr, b.Rows)
 	if bad >= 0 {
 		return nil, fmt.Errorf("graph encoding: nonzero %d has index beyond the dims", bad+1)
 	}
-	colKey, colNode, colFirst, nonEmptyCols, bad := assignNodes(ci, dc, b.Cols)
+	colNode, colFirst, nonEmptyCols, bad := assignNodes(ci, dc, b.Cols)
 	if bad >= 0 {
 		return nil, fmt.Errorf("graph encoding: nonzero %d has index beyond the dims", bad+1)
 	}
@@ -221,28 +223,21 @@ func Encode(x *formats.COO, shape Shape, b Budget) (*Graph, error) {
 	// is encoded on every core.
 	workers := max(1, min(runtime.GOMAXPROCS(0), nnz/(1<<12)))
 	parts := make([]part, workers)
-	// Node ids of at most 256 nodes fit a byte: the per-index node tables
-	// then take a quarter of the cache, and the pass is bound by their
-	// random reads.
-	var rowNode8, colNode8 []uint8
-	if g.RowNodes <= 256 && g.ColNodes <= 256 {
-		rowNode8, colNode8 = narrow(rowNode), narrow(colNode)
+	work := func(p int) {
+		pt := part{w: make([]uint64, g.RowNodes*g.ColNodes), rows: newNodeStats(g.RowNodes), cols: newNodeStats(g.ColNodes)}
+		lo, hi := p*nnz/workers, (p+1)*nnz/workers
+		edges(pt.w, pt.rows, pt.cols, g.ColNodes, ri[lo:hi], ci[lo:hi], rowNode[lo:hi], colNode[lo:hi])
+		parts[p] = pt
 	}
 	var wg sync.WaitGroup
-	for p := range workers {
+	for p := 1; p < workers; p++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			pt := part{w: make([]uint64, g.RowNodes*g.ColNodes), rows: newNodeStats(g.RowNodes), cols: newNodeStats(g.ColNodes)}
-			lo, hi := p*nnz/workers, (p+1)*nnz/workers
-			if rowNode8 != nil {
-				edges(&pt.w, pt.rows, pt.cols, g.ColNodes, ri[lo:hi], ci[lo:hi], rowKey[lo:hi], colKey[lo:hi], rowNode8, colNode8)
-			} else {
-				edges(&pt.w, pt.rows, pt.cols, g.ColNodes, ri[lo:hi], ci[lo:hi], rowKey[lo:hi], colKey[lo:hi], rowNode, colNode)
-			}
-			parts[p] = pt
+			work(p)
 		}()
 	}
+	work(0) // on this goroutine: one worker starts nothing
 	wg.Wait()
 	rows, cols := parts[0].rows, parts[0].cols
 	w := parts[0].w
@@ -262,13 +257,27 @@ func Encode(x *formats.COO, shape Shape, b Budget) (*Graph, error) {
 	for _, v := range w {
 		wmax = max(wmax, v)
 	}
+	// Most weights of a sample's graph are small counts, repeated across
+	// the cells: their logarithms are computed once each.
+	var logOf [64]float64
+	lw := math.Log1p(float64(wmax))
 	for r := range g.RowNodes {
 		for c := range g.ColNodes {
 			v := w[r*g.ColNodes+c]
 			g.Weights[r*b.Cols+c] = v
-			if v > 0 {
-				g.Adj[r*b.Cols+c] = float32(math.Log1p(float64(v)) / math.Log1p(float64(wmax)))
+			if v == 0 {
+				continue
 			}
+			var l float64
+			if v < uint64(len(logOf)) {
+				if logOf[v] == 0 {
+					logOf[v] = math.Log1p(float64(v))
+				}
+				l = logOf[v]
+			} else {
+				l = math.Log1p(float64(v))
+			}
+			g.Adj[r*b.Cols+c] = float32(l / lw)
 		}
 	}
 	for r := range g.RowNodes {
@@ -282,113 +291,127 @@ func Encode(x *formats.COO, shape Shape, b Budget) (*Graph, error) {
 	return g, nil
 }
 
-// edges adds the nonzeros with row and column indices ri and ci (looked
-// up through the keys) to the edge weights w and the node statistics.
-func edges[N uint8 | uint32](w *[]uint64, rows, cols []nodeStats, colNodes int, ri, ci, rowKey, colKey []uint32, rowNode, colNode []N) {
-	wt := *w
-	ci, rowKey, colKey = ci[:len(ri)], rowKey[:len(ri)], colKey[:len(ri)]
+// edges adds the nonzeros with row and column indices ri and ci, in row
+// and column nodes rowNode and colNode, to the edge weights w and the
+// node statistics.
+func edges(w []uint64, rows, cols []nodeStats, colNodes int, ri, ci, rowNode, colNode []uint32) {
+	ci, rowNode, colNode = ci[:len(ri)], rowNode[:len(ri)], colNode[:len(ri)]
 	for k, i := range ri {
 		j := ci[k]
-		r, c := rowNode[rowKey[k]], colNode[colKey[k]]
-		wt[int(r)*colNodes+int(c)]++
+		r, c := rowNode[k], colNode[k]
+		w[int(r)*colNodes+int(c)]++
 		rows[r].add(j)
 		cols[c].add(i)
 	}
 }
 
-// narrow copies node ids below 256 into bytes.
-func narrow(node []uint32) []uint8 {
-	b := make([]uint8, len(node))
-	for i, v := range node {
-		b[i] = uint8(v)
-	}
-	return b
-}
+// bitmapSpan is how many indices of a dim past the nonzeros one nonzero
+// may pay for: up to that many, assignNodes ranks indices in a bitmap of
+// the dim (an eighth of a byte per index, and a prefix count per 64); a
+// sparser mode is sorted instead.
+const bitmapSpan = 256
 
 // assignNodes numbers the non-empty indices of a mode in order and groups
 // them into at most budget contiguous buckets of nearly equal counts. It
-// returns per nonzero the key into node, node the node of each key, the
-// first non-empty rank of each node (len nodes+1) and the count of
-// non-empty indices.
+// returns the node of each nonzero, the first non-empty rank of each node
+// (len nodes+1) and the count of non-empty indices; bad is the first
+// nonzero whose index is not below dim, or -1.
 //
-// The key is the index itself when the dim is within a small multiple of
-// the nonzeros, and node has one entry per index. A larger dim (a sample
-// of a big tensor, a mode of hashed ids) would make that O(dim) time and
-// memory, so its non-empty indices are found by a radix sort of (index,
-// position) pairs and the key is the index's rank among them: a few
-// passes over the nonzeros and O(nnz) memory. bad is the first nonzero
-// whose index is not below dim, or -1.
-func assignNodes(ind []uint32, dim, budget int) (key, node []uint32, first []int, n, bad int) {
-	var key64 []uint64 // index<<posBits | position, sorted, when keyed by rank
-	var seen []bool    // whether each index is non-empty, when keyed by index
-	posBits := bits.Len(uint(len(ind)))
-	if dim > 4*len(ind) {
-		key64 = make([]uint64, len(ind))
-		for k, i := range ind {
-			if int(i) >= dim {
-				return nil, nil, nil, 0, k
-			}
-			key64[k] = uint64(i)<<posBits | uint64(k)
-		}
-		// Sorting (index, position) pairs gives each position its rank in
-		// one walk, with no search per nonzero.
-		key64 = radix.Sort(key64, make([]uint64, len(ind)), bits.Len(uint(dim-1))+posBits)
-		for k := range key64 {
-			if k == 0 || key64[k]>>posBits != key64[k-1]>>posBits {
-				n++
-			}
-		}
-	} else {
-		seen = make([]bool, dim)
-		for k, i := range ind {
-			if int(i) >= dim {
-				return nil, nil, nil, 0, k
-			}
-			seen[i] = true
-		}
-		for _, s := range seen {
-			if s {
-				n++
-			}
-		}
-		node = make([]uint32, dim)
+// An index's rank among the non-empty ones comes from a bitmap of the dim
+// with a prefix count per word: a few sequential passes, and the random
+// reads stay in a table of dim/64 words. That is how this ran on a
+// sample of a big tensor, whose dims are many times its nonzeros, at a
+// fraction of the cost of sorting (index, position) pairs, which it did
+// before. Past bitmapSpan indices per nonzero (hashed ids), the bitmap
+// would cost more than the nonzeros: the indices are sorted instead, and
+// a nonzero's node is found among the nodes' first indices.
+func assignNodes(ind []uint32, dim, budget int) (node []uint32, first []int, n, bad int) {
+	top := uint32(max(dim, 1) - 1)
+	var over uint32
+	for _, i := range ind {
+		over |= max(i, top) - top
 	}
+	if over != 0 || dim < 1 {
+		for k, i := range ind {
+			if int(i) >= dim {
+				return nil, nil, 0, k
+			}
+		}
+	}
+	node = make([]uint32, len(ind))
+	if uint64(dim) > uint64(bitmapSpan)*uint64(max(len(ind), 1<<12)) {
+		n, first = sortedNodes(ind, dim, budget, node)
+		return node, first, n, -1
+	}
+	words := make([]uint64, (dim+63)/64)
+	for _, i := range ind {
+		words[i>>6] |= 1 << (i & 63)
+	}
+	prefix := make([]uint32, len(words))
+	for w, v := range words {
+		prefix[w] = uint32(n)
+		n += bits.OnesCount64(v)
+	}
+	first = nodeFirsts(n, budget)
+	nodes := len(first) - 1
+	ofRank := make([]uint32, n)
+	for b := range nodes {
+		for r := first[b]; r < first[b+1]; r++ {
+			ofRank[r] = uint32(b)
+		}
+	}
+	for k, i := range ind {
+		w := i >> 6
+		r := prefix[w] + uint32(bits.OnesCount64(words[w]&(1<<(i&63)-1)))
+		node[k] = ofRank[r]
+	}
+	return node, first, n, -1
+}
+
+// nodeFirsts returns the first rank of each of min(n, budget) buckets of
+// n ranks of nearly equal counts, and n.
+func nodeFirsts(n, budget int) []int {
 	nodes := min(n, budget)
-	first = make([]int, nodes+1)
+	first := make([]int, nodes+1)
 	for i := range first {
 		first[i] = i * n / max(nodes, 1)
 	}
-	if key64 == nil {
-		// Ranks grow with the index: walk the buckets alongside. An empty
-		// index gets the node of the next non-empty one (no nonzero
-		// looks it up).
-		b, rank := 0, 0
-		for i, s := range seen {
-			for b+1 < nodes && first[b+1] <= rank {
-				b++
+	return first
+}
+
+// sortedNodes is assignNodes for a mode whose dim is far larger than its
+// nonzeros: it sorts the indices, reads off the non-empty ones and the
+// first index of each node, and finds each nonzero's node among those by
+// binary search. It fills node and returns the count of non-empty indices
+// and the nodes' first ranks.
+func sortedNodes(ind []uint32, dim, budget int, node []uint32) (n int, first []int) {
+	keys := make([]uint64, 2*len(ind))
+	for k, i := range ind {
+		keys[k] = uint64(i)
+	}
+	sorted := radix.Sort(keys[:len(ind)], keys[len(ind):], bits.Len(uint(dim-1)))
+	distinct := slices.Compact(sorted)
+	n = len(distinct)
+	first = nodeFirsts(n, budget)
+	nodes := len(first) - 1
+	// starts[b] is node b's first index; node b holds the indices from
+	// it up to the next node's first.
+	starts := make([]uint32, nodes)
+	for b := range nodes {
+		starts[b] = uint32(distinct[first[b]])
+	}
+	for k, i := range ind {
+		// The last node whose first index is at most i.
+		lo, hi := 0, nodes
+		for hi-lo > 1 {
+			mid := (lo + hi) / 2
+			if starts[mid] <= i {
+				lo = mid
+			} else {
+				hi = mid
 			}
-			node[i] = uint32(b)
-			if s {
-				rank++
-			}
 		}
-		return ind, node, first, n, -1
+		node[k] = uint32(lo)
 	}
-	node = make([]uint32, n)
-	for r, b := 0, 0; r < n; r++ {
-		for b+1 < nodes && first[b+1] <= r {
-			b++
-		}
-		node[r] = uint32(b)
-	}
-	key = make([]uint32, len(ind))
-	posMask := uint64(1)<<posBits - 1
-	rank := -1
-	for k, v := range key64 {
-		if k == 0 || v>>posBits != key64[k-1]>>posBits {
-			rank++
-		}
-		key[v&posMask] = uint32(rank)
-	}
-	return key, node, first, n, -1
+	return n, first
 }

@@ -277,7 +277,8 @@ func BenchmarkEncode(b *testing.B) {
 }
 
 // A dim far beyond the nonzeros is keyed by rank (a radix sort), a small
-// one by index: both must put every nonzero in the same node.
+// one by index, and both to the definition: node b holds the non-empty
+// indices of ranks first[b] to first[b+1]-1.
 func TestAssignNodesRankPath(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	for _, n := range []int{1, 7, 1000, 5000} {
@@ -289,11 +290,11 @@ func TestAssignNodesRankPath(t *testing.T) {
 				ind[k] = ind[rng.IntN(k)] // repeats
 			}
 		}
-		key, node, first, distinct, bad := assignNodes(ind, dim, 32)
+		node, first, distinct, bad := assignNodes(ind, dim, 32)
 		if bad != -1 {
 			t.Fatalf("n %d: bad %d", n, bad)
 		}
-		// The same indices renumbered densely take the index path.
+		// The same indices renumbered densely take the bitmap path.
 		sorted := slices.Clone(ind)
 		slices.Sort(sorted)
 		sorted = slices.Compact(sorted)
@@ -302,17 +303,23 @@ func TestAssignNodesRankPath(t *testing.T) {
 			r, _ := slices.BinarySearch(sorted, i)
 			dense[k] = uint32(r)
 		}
-		dkey, dnode, dfirst, ddistinct, _ := assignNodes(dense, len(sorted), 32)
-		if distinct != ddistinct || !slices.Equal(first, dfirst) {
-			t.Fatalf("n %d: %d distinct, first %v; index path %d, %v", n, distinct, first, ddistinct, dfirst)
+		dnode, dfirst, ddistinct, _ := assignNodes(dense, len(sorted), 32)
+		if distinct != len(sorted) || ddistinct != len(sorted) || !slices.Equal(first, dfirst) {
+			t.Fatalf("n %d: %d distinct, first %v; bitmap path %d, %v; want %d", n, distinct, first, ddistinct, dfirst, len(sorted))
 		}
 		for k := range ind {
-			if node[key[k]] != dnode[dkey[k]] {
-				t.Fatalf("n %d: nonzero %d in node %d, index path %d", n, k, node[key[k]], dnode[dkey[k]])
+			want := uint32(0)
+			for b := range len(first) - 1 {
+				if first[b] <= int(dense[k]) && int(dense[k]) < first[b+1] {
+					want = uint32(b)
+				}
+			}
+			if node[k] != want || dnode[k] != want {
+				t.Fatalf("n %d: nonzero %d in node %d, bitmap path %d, want %d", n, k, node[k], dnode[k], want)
 			}
 		}
 	}
-	if _, _, _, _, bad := assignNodes([]uint32{5, 1 << 31}, 1<<30, 4); bad != 1 {
+	if _, _, _, bad := assignNodes([]uint32{5, 1 << 31}, 1<<30, 4); bad != 1 {
 		t.Errorf("index beyond a large dim: bad %d, want 1", bad)
 	}
 }

@@ -1,0 +1,91 @@
+package model
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"gonum.org/v1/gonum/blas"
+	"gonum.org/v1/gonum/blas/blas32"
+)
+
+// gemm32 is gonum's float32 GEMM, the product the builtin runtime used
+// before its sparse product, kept as the reference and the benchmark's
+// baseline.
+func gemm32(c, a, b []float32, m, k, n int) {
+	blas32.Gemm(blas.NoTrans, blas.NoTrans, 1, blas32.General{Rows: m, Cols: k, Stride: k, Data: a},
+		blas32.General{Rows: k, Cols: n, Stride: n, Data: b}, 0, blas32.General{Rows: m, Cols: n, Stride: n, Data: c})
+}
+
+// matMulCases are the network's product shapes: the GCN layers, the
+// outer products of masks, the heads.
+var matMulCases = []struct {
+	name    string
+	m, k, n int
+	zeros   float64 // fraction of a's entries that are zero
+}{
+	{"32x32x32", 32, 32, 32, 0.5},
+	{"32x32x5", 32, 32, 5, 0.3},
+	{"32x1x32", 32, 1, 32, 0},
+	{"1x151x64", 1, 151, 64, 0.2},
+	{"1x64x32", 1, 64, 32, 0.5},
+}
+
+func matMulOperands(m, k, n int, zeros float64) (a, b []float32) {
+	rng := rand.New(rand.NewPCG(uint64(m*k), uint64(n)))
+	a, b = make([]float32, m*k), make([]float32, k*n)
+	for i := range a {
+		if rng.Float64() >= zeros {
+			a[i] = rng.Float32()*2 - 1
+		}
+	}
+	for i := range b {
+		b[i] = rng.Float32()*2 - 1
+	}
+	return a, b
+}
+
+// testMachine returns a machine with product buffers for m x k left
+// operands.
+func testMachine(m, k int) *machine {
+	return &machine{ptr: make([]uint32, m+1), col: make([]uint32, m*k), csr: make([]float32, m*k),
+		bWide: make([]float32, k*8), cWide: make([]float32, m*8)}
+}
+
+func TestMatMulMatchesGEMM(t *testing.T) {
+	for _, c := range matMulCases {
+		a, b := matMulOperands(c.m, c.k, c.n, c.zeros)
+		mc := testMachine(c.m, c.k)
+		got, want := make([]float32, c.m*c.n), make([]float32, c.m*c.n)
+		for i := range got {
+			got[i] = float32(math.NaN())
+		}
+		mc.matMul(got, a, b, c.m, c.k, c.n)
+		gemm32(want, a, b, c.m, c.k, c.n)
+		for i := range got {
+			if math.Abs(float64(got[i]-want[i])) > 1e-5*(1+math.Abs(float64(want[i]))) {
+				t.Fatalf("%s: c[%d] = %v, GEMM %v", c.name, i, got[i], want[i])
+			}
+		}
+	}
+}
+
+// BenchmarkMatMul compares the builtin runtime's sparse product with
+// gonum's GEMM on the network's shapes.
+func BenchmarkMatMul(b *testing.B) {
+	for _, c := range matMulCases {
+		x, y := matMulOperands(c.m, c.k, c.n, c.zeros)
+		out := make([]float32, c.m*c.n)
+		mc := testMachine(c.m, c.k)
+		b.Run(c.name+"/sparse", func(b *testing.B) {
+			for b.Loop() {
+				mc.matMul(out, x, y, c.m, c.k, c.n)
+			}
+		})
+		b.Run(c.name+"/gonum", func(b *testing.B) {
+			for b.Loop() {
+				gemm32(out, x, y, c.m, c.k, c.n)
+			}
+		})
+	}
+}
