@@ -39,6 +39,9 @@ type CPResult struct {
 	// PseudoInverses counts the CP-ALS solves that fell back from Cholesky
 	// to the pseudo-inverse (ill-conditioned or singular systems).
 	PseudoInverses int
+	// PhiFormats holds, per mode, the layout CPAPR computed Φ over in the
+	// last iteration (PhiCOO or PhiCSF).
+	PhiFormats []string
 }
 
 // CPALS computes a rank-R CP decomposition of x by alternating least

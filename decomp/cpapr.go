@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"time"
 
@@ -44,10 +45,15 @@ const (
 // (the "inadmissible zeros" fix). The run stops when every mode's first
 // check passes (Tol > 0), or after Iters outer iterations.
 //
-// Φ is computed here, over copies of the nonzeros sorted by each mode
-// (made once, one per mode), so goroutines own disjoint rows of Φ; the
-// products of the other modes' factor rows are cached per nonzero between
-// inner iterations while nnz·R <= 2^24. Everything is in float64.
+// Φ is computed over one of two layouts per mode, made once (APR.Format):
+// a copy of the nonzeros sorted by the mode (PhiCOO), with the products of
+// the other modes' factor rows cached per nonzero between inner iterations
+// while nnz·R <= 2^24, or a CSF tree rooted at the mode (PhiCSF), which
+// forms those products once per fiber of each level instead. Either way
+// goroutines own disjoint rows of Φ. By default (PhiAuto) the first outer
+// iteration times one inner iteration of each, and each mode keeps the
+// faster for the rest of the run (CPResult.PhiFormats). Everything is in
+// float64.
 //
 // Reported per outer iteration: the log-likelihood Σ x log m - Σ_r λ_r
 // (the factors' columns sum to 1, so Σ m over all cells is Σ λ; the
@@ -78,6 +84,12 @@ func CPAPR(x *formats.COO, opts Options) (*CPResult, error) {
 		return nil, errors.New("cp-apr: init must be random (singular vectors are not non-negative)")
 	}
 	a := opts.APR
+	if err := checkPhiFormat(a.Format); err != nil {
+		return nil, err
+	}
+	if a.Format == "" {
+		a.Format = PhiAuto
+	}
 	if a.InnerIters < 0 || a.KappaTol < 0 || a.EpsDivZero < 0 {
 		return nil, fmt.Errorf("cp-apr: inner iterations, kappa tolerance and epsilon must be >= 0, found %d, %v, %v", a.InnerIters, a.KappaTol, a.EpsDivZero)
 	}
@@ -165,13 +177,21 @@ type aprState struct {
 	a      [][]float64    // factors, columns summing to 1
 	lambda []float64      // component totals
 	phi    [][]float64    // last Φ of each mode
-	sorted []*formats.COO // per mode: the nonzeros sorted by that mode
+	sorted []*formats.COO // per mode: the nonzeros sorted by that mode (PhiCOO), or nil
 	splits [][]int        // per mode: parts+1 nonzero offsets at row starts
-	pi     []float64      // nnz x R cache of Π rows, nil when too large
+	csf    []*csfPhi      // per mode: the CSF tree rooted at it (PhiCSF), or nil
+	form   []string       // per mode: the Φ form in use, "" while timing both (PhiAuto)
+	timing []phiTiming    // per mode: what PhiAuto measured
+	pi     []float64      // nnz x R cache of Π rows, nil when too large or unused
+	piOK   bool           // pi holds the Π rows of the mode being updated
 	b      []float64      // scratch: B of the mode being updated
 
 	kernelTime time.Duration
 }
+
+// phiTiming is one mode's measurement for PhiAuto: the Π cache's fill and
+// one COO Φ, and one CSF Φ (0 until measured).
+type phiTiming struct{ fill, coo, csf time.Duration }
 
 func (s *aprState) setup(init []*kernels.Matrix) error {
 	N, R := s.N, s.R
@@ -180,9 +200,15 @@ func (s *aprState) setup(init []*kernels.Matrix) error {
 	s.phi = make([][]float64, N)
 	s.sorted = make([]*formats.COO, N)
 	s.splits = make([][]int, N)
+	s.csf = make([]*csfPhi, N)
+	s.form = make([]string, N)
+	s.timing = make([]phiTiming, N)
 	s.lambda = make([]float64, R)
 	for r := range s.lambda {
 		s.lambda[r] = 1
+	}
+	if s.o.APR.Format == "" {
+		s.o.APR.Format = PhiAuto
 	}
 	for m := range N {
 		s.a[m] = make([]float64, len(init[m].Data))
@@ -195,12 +221,24 @@ func (s *aprState) setup(init []*kernels.Matrix) error {
 		}
 		normaliseCols(s.a[m], sums)
 		s.phi[m] = make([]float64, len(s.a[m]))
-		tf, err := formats.NewTensorFormat(s.x, "coo", m)
-		if err != nil {
-			return fmt.Errorf("sort the nonzeros by mode %d: %w", m+1, err)
+		if f := s.o.APR.Format; f == PhiCOO || f == PhiAuto {
+			tf, err := formats.NewTensorFormat(s.x, "coo", m)
+			if err != nil {
+				return fmt.Errorf("sort the nonzeros by mode %d: %w", m+1, err)
+			}
+			s.sorted[m] = tf.(*formats.COO)
+			s.splits[m] = rowSplits(s.sorted[m].Inds[m], parts)
 		}
-		s.sorted[m] = tf.(*formats.COO)
-		s.splits[m] = rowSplits(s.sorted[m].Inds[m], parts)
+		if f := s.o.APR.Format; f == PhiCSF || f == PhiAuto {
+			c, err := newCSFPhi(s.x, m, parts)
+			if err != nil {
+				return err
+			}
+			s.csf[m] = c
+		}
+		if s.o.APR.Format != PhiAuto {
+			s.form[m] = s.o.APR.Format
+		}
 	}
 	if s.o.InitFactors == nil {
 		// Spread the data's total evenly over the components, so the first
@@ -213,7 +251,7 @@ func (s *aprState) setup(init []*kernels.Matrix) error {
 			s.lambda[r] = total / float64(R)
 		}
 	}
-	if nnz := s.x.NNZ(); nnz*R <= piCacheMax {
+	if nnz := s.x.NNZ(); nnz*R <= piCacheMax && s.sorted[0] != nil {
 		s.pi = make([]float64, nnz*R)
 	}
 	return nil
@@ -277,16 +315,10 @@ func (s *aprState) updateMode(n, it int) (bool, float64) {
 		b[k] = v * s.lambda[k%R]
 	}
 	phi := s.phi[n]
-	t0 := time.Now()
-	if s.pi != nil {
-		s.fillPi(n)
-	}
-	s.kernelTime += time.Since(t0)
+	s.piOK = false
 	converged := false
 	for i := range o.InnerIters {
-		t0 := time.Now()
-		s.computePhi(n, b, phi)
-		s.kernelTime += time.Since(t0)
+		s.phiOf(n, i, b, phi)
 		var viol float64
 		for k, v := range b {
 			viol = max(viol, math.Abs(math.Min(v, 1-phi[k])))
@@ -299,6 +331,7 @@ func (s *aprState) updateMode(n, it int) (bool, float64) {
 			b[k] *= phi[k]
 		}
 	}
+	s.choose(n)
 	sums := colSums(b, R)
 	copy(a, b)
 	normaliseCols(a, sums)
@@ -308,6 +341,64 @@ func (s *aprState) updateMode(n, it int) (bool, float64) {
 		kkt = max(kkt, math.Abs(math.Min(v, 1-phi[k])))
 	}
 	return converged, kkt
+}
+
+// phiOf computes Φ of mode n in its form, for inner iteration i. While
+// the mode's form is open (PhiAuto), inner iteration 0 runs the COO form
+// and 1 the CSF form, each timed.
+func (s *aprState) phiOf(n, i int, b, phi []float64) {
+	form := s.form[n]
+	if form == "" {
+		switch {
+		case s.timing[n].coo == 0:
+			form = PhiCOO
+		case s.timing[n].csf == 0:
+			form = PhiCSF
+		default:
+			form = PhiCOO
+		}
+	}
+	start := time.Now()
+	var fill time.Duration
+	if form == PhiCSF {
+		s.csf[n].compute(s.a, b, phi, s.R, s.o.APR.EpsDivZero)
+	} else {
+		if s.pi != nil && !s.piOK {
+			s.fillPi(n)
+			s.piOK = true
+			fill = time.Since(start)
+		}
+		s.computePhi(n, b, phi)
+	}
+	took := time.Since(start)
+	s.kernelTime += took
+	if s.form[n] == "" {
+		t := &s.timing[n]
+		if form == PhiCOO && t.coo == 0 {
+			t.fill, t.coo = fill, max(took-fill, 1)
+		} else if form == PhiCSF && t.csf == 0 {
+			t.csf = max(took, 1)
+		}
+	}
+}
+
+// choose settles mode n's Φ form once both were timed: the COO form costs
+// the Π cache's fill plus a Φ per inner iteration, the CSF form a Φ per
+// inner iteration. The other form's layout is dropped.
+func (s *aprState) choose(n int) {
+	t := s.timing[n]
+	if s.form[n] != "" || t.coo == 0 || t.csf == 0 {
+		return
+	}
+	inner := time.Duration(s.o.APR.InnerIters)
+	if t.fill+inner*t.coo <= inner*t.csf {
+		s.form[n], s.csf[n] = PhiCOO, nil
+		return
+	}
+	s.form[n], s.sorted[n], s.splits[n] = PhiCSF, nil, nil
+	if !slices.Contains(s.form, "") && !slices.Contains(s.form, PhiCOO) {
+		s.pi = nil // no mode computes over the sorted copies any more
+	}
 }
 
 // fillPi caches, for every nonzero of mode n's sorted copy, the product
@@ -433,6 +524,13 @@ func (s *aprState) finish(res *CPResult) {
 	res.Lambda = make([]float64, R)
 	for r, src := range order {
 		res.Lambda[r] = s.lambda[src]
+	}
+	res.PhiFormats = make([]string, s.N)
+	for m, f := range s.form {
+		if f == "" {
+			f = PhiCOO // never timed against CSF: a run that converged at once
+		}
+		res.PhiFormats[m] = f
 	}
 	res.Factors = make([]*kernels.Matrix, s.N)
 	for m, a := range s.a {

@@ -175,6 +175,17 @@ func TestCPAPRPhiMatchesDense(t *testing.T) {
 					}
 				}
 			}
+			// The CSF form, over the tree rooted at the mode.
+			got := make([]float64, len(b))
+			for k := range got {
+				got[k] = math.NaN() // every row must be written
+			}
+			s.csf[n].compute(s.a, b, got, R, 1e-10)
+			for k := range got {
+				if math.Abs(got[k]-want[k]) > 1e-9*(1+math.Abs(want[k])) {
+					t.Fatalf("threads %d mode %d csf: Φ[%d] = %v, want %v", threads, n+1, k, got[k], want[k])
+				}
+			}
 		}
 		// Log-likelihood against the definition.
 		model := make([]*kernels.Matrix, 3)
@@ -276,5 +287,78 @@ func TestCPAPRErrors(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "\n") {
 			t.Errorf("%s: error %v, want one line containing %q", c.name, err, c.want)
 		}
+	}
+}
+
+// TestCPAPRPhiForms holds the CSF form of Φ to the COO form on tensors of
+// orders 2 to 5 with repeated coordinates, for every mode and thread
+// count.
+func TestCPAPRPhiForms(t *testing.T) {
+	for _, dims := range [][]int{{7, 9}, {5, 6, 7}, {4, 3, 5, 6}, {3, 4, 2, 5, 3}} {
+		x := randomSparse(dims, 0.3, uint64(len(dims)))
+		// Repeat some coordinates: CSF keeps them as separate leaves.
+		k := x.NNZ()
+		for m := range x.Inds {
+			x.Inds[m] = append(x.Inds[m], x.Inds[m][:k/3]...)
+		}
+		x.Vals = append(x.Vals, x.Vals[:k/3]...)
+		R := 4
+		ranks := make([]int, len(dims))
+		for m := range ranks {
+			ranks[m] = R
+		}
+		init := randomFactors(dims, ranks, 9)
+		for _, threads := range []int{1, 3} {
+			s := &aprState{x: x, o: Options{Rank: R, Threads: threads}.resolve(), N: len(dims), R: R}
+			s.o.APR.EpsDivZero = 1e-10
+			if err := s.setup(init); err != nil {
+				t.Fatal(err)
+			}
+			for n := range dims {
+				b := make([]float64, len(s.a[n]))
+				for k := range b {
+					b[k] = float64(k%5+1) * 0.2
+				}
+				want, got := make([]float64, len(b)), make([]float64, len(b))
+				s.pi = nil
+				s.computePhi(n, b, want)
+				s.csf[n].compute(s.a, b, got, R, 1e-10)
+				for k := range got {
+					if math.Abs(got[k]-want[k]) > 1e-9*(1+math.Abs(want[k])) {
+						t.Fatalf("dims %v threads %d mode %d: csf Φ[%d] = %v, coo %v", dims, threads, n+1, k, got[k], want[k])
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestCPAPRFormats runs CP-APR with each Φ form: the same model to
+// rounding, and the forms reported.
+func TestCPAPRFormats(t *testing.T) {
+	p := plantedPoisson([]int{30, 40, 20}, 3, 0.2, 20, 5)
+	var lls []float64
+	for _, f := range []string{PhiCOO, PhiCSF, PhiAuto} {
+		res, err := CPAPR(p.x, Options{Rank: 3, Iters: 15, Seed: 2, APR: APROptions{Format: f}})
+		if err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		if len(res.PhiFormats) != 3 {
+			t.Fatalf("%s: PhiFormats %v", f, res.PhiFormats)
+		}
+		for _, got := range res.PhiFormats {
+			if (f != PhiAuto && got != f) || (got != PhiCOO && got != PhiCSF) {
+				t.Fatalf("format %s: PhiFormats %v", f, res.PhiFormats)
+			}
+		}
+		lls = append(lls, res.LogLikelihood)
+	}
+	for i, ll := range lls[1:] {
+		if math.Abs(ll-lls[0]) > 1e-6*math.Abs(lls[0]) {
+			t.Errorf("log-likelihoods by form (coo, csf, auto): %v (form %d)", lls, i+1)
+		}
+	}
+	if _, err := CPAPR(p.x, Options{Rank: 3, APR: APROptions{Format: "hicoo"}}); err == nil {
+		t.Error("Φ format hicoo accepted")
 	}
 }

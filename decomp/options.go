@@ -94,6 +94,10 @@ type APROptions struct {
 	// EpsDivZero bounds the model value a nonzero is divided by from below;
 	// 0 means 1e-10.
 	EpsDivZero float64
+	// Format is the layout Φ is computed over, per mode: PhiCOO, PhiCSF,
+	// or PhiAuto (or ""), which times both on the first outer iteration
+	// and keeps the faster per mode.
+	Format string
 }
 
 // IterStat describes one (outer) iteration. Fit is set by CPALS and

@@ -2,6 +2,8 @@ package main
 
 import (
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -14,7 +16,7 @@ func init() { register(newCPAPRCmd) }
 
 func newCPAPRCmd(v *viper.Viper) *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "cpapr FILE --rank R [--iters K] [--inner J] [--tol T] [--seed S] [--out PREFIX]",
+		Use:   "cpapr FILE --rank R [--iters K] [--inner J] [--tol T] [--seed S] [--format auto|coo|csf] [--out PREFIX]",
 		Short: "Non-negative CP decomposition of count data (CP-APR, multiplicative updates)",
 		Long: `Compute a rank-R non-negative CP model of a tensor of counts (values >= 0)
 by maximising the Poisson log-likelihood, with Chi and Kolda's alternating
@@ -26,6 +28,13 @@ below --tol at its first check, or after --iters outer iterations. A
 progress line per outer iteration (log-likelihood, its change, KKT
 violation) goes to stderr; the log-likelihood leaves out the constant
 -Σ log x!.
+
+Φ, the kernel of every inner update, is computed per mode over the nonzeros
+sorted by the mode (coo, with the other modes' factor-row products cached
+per nonzero while nnz·R <= 2^24) or a CSF tree rooted at the mode (csf,
+with those products formed once per fiber). --format auto (the default)
+times one inner update of each on the first outer iteration and keeps the
+faster per mode; the report's formats say which.
 
 --out PREFIX writes the factors as NumPy float32 arrays, PREFIX.mode1.npy
 … (Dims[n] x R, C order, columns summing to 1), and the component totals
@@ -43,20 +52,25 @@ as PREFIX.lambda.npy. docs/decomp.md describes the algorithm.`,
 			if inner < 1 {
 				return fmt.Errorf("--inner must be >= 1, found %d", inner)
 			}
-			return runCPAPR(cmd, args[0], c, inner)
+			phi := v.GetString("cpapr.format")
+			if !slices.Contains(decomp.PhiFormats, phi) {
+				return fmt.Errorf("--format %q: expected one of %s", phi, strings.Join(decomp.PhiFormats, ", "))
+			}
+			return runCPAPR(cmd, args[0], c, inner, phi)
 		},
 	}
 	f := cmd.Flags()
 	f.Int("rank", 0, "rank R: number of components (required)")
 	addDecompFlags(cmd, v, "cpapr", "random")
 	f.Int("inner", 10, "largest number of multiplicative updates per mode and outer iteration")
-	for _, name := range []string{"rank", "inner"} {
+	f.String("format", decomp.PhiAuto, "layout Φ is computed over: coo, csf, or auto (the faster per mode, timed on the first iteration)")
+	for _, name := range []string{"rank", "inner", "format"} {
 		_ = v.BindPFlag("cpapr."+name, f.Lookup(name))
 	}
 	return cmd
 }
 
-func runCPAPR(cmd *cobra.Command, path string, c decompConfig, inner int) error {
+func runCPAPR(cmd *cobra.Command, path string, c decompConfig, inner int, phi string) error {
 	x, read, init, err := readForDecomp(cmd.ErrOrStderr(), path, c)
 	if err != nil {
 		return err
@@ -66,7 +80,7 @@ func runCPAPR(cmd *cobra.Command, path string, c decompConfig, inner int) error 
 	start := time.Now()
 	res, err := decomp.CPAPR(x, decomp.Options{Rank: c.rank, Iters: c.iters, Tol: c.tol, Seed: c.seed, Init: c.init,
 		InitFactors: init,
-		Threads:     c.threads, APR: decomp.APROptions{InnerIters: inner},
+		Threads:     c.threads, APR: decomp.APROptions{InnerIters: inner, Format: phi},
 		Progress: func(s decomp.IterStat) { printIter(stderr, s, true) }})
 	if err != nil {
 		return fmt.Errorf("%s: %w", path, err)
@@ -76,6 +90,7 @@ func runCPAPR(cmd *cobra.Command, path string, c decompConfig, inner int) error 
 		ReadSeconds: read.Seconds(), Threads: resolvedThreads(c.threads), Lambda: res.Lambda}
 	ll, kkt := res.LogLikelihood, res.KKTViolation
 	rep.LogLikelihood, rep.KKTViolation = &ll, &kkt
+	rep.Formats = res.PhiFormats
 	rep.fill(res.History, true)
 	return finishDecomp(cmd, rep, res, c)
 }
