@@ -5,6 +5,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -42,6 +43,21 @@ func TestCPAPR(t *testing.T) {
 		}
 	}
 	checkNPY(t, prefix+".lambda.npy", []int{3})
+	if len(rep.Formats) != 3 {
+		t.Fatalf("formats %v, want the Φ form of each of 3 modes", rep.Formats)
+	}
+	// A forced form is the one used, with the same model.
+	out, _, err := run(t, "cpapr", smallTensor, "--rank", "3", "--iters", "5", "--tol", "0", "--inner", "5", "--format", "csf", "--json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var csf decompReport
+	if err := json.Unmarshal([]byte(out), &csf); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(csf.Formats, []string{"csf", "csf", "csf"}) || math.Abs(*csf.LogLikelihood-*rep.LogLikelihood) > 1e-6*math.Abs(*rep.LogLikelihood) {
+		t.Fatalf("--format csf: formats %v, log-likelihood %v against %v", csf.Formats, *csf.LogLikelihood, *rep.LogLikelihood)
+	}
 	stdout, _, err = run(t, "cpapr", smallTensor, "--rank", "2", "--iters", "3")
 	if err != nil || !strings.Contains(stdout, "CP-APR of") || !strings.Contains(stdout, "log-likelihood") {
 		t.Fatalf("%v: %q", err, stdout)
@@ -62,6 +78,7 @@ func TestCPAPRErrors(t *testing.T) {
 		{[]string{"cpapr", smallTensor, "--rank", "2", "--inner", "0"}, "--inner must be >= 1"},
 		{[]string{"cpapr", smallTensor, "--rank", "2", "--init", "hosvd"}, "init must be random"},
 		{[]string{"cpapr", neg, "--rank", "2"}, "has value -1: CP-APR models counts"},
+		{[]string{"cpapr", smallTensor, "--rank", "2", "--format", "alto"}, `--format "alto": expected one of auto, coo, csf`},
 	}...)
 	for _, c := range cases {
 		_, _, err := run(t, c.args...)
