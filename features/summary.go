@@ -95,6 +95,17 @@ type Summary struct {
 	// once (fiberOnce[m]), so that modes can be counted concurrently.
 	fibers    [][]uint32
 	fiberOnce []sync.Once
+
+	encOnce sync.Once
+	enc     *graphenc.Encoder
+}
+
+// Encode returns the graph of the sample for the slice shape within the
+// budget, as graphenc.Encode(s.Sample, shape, b) does, sharing each mode's
+// node assignment between the shapes asked for (graphenc.Encoder).
+func (s *Summary) Encode(shape graphenc.Shape, b graphenc.Budget) (*graphenc.Graph, error) {
+	s.encOnce.Do(func() { s.enc = graphenc.NewEncoder(s.Sample) })
+	return s.enc.Encode(shape, b)
 }
 
 // Summarize reads x's sample (see Summary). It checks the sample's

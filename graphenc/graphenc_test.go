@@ -4,7 +4,9 @@ import (
 	"math"
 	"math/rand/v2"
 	"path/filepath"
+	"reflect"
 	"slices"
+	"sync"
 	"testing"
 
 	"github.com/sparsetune/sparsetune/formats"
@@ -321,5 +323,40 @@ func TestAssignNodesRankPath(t *testing.T) {
 	}
 	if _, _, _, bad := assignNodes([]uint32{5, 1 << 31}, 1<<30, 4); bad != 1 {
 		t.Errorf("index beyond a large dim: bad %d, want 1", bad)
+	}
+}
+
+// TestEncoderSharesNodes holds an Encoder that serves every shape of a
+// tensor, concurrently, to Encode of each shape alone.
+func TestEncoderSharesNodes(t *testing.T) {
+	rng := rand.New(rand.NewPCG(8, 9))
+	x := randomTensor(rng, []int{40, 3000, 7, 90}, 5000)
+	e := NewEncoder(x)
+	var shapes []Shape
+	for r := range 4 {
+		for c := range 4 {
+			if r != c {
+				shapes = append(shapes, Shape{Rows: r, Cols: c})
+			}
+		}
+	}
+	got := make([]*Graph, len(shapes))
+	var wg sync.WaitGroup
+	for i, sh := range shapes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			got[i], _ = e.Encode(sh, Budget{Rows: 16, Cols: 8})
+		}()
+	}
+	wg.Wait()
+	for i, sh := range shapes {
+		want, err := Encode(x, sh, Budget{Rows: 16, Cols: 8})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got[i] == nil || !reflect.DeepEqual(got[i], want) {
+			t.Fatalf("shape %v: the shared encoder's graph differs from Encode's", sh)
+		}
 	}
 }

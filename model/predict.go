@@ -194,7 +194,7 @@ func SummaryInput(s *features.Summary, op hetero.Op, mode int, budget graphenc.B
 	}
 	feat = time.Since(start)
 	start = time.Now()
-	g, err := graphenc.Encode(s.Sample, shape, budget)
+	g, err := s.Encode(shape, budget)
 	if err != nil {
 		return nil, 0, 0, err
 	}
