@@ -547,6 +547,96 @@ func (d *accelDevice) MTTKRP(x formats.TensorFormat, mode int, factors []*kernel
 	return j, nil
 }
 
+// PhiDevice is a device that computes CP-APR's Φ of one mode,
+// Φ = (X_(n) ⊘ max(B Πᵀ, ε)) Π, with Π the Khatri-Rao product of the
+// other modes' factors (package decomp's CPAPR). The accelerators
+// implement it over COO.
+type PhiDevice interface {
+	Device
+	// Phi binds Φ of x for a 0-based mode: each run reads the current
+	// factors (the output mode's is not read) and b (dims[mode] x R), and
+	// writes out (dims[mode] x R). eps bounds the model values from below.
+	Phi(x *formats.COO, mode int, factors []*kernels.Matrix, b *kernels.Matrix, eps float32, out *kernels.Matrix) (Job, error)
+}
+
+// Phi binds CP-APR's Φ of x for a 0-based mode on the device (PhiDevice).
+// x is uploaded once; each run sends the other modes' factors and b and
+// reads Φ back. x should be sorted by the mode (fewest atomic updates);
+// any order is correct.
+func (d *accelDevice) Phi(x *formats.COO, mode int, factors []*kernels.Matrix, b *kernels.Matrix, eps float32, out *kernels.Matrix) (Job, error) {
+	if x == nil || b == nil || out == nil {
+		return nil, errNilMatrix
+	}
+	dims := x.Dims
+	N, R := len(dims), out.Cols
+	switch {
+	case N > accel.MaxOrder:
+		return nil, unsupported("%s: order-%d tensor, the accelerator kernels take order up to %d", d.info.Name, N, accel.MaxOrder)
+	case R > accel.PhiMaxRank:
+		return nil, unsupported("%s: Φ at rank %d, the accelerator kernel takes rank up to %d", d.info.Name, R, accel.PhiMaxRank)
+	case mode < 0 || mode >= N:
+		return nil, fmt.Errorf("%s: mode %d out of range 1 to %d", d.info.Name, mode+1, N)
+	case len(factors) != N:
+		return nil, fmt.Errorf("%s: %d factor matrices for an order-%d tensor", d.info.Name, len(factors), N)
+	case R < 1 || out.Rows != dims[mode] || len(out.Data) != dims[mode]*R:
+		return nil, fmt.Errorf("%s: Φ output is %dx%d, expected %dx%d", d.info.Name, out.Rows, out.Cols, dims[mode], R)
+	case b.Rows != dims[mode] || b.Cols != R || len(b.Data) != dims[mode]*R:
+		return nil, fmt.Errorf("%s: B is %dx%d, expected %dx%d", d.info.Name, b.Rows, b.Cols, dims[mode], R)
+	}
+	for m, f := range factors {
+		if m == mode {
+			continue
+		}
+		if f == nil || f.Rows != dims[m] || f.Cols != R || len(f.Data) != dims[m]*R {
+			return nil, fmt.Errorf("%s: factor %d is not %dx%d", d.info.Name, m+1, dims[m], R)
+		}
+	}
+	nnz := x.NNZ()
+	for m, ind := range x.Inds {
+		if len(ind) != nnz {
+			return nil, fmt.Errorf("%s: mode %d has %d indices for %d values", d.info.Name, m+1, len(ind), nnz)
+		}
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	facOff, facLen := factorLayout(dims, mode, R)
+	dense := 4*int64(facLen) + 8*int64(dims[mode]*R)
+	// Flops per nonzero: the product row, the dot product and the axpy.
+	j := &accelJob{d: d, flops: float64(nnz) * float64(R) * float64(N-1+4),
+		bytes: float64(x.Bytes()) + 4*float64((N-1)*nnz*R) + 8*float64(dims[mode]*R)}
+	what := fmt.Sprintf("Φ of %d nonzeros at rank %d", nnz, R)
+	if err := d.fits(x.Bytes()+dense+1024, what); err != nil {
+		return nil, fmt.Errorf("%s: %w", d.info.Name, err)
+	}
+	rt, g := d.rt, d.group
+	a := &j.arrs
+	a.rt = rt
+	facMem, bMem, outMem := a.alloc(4*facLen), a.alloc(4*dims[mode]*R), a.alloc(4*dims[mode]*R)
+	outItems := dims[mode] * R
+	inds := make([]uint32, 0, N*nnz)
+	for m := range N {
+		inds = append(inds, x.Inds[m]...)
+	}
+	indMem, valMem, metaMem := upload(a, inds), upload(a, x.Vals), upload(a, facOff)
+	j.run = func() (Timing, error) {
+		p := runPhases{q: rt.queue(0)}
+		for m, f := range factors {
+			if m != mode {
+				p.write(facMem, 4*int(facOff[m]), bytesOf(f.Data))
+			}
+		}
+		p.write(bMem, 0, bytesOf(b.Data))
+		p.launch(accel.FillZero, outItems, g, uint64(outItems), outMem)
+		p.launch(accel.PhiCOO, chunks(nnz), g, uint32(nnz), uint32(R), uint32(N), uint32(mode), eps, indMem, valMem, facMem, metaMem, bMem, outMem)
+		p.read(bytesOf(out.Data), outMem)
+		return p.finish()
+	}
+	if a.err != nil {
+		return nil, d.failed(a, a.err)
+	}
+	return j, nil
+}
+
 // formatName names a tensor format as the CLI does.
 func formatName(x formats.TensorFormat) string {
 	switch x.(type) {

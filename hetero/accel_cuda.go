@@ -88,7 +88,7 @@ func newCUDARuntime(ctx *cuda.Context) (*cudaRuntime, error) {
 	}
 	rt := &cudaRuntime{ctx: ctx, fns: make(map[string]*cuda.Function)}
 	for _, name := range []string{accel.FillZero, accel.SpTTMCSR, accel.SpTTMELL, accel.SpTTMCOO,
-		accel.MTTKRPCOO, accel.MTTKRPCSF, accel.MTTKRPALTO, accel.FMAPeak, accel.Triad} {
+		accel.MTTKRPCOO, accel.MTTKRPCSF, accel.MTTKRPALTO, accel.PhiCOO, accel.FMAPeak, accel.Triad} {
 		if rt.fns[name], err = mod.Function(name); err != nil {
 			return nil, err
 		}

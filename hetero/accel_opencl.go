@@ -71,7 +71,7 @@ func newCLRuntime(ctx *opencl.Context, src string, group int) (*clRuntime, error
 	}
 	rt := &clRuntime{ctx: ctx, kernels: make(map[string]*opencl.Kernel)}
 	for _, name := range []string{accel.FillZero, accel.SpTTMCSR, accel.SpTTMELL, accel.SpTTMCOO,
-		accel.MTTKRPCOO, accel.MTTKRPCSF, accel.MTTKRPALTO, accel.FMAPeak, accel.Triad} {
+		accel.MTTKRPCOO, accel.MTTKRPCSF, accel.MTTKRPALTO, accel.PhiCOO, accel.FMAPeak, accel.Triad} {
 		if rt.kernels[name], err = prog.Kernel(name); err != nil {
 			return nil, err
 		}

@@ -14,6 +14,7 @@ import (
 	"github.com/sparsetune/sparsetune/formats"
 	"github.com/sparsetune/sparsetune/hetero/opencl"
 	"github.com/sparsetune/sparsetune/kernels"
+	"github.com/sparsetune/sparsetune/kernels/accel"
 )
 
 // accelerators returns the accelerator devices to test. A backend whose
@@ -398,5 +399,83 @@ func TestAccelBuildError(t *testing.T) {
 	var be *opencl.BuildError
 	if !errors.As(err, &be) || !strings.Contains(err.Error(), "opencl:test") || !strings.Contains(err.Error(), "undefined_name") {
 		t.Errorf("error %v: want it to name the device and quote the log", err)
+	}
+}
+
+// phiReference is CP-APR's Φ of x for mode, in float64, from its
+// definition: for each nonzero, π the product of the other modes' factor
+// rows, and Φ(i_n, :) += x / max(⟨B(i_n, :), π⟩, eps) · π.
+func phiReference(x *formats.COO, mode int, factors []*kernels.Matrix, b *kernels.Matrix, eps float64) []float64 {
+	R := b.Cols
+	out := make([]float64, x.Dims[mode]*R)
+	pi := make([]float64, R)
+	for k := range x.NNZ() {
+		for r := range pi {
+			pi[r] = 1
+		}
+		for m, f := range factors {
+			if m != mode {
+				for r := range pi {
+					pi[r] *= float64(f.Data[int(x.Inds[m][k])*R+r])
+				}
+			}
+		}
+		i := int(x.Inds[mode][k])
+		var mv float64
+		for r, v := range pi {
+			mv += float64(b.Data[i*R+r]) * v
+		}
+		w := float64(x.Vals[k]) / max(mv, eps)
+		for r, v := range pi {
+			out[i*R+r] += w * v
+		}
+	}
+	return out
+}
+
+// TestAccelPhi holds the accelerators' Φ to its float64 definition, on
+// tensors sorted by the mode and not, orders 2 to 5, ranks up to the
+// kernel's largest, and checks the rank limit's error.
+func TestAccelPhi(t *testing.T) {
+	rng := rand.New(rand.NewPCG(41, 5))
+	for _, dev := range accelerators(t) {
+		for _, dims := range [][]int{{50, 40}, {30, 20, 10}, {9, 3, 13, 6}, {6, 5, 4, 3, 7}} {
+			x := randomTensor(t, rng, dims, 600)
+			for i := range x.Vals {
+				x.Vals[i] = float32(1 + rng.IntN(5)) // counts
+			}
+			for mode := range dims {
+				for _, R := range []int{1, 16, accel.PhiMaxRank} {
+					factors := randomFactors(rng, dims, R)
+					for _, f := range factors {
+						for i, v := range f.Data {
+							f.Data[i] = max(v, -v) // non-negative, as CP-APR's
+						}
+					}
+					b := factors[mode]
+					want := phiReference(x, mode, factors, b, 1e-10)
+					for _, sorted := range []bool{false, true} {
+						xs := x
+						if sorted {
+							tf, err := formats.NewTensorFormat(x, "coo", mode)
+							if err != nil {
+								t.Fatal(err)
+							}
+							xs = tf.(*formats.COO)
+						}
+						out := kernels.NewMatrix(dims[mode], R)
+						checkJob(t, fmt.Sprintf("%s: Φ %v mode %d R %d sorted %v", dev.info.Name, dims, mode+1, R, sorted), out, want, func() (Job, error) {
+							return dev.Phi(xs, mode, factors, b, 1e-10, out)
+						})
+					}
+				}
+			}
+		}
+		x := randomTensor(t, rng, []int{5, 6, 7}, 50)
+		factors := randomFactors(rng, x.Dims, accel.PhiMaxRank+1)
+		out := kernels.NewMatrix(5, accel.PhiMaxRank+1)
+		if _, err := dev.Phi(x, 0, factors, factors[0], 1e-10, out); err == nil || !strings.Contains(err.Error(), "rank up to") {
+			t.Errorf("%s: Φ past the largest rank: %v", dev.info.Name, err)
+		}
 	}
 }

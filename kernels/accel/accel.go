@@ -43,6 +43,9 @@ const (
 	// ALTOMeta is the number of ulongs per mode in mttkrp_alto's meta
 	// buffer: Lo, Hi, LoBits, factor offset, LoSteps[6], HiSteps[6].
 	ALTOMeta = 16
+	// PhiMaxRank is the largest rank phi_coo takes: it keeps a nonzero's
+	// product row and its run's sum in private arrays of that length.
+	PhiMaxRank = 64
 )
 
 // The kernels' names, as the backends look them up.
@@ -54,6 +57,8 @@ const (
 	MTTKRPCOO  = "mttkrp_coo"
 	MTTKRPCSF  = "mttkrp_csf"
 	MTTKRPALTO = "mttkrp_alto"
+	// PhiCOO is CP-APR's Φ = (X_(n) ⊘ max(B Πᵀ, ε)) Π over COO.
+	PhiCOO = "phi_coo"
 	// FMAPeak and Triad are the calibration probes of package hetero: a
 	// chain of multiply-adds for the peak rate, a STREAM triad for the
 	// memory bandwidth.
@@ -82,6 +87,6 @@ func Source(b Backend, workGroup int) (string, error) {
 	default:
 		return "", fmt.Errorf("accel: unknown backend %v", b)
 	}
-	return fmt.Sprintf("%s#define WG %d\n#define CHUNK %d\n#define MAX_ORDER %d\n#define ALTO_META_N %d\n%s",
-		header, workGroup, Chunk, MaxOrder, ALTOMeta, body), nil
+	return fmt.Sprintf("%s#define WG %d\n#define CHUNK %d\n#define MAX_ORDER %d\n#define ALTO_META_N %d\n#define PHI_MAX_RANK %d\n%s",
+		header, workGroup, Chunk, MaxOrder, ALTOMeta, PhiMaxRank, body), nil
 }

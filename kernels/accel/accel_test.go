@@ -27,7 +27,7 @@ func TestSource(t *testing.T) {
 		}
 	}
 	// Every kernel name the backends look up is defined in the body.
-	for _, name := range []string{FillZero, SpTTMCSR, SpTTMELL, SpTTMCOO, MTTKRPCOO, MTTKRPCSF, MTTKRPALTO, FMAPeak, Triad} {
+	for _, name := range []string{FillZero, SpTTMCSR, SpTTMELL, SpTTMCOO, MTTKRPCOO, MTTKRPCSF, MTTKRPALTO, PhiCOO, FMAPeak, Triad} {
 		if !strings.Contains(body, "KERNEL void "+name+"(") {
 			t.Errorf("body lacks kernel %s", name)
 		}
@@ -82,7 +82,7 @@ func TestCUDASourceCompiles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{FillZero, SpTTMCSR, SpTTMELL, SpTTMCOO, MTTKRPCOO, MTTKRPCSF, MTTKRPALTO, FMAPeak, Triad} {
+	for _, name := range []string{FillZero, SpTTMCSR, SpTTMELL, SpTTMCOO, MTTKRPCOO, MTTKRPCSF, MTTKRPALTO, PhiCOO, FMAPeak, Triad} {
 		if !strings.Contains(string(ptx), ".entry "+name+"(") {
 			t.Errorf("PTX has no entry %s", name)
 		}

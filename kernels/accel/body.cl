@@ -99,6 +99,57 @@ KERNEL void mttkrp_coo(uint nnz, uint R, uint order, uint mode, GLOBAL const uin
 	ATOMIC_ADD_F32(&out[(ulong)cur * R + j], s);
 }
 
+/* CP-APR's Φ of the output mode, COO (sorted by that mode for fewest
+   atomic updates; any order is correct): work-item c takes entries
+   c*CHUNK to c*CHUNK+CHUNK-1 with all R columns in private arrays. For an
+   entry with value x at output row i, π is the product of the other modes'
+   factor rows, m = <B(i, :), π> the model's value there, and x / max(m, eps)
+   times π is added to the run's sum; a run of one output row is flushed
+   with R atomic adds, so out must hold zeros beforehand. R is at most
+   PHI_MAX_RANK. */
+KERNEL void phi_coo(uint nnz, uint R, uint order, uint mode, float eps, GLOBAL const uint *inds,
+                    GLOBAL const float *val, GLOBAL const float *fac, GLOBAL const ulong *meta,
+                    GLOBAL const float *b, GLOBAL float *out) {
+	ulong k = GLOBAL_ID * CHUNK;
+	if (k >= nnz)
+		return;
+	ulong end = k + CHUNK < (ulong)nnz ? k + CHUNK : (ulong)nnz;
+	GLOBAL const uint *outInd = inds + (ulong)mode * nnz;
+	float pi[PHI_MAX_RANK];
+	float s[PHI_MAX_RANK];
+	for (uint j = 0; j < R; j++)
+		s[j] = 0.0f;
+	uint cur = outInd[k];
+	for (; k < end; k++) {
+		uint r = outInd[k];
+		if (r != cur) {
+			for (uint j = 0; j < R; j++) {
+				ATOMIC_ADD_F32(&out[(ulong)cur * R + j], s[j]);
+				s[j] = 0.0f;
+			}
+			cur = r;
+		}
+		for (uint j = 0; j < R; j++)
+			pi[j] = 1.0f;
+		for (uint m = 0; m < order; m++) {
+			if (m == mode)
+				continue;
+			GLOBAL const float *row = fac + meta[m] + (ulong)inds[(ulong)m * nnz + k] * R;
+			for (uint j = 0; j < R; j++)
+				pi[j] *= row[j];
+		}
+		GLOBAL const float *br = b + (ulong)r * R;
+		float mv = 0.0f;
+		for (uint j = 0; j < R; j++)
+			mv = FMA(br[j], pi[j], mv);
+		float w = val[k] / (mv > eps ? mv : eps);
+		for (uint j = 0; j < R; j++)
+			s[j] = FMA(w, pi[j], s[j]);
+	}
+	for (uint j = 0; j < R; j++)
+		ATOMIC_ADD_F32(&out[(ulong)cur * R + j], s[j]);
+}
+
 /* MTTKRP, CSF rooted at the output mode: work-item (root fiber f, column j)
    walks f's subtree depth first. prod[l] is the product of the factor
    entries of the fibers on the path down to level l, so each interior
