@@ -40,8 +40,11 @@ type CPResult struct {
 	// to the pseudo-inverse (ill-conditioned or singular systems).
 	PseudoInverses int
 	// PhiFormats holds, per mode, the layout CPAPR computed Φ over in the
-	// last iteration (PhiCOO or PhiCSF).
+	// last iteration: PhiCOO, PhiCSF, or "coo@DEVICE" on an accelerator.
 	PhiFormats []string
+	// Warnings says what went differently from what was asked (an
+	// accelerator that failed, its work redone on the CPU).
+	Warnings []string
 }
 
 // CPALS computes a rank-R CP decomposition of x by alternating least

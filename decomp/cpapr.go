@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sparsetune/sparsetune/formats"
+	"github.com/sparsetune/sparsetune/hetero"
 	"github.com/sparsetune/sparsetune/internal/par"
 	"github.com/sparsetune/sparsetune/kernels"
 )
@@ -50,10 +51,12 @@ const (
 // the other modes' factor rows cached per nonzero between inner iterations
 // while nnz·R <= 2^24, or a CSF tree rooted at the mode (PhiCSF), which
 // forms those products once per fiber of each level instead. Either way
-// goroutines own disjoint rows of Φ. By default (PhiAuto) the first outer
-// iteration times one inner iteration of each, and each mode keeps the
-// faster for the rest of the run (CPResult.PhiFormats). Everything is in
-// float64.
+// goroutines own disjoint rows of Φ. By default the first while the cache
+// fits and the second beyond; with PhiAuto the first outer iteration
+// times one inner iteration of each, and each mode keeps the faster for
+// the rest of the run (CPResult.PhiFormats). Everything is in
+// float64, except on an accelerator (APR.Device), which computes Φ over
+// COO in float32.
 //
 // Reported per outer iteration: the log-likelihood Σ x log m - Σ_r λ_r
 // (the factors' columns sum to 1, so Σ m over all cells is Σ λ; the
@@ -88,7 +91,7 @@ func CPAPR(x *formats.COO, opts Options) (*CPResult, error) {
 		return nil, err
 	}
 	if a.Format == "" {
-		a.Format = PhiAuto
+		a.Format = defaultPhiFormat(x.NNZ(), opts.Rank)
 	}
 	if a.InnerIters < 0 || a.KappaTol < 0 || a.EpsDivZero < 0 {
 		return nil, fmt.Errorf("cp-apr: inner iterations, kappa tolerance and epsilon must be >= 0, found %d, %v, %v", a.InnerIters, a.KappaTol, a.EpsDivZero)
@@ -187,6 +190,15 @@ type aprState struct {
 	b      []float64      // scratch: B of the mode being updated
 
 	kernelTime time.Duration
+
+	// On an accelerator (APROptions.Device): a job per mode, the factors,
+	// B and Φ in float32 for it to read and write.
+	dev      hetero.PhiDevice
+	jobs     []hetero.Job
+	fac32    []*kernels.Matrix
+	b32      []*kernels.Matrix
+	phi32    []*kernels.Matrix
+	warnings []string
 }
 
 // phiTiming is one mode's measurement for PhiAuto: the Π cache's fill and
@@ -208,7 +220,10 @@ func (s *aprState) setup(init []*kernels.Matrix) error {
 		s.lambda[r] = 1
 	}
 	if s.o.APR.Format == "" {
-		s.o.APR.Format = PhiAuto
+		s.o.APR.Format = defaultPhiFormat(s.x.NNZ(), R)
+	}
+	if s.o.APR.Device != nil {
+		s.o.APR.Format = PhiCOO // the layout the device's jobs are bound over, and the CPU's should it fail
 	}
 	for m := range N {
 		s.a[m] = make([]float64, len(init[m].Data))
@@ -251,10 +266,83 @@ func (s *aprState) setup(init []*kernels.Matrix) error {
 			s.lambda[r] = total / float64(R)
 		}
 	}
-	if nnz := s.x.NNZ(); nnz*R <= piCacheMax && s.sorted[0] != nil {
+	if s.o.APR.Device != nil {
+		if err := s.bindDevice(s.o.APR.Device); err != nil {
+			return err
+		}
+	}
+	if nnz := s.x.NNZ(); nnz*R <= piCacheMax && s.sorted[0] != nil && s.dev == nil {
 		s.pi = make([]float64, nnz*R)
 	}
 	return nil
+}
+
+// bindDevice binds a Φ job per mode on dev, over the nonzeros sorted by
+// the mode (kept on the host too, for the CPU to take over).
+func (s *aprState) bindDevice(dev hetero.PhiDevice) error {
+	N, R := s.N, s.R
+	s.dev = dev
+	s.fac32 = make([]*kernels.Matrix, N)
+	for m := range N {
+		s.fac32[m] = kernels.NewMatrix(s.x.Dims[m], R)
+	}
+	s.b32, s.phi32, s.jobs = make([]*kernels.Matrix, N), make([]*kernels.Matrix, N), make([]hetero.Job, N)
+	parts := resolvedThreads(s.o.Threads)
+	for m := range N {
+		if s.sorted[m] == nil {
+			tf, err := formats.NewTensorFormat(s.x, "coo", m)
+			if err != nil {
+				return fmt.Errorf("sort the nonzeros by mode %d: %w", m+1, err)
+			}
+			s.sorted[m] = tf.(*formats.COO)
+			s.splits[m] = rowSplits(s.sorted[m].Inds[m], parts)
+		}
+		s.csf[m] = nil
+		s.b32[m], s.phi32[m] = kernels.NewMatrix(s.x.Dims[m], R), kernels.NewMatrix(s.x.Dims[m], R)
+		job, err := dev.Phi(s.sorted[m], m, s.fac32, s.b32[m], float32(s.o.APR.EpsDivZero), s.phi32[m])
+		if err != nil {
+			s.closeJobs()
+			s.dev = nil
+			return fmt.Errorf("cp-apr on %s: %w", dev.Info().Name, err)
+		}
+		s.jobs[m] = job
+		s.form[m] = "coo@" + dev.Info().Name
+	}
+	return nil
+}
+
+// closeJobs frees the device's jobs.
+func (s *aprState) closeJobs() {
+	for m, j := range s.jobs {
+		if j != nil {
+			if err := j.Close(); err != nil {
+				s.warnings = append(s.warnings, fmt.Sprintf("%s: freeing mode %d's Φ: %v", s.dev.Info().Name, m+1, err))
+			}
+			s.jobs[m] = nil
+		}
+	}
+}
+
+// phiOnDevice runs mode n's Φ job: the factors of the other modes and b
+// go down in float32, Φ comes back. On an error the device is dropped and
+// every mode goes on with the CPU's COO form, which has its layouts.
+func (s *aprState) phiOnDevice(n int, b, phi []float64) bool {
+	for k, v := range b {
+		s.b32[n].Data[k] = float32(v)
+	}
+	if _, err := s.jobs[n].Run(); err != nil {
+		s.warnings = append(s.warnings, fmt.Sprintf("%s failed computing Φ (%v): the CPU computes it from here on", s.dev.Info().Name, err))
+		s.closeJobs()
+		s.dev = nil
+		for m := range s.form {
+			s.form[m] = PhiCOO
+		}
+		return false
+	}
+	for k, v := range s.phi32[n].Data {
+		phi[k] = float64(v)
+	}
+	return true
 }
 
 // rowSplits cuts the nonzeros (sorted by the output index inds) into
@@ -316,6 +404,16 @@ func (s *aprState) updateMode(n, it int) (bool, float64) {
 	}
 	phi := s.phi[n]
 	s.piOK = false
+	if s.dev != nil {
+		// The device reads every other mode's factor as it is now.
+		for m, f := range s.fac32 {
+			if m != n {
+				for k, v := range s.a[m] {
+					f.Data[k] = float32(v)
+				}
+			}
+		}
+	}
 	converged := false
 	for i := range o.InnerIters {
 		s.phiOf(n, i, b, phi)
@@ -347,6 +445,14 @@ func (s *aprState) updateMode(n, it int) (bool, float64) {
 // the mode's form is open (PhiAuto), inner iteration 0 runs the COO form
 // and 1 the CSF form, each timed.
 func (s *aprState) phiOf(n, i int, b, phi []float64) {
+	if s.dev != nil {
+		start := time.Now()
+		ok := s.phiOnDevice(n, b, phi)
+		s.kernelTime += time.Since(start)
+		if ok {
+			return
+		}
+	}
 	form := s.form[n]
 	if form == "" {
 		switch {
@@ -525,6 +631,10 @@ func (s *aprState) finish(res *CPResult) {
 	for r, src := range order {
 		res.Lambda[r] = s.lambda[src]
 	}
+	if s.dev != nil {
+		s.closeJobs()
+	}
+	res.Warnings = s.warnings
 	res.PhiFormats = make([]string, s.N)
 	for m, f := range s.form {
 		if f == "" {

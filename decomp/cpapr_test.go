@@ -1,6 +1,8 @@
 package decomp
 
 import (
+	"github.com/sparsetune/sparsetune/hetero"
+	"github.com/sparsetune/sparsetune/hetero/heterotest"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -128,6 +130,7 @@ func TestCPAPRPhiMatchesDense(t *testing.T) {
 	for _, threads := range []int{1, 3} {
 		s := &aprState{x: x, o: Options{Rank: R, Threads: threads, APR: APROptions{EpsDivZero: 1e-10}}.resolve(), N: 3, R: R}
 		s.o.APR.EpsDivZero = 1e-10
+		s.o.APR.Format = PhiAuto // both layouts
 		if err := s.setup(init); err != nil {
 			t.Fatal(err)
 		}
@@ -311,6 +314,7 @@ func TestCPAPRPhiForms(t *testing.T) {
 		for _, threads := range []int{1, 3} {
 			s := &aprState{x: x, o: Options{Rank: R, Threads: threads}.resolve(), N: len(dims), R: R}
 			s.o.APR.EpsDivZero = 1e-10
+			s.o.APR.Format = PhiAuto // both layouts
 			if err := s.setup(init); err != nil {
 				t.Fatal(err)
 			}
@@ -360,5 +364,66 @@ func TestCPAPRFormats(t *testing.T) {
 	}
 	if _, err := CPAPR(p.x, Options{Rank: 3, APR: APROptions{Format: "hicoo"}}); err == nil {
 		t.Error("Φ format hicoo accepted")
+	}
+}
+
+// TestCPAPRDevice runs CP-APR with Φ on each accelerator (the fake, and
+// PoCL where there is one): the model of the CPU run to float32's
+// rounding. A device failing mid-run leaves the run to the CPU, with a
+// warning, and the same model.
+func TestCPAPRDevice(t *testing.T) {
+	p := plantedPoisson([]int{30, 40, 20}, 3, 0.2, 20, 6)
+	opts := Options{Rank: 3, Iters: 10, Seed: 2, Tol: 0}
+	cpu, err := CPAPR(p.x, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	near := func(what string, res *CPResult) {
+		t.Helper()
+		if d := math.Abs(res.LogLikelihood - cpu.LogLikelihood); !(d <= 1e-4*math.Abs(cpu.LogLikelihood)) {
+			t.Errorf("%s: log-likelihood %v, CPU %v", what, res.LogLikelihood, cpu.LogLikelihood)
+		}
+		for m, f := range res.Factors {
+			for k, v := range f.Data {
+				if math.Abs(float64(v-cpu.Factors[m].Data[k])) > 1e-3 {
+					t.Fatalf("%s: factor %d entry %d = %v, CPU %v", what, m+1, k, v, cpu.Factors[m].Data[k])
+				}
+			}
+		}
+	}
+	for _, dev := range heterotest.Accelerators(t) {
+		pd, ok := dev.(hetero.PhiDevice)
+		if !ok {
+			t.Fatalf("%s computes no Φ", dev.Info().Name)
+		}
+		o := opts
+		o.APR.Device = pd
+		res, err := CPAPR(p.x, o)
+		if err != nil {
+			t.Fatalf("%s: %v", dev.Info().Name, err)
+		}
+		want := "coo@" + dev.Info().Name
+		if !slices.Equal(res.PhiFormats, []string{want, want, want}) || len(res.Warnings) != 0 {
+			t.Errorf("%s: formats %v, warnings %v", dev.Info().Name, res.PhiFormats, res.Warnings)
+		}
+		near(dev.Info().Name, res)
+	}
+	fake := heterotest.NewAccelerator()
+	fake.FailRun = 25 // in the first outer iteration's third mode
+	o := opts
+	o.APR.Device = fake
+	res, err := CPAPR(p.x, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Warnings) != 1 || !strings.Contains(res.Warnings[0], "the CPU computes it from here on") || !slices.Equal(res.PhiFormats, []string{PhiCOO, PhiCOO, PhiCOO}) {
+		t.Fatalf("failing device: warnings %q, formats %v", res.Warnings, res.PhiFormats)
+	}
+	near("failing device", res)
+	bad := heterotest.NewAccelerator()
+	bad.FailBind = true
+	o.APR.Device = bad
+	if _, err := CPAPR(p.x, o); err == nil || !strings.Contains(err.Error(), "injected bind failure") {
+		t.Errorf("failing bind: %v", err)
 	}
 }

@@ -3,6 +3,7 @@ package decomp
 import (
 	"errors"
 	"fmt"
+	"github.com/sparsetune/sparsetune/hetero"
 	"math"
 	"runtime"
 
@@ -95,9 +96,16 @@ type APROptions struct {
 	// 0 means 1e-10.
 	EpsDivZero float64
 	// Format is the layout Φ is computed over, per mode: PhiCOO, PhiCSF,
-	// or PhiAuto (or ""), which times both on the first outer iteration
-	// and keeps the faster per mode.
+	// PhiAuto, which times both on the first outer iteration and keeps the
+	// faster per mode, or "": PhiCOO while nnz·R <= 2^24, else PhiCSF.
 	Format string
+	// Device, when set, computes every Φ on that accelerator instead of
+	// the CPU forms (Format is then ignored): the nonzeros are uploaded
+	// once per mode, sorted by it, and each inner update sends B and the
+	// other factors in float32 and reads Φ back. The updates themselves
+	// stay on the CPU, in float64. If the device fails mid-run, the run
+	// goes on with the CPU's COO form and CPResult.Warnings says so.
+	Device hetero.PhiDevice
 }
 
 // IterStat describes one (outer) iteration. Fit is set by CPALS and

@@ -21,12 +21,25 @@ const (
 	PhiCSF = "csf"
 	// PhiAuto chooses per mode by timing both on the run's first outer
 	// iteration (its first two inner iterations, one each), then keeps
-	// the faster.
+	// the faster. The choice depends on the machine's timing, so two runs
+	// with one seed may round differently; the default ("") does not.
 	PhiAuto = "auto"
 )
 
-// PhiFormats are the Φ forms APROptions.Format accepts.
+// PhiFormats are the Φ forms APROptions.Format accepts besides the
+// default, "": PhiCOO while the products of every nonzero fit the cache
+// (nnz·R <= 2^24), else PhiCSF. That is where the measured crossover lies
+// on most tensors (docs/decomp.md), and it keeps a seeded run
+// reproducible bit for bit.
 var PhiFormats = []string{PhiAuto, PhiCOO, PhiCSF}
+
+// defaultPhiFormat is the default's choice for x at rank R.
+func defaultPhiFormat(nnz, R int) string {
+	if nnz*R <= piCacheMax {
+		return PhiCOO
+	}
+	return PhiCSF
+}
 
 func checkPhiFormat(f string) error {
 	switch f {

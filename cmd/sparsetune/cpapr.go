@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"slices"
 	"strings"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/spf13/viper"
 
 	"github.com/sparsetune/sparsetune/decomp"
+	"github.com/sparsetune/sparsetune/hetero"
 )
 
 func init() { register(newCPAPRCmd) }
@@ -32,9 +34,11 @@ violation) goes to stderr; the log-likelihood leaves out the constant
 Φ, the kernel of every inner update, is computed per mode over the nonzeros
 sorted by the mode (coo, with the other modes' factor-row products cached
 per nonzero while nnz·R <= 2^24) or a CSF tree rooted at the mode (csf,
-with those products formed once per fiber). --format auto (the default)
-times one inner update of each on the first outer iteration and keeps the
-faster per mode; the report's formats say which.
+with those products formed once per fiber). By default coo while the cache
+fits and csf beyond, where they cross on most tensors; --format auto times
+one inner update of each on the first outer iteration and keeps the faster
+per mode (two runs may then round differently). The report's formats say
+which.
 
 --out PREFIX writes the factors as NumPy float32 arrays, PREFIX.mode1.npy
 … (Dims[n] x R, C order, columns summing to 1), and the component totals
@@ -53,7 +57,7 @@ as PREFIX.lambda.npy. docs/decomp.md describes the algorithm.`,
 				return fmt.Errorf("--inner must be >= 1, found %d", inner)
 			}
 			phi := v.GetString("cpapr.format")
-			if !slices.Contains(decomp.PhiFormats, phi) {
+			if phi != "" && !slices.Contains(decomp.PhiFormats, phi) {
 				return fmt.Errorf("--format %q: expected one of %s", phi, strings.Join(decomp.PhiFormats, ", "))
 			}
 			return runCPAPR(cmd, args[0], c, inner, phi)
@@ -63,7 +67,7 @@ as PREFIX.lambda.npy. docs/decomp.md describes the algorithm.`,
 	f.Int("rank", 0, "rank R: number of components (required)")
 	addDecompFlags(cmd, v, "cpapr", "random")
 	f.Int("inner", 10, "largest number of multiplicative updates per mode and outer iteration")
-	f.String("format", decomp.PhiAuto, "layout Φ is computed over: coo, csf, or auto (the faster per mode, timed on the first iteration)")
+	f.String("format", "", "layout Φ is computed over: coo, csf, or auto (the faster per mode, timed on the first iteration); default: coo while nnz·R <= 2^24, else csf")
 	for _, name := range []string{"rank", "inner", "format"} {
 		_ = v.BindPFlag("cpapr."+name, f.Lookup(name))
 	}
@@ -76,11 +80,14 @@ func runCPAPR(cmd *cobra.Command, path string, c decompConfig, inner int, phi st
 		return err
 	}
 	stderr := cmd.ErrOrStderr()
-	cpuOnlyNote(stderr, "cpapr", "its Φ kernels", c)
+	dev, devices, err := phiDevice(stderr, c)
+	if err != nil {
+		return err
+	}
 	start := time.Now()
 	res, err := decomp.CPAPR(x, decomp.Options{Rank: c.rank, Iters: c.iters, Tol: c.tol, Seed: c.seed, Init: c.init,
 		InitFactors: init,
-		Threads:     c.threads, APR: decomp.APROptions{InnerIters: inner, Format: phi},
+		Threads:     c.threads, APR: decomp.APROptions{InnerIters: inner, Format: phi, Device: dev},
 		Progress: func(s decomp.IterStat) { printIter(stderr, s, true) }})
 	if err != nil {
 		return fmt.Errorf("%s: %w", path, err)
@@ -91,6 +98,40 @@ func runCPAPR(cmd *cobra.Command, path string, c decompConfig, inner int, phi st
 	ll, kkt := res.LogLikelihood, res.KKTViolation
 	rep.LogLikelihood, rep.KKTViolation = &ll, &kkt
 	rep.Formats = res.PhiFormats
+	rep.Devices, rep.Warnings = devices, res.Warnings
+	for _, w := range res.Warnings {
+		fmt.Fprintf(stderr, "warning: %s\n", w)
+	}
 	rep.fill(res.History, true)
 	return finishDecomp(cmd, rep, res, c)
+}
+
+// phiDevice returns the accelerator --devices names for CP-APR's Φ (the
+// first one listed; nil for the CPU alone) and the devices the run uses.
+// Φ runs on one device at a time: CP-APR's inner updates depend on each
+// other, so there is nothing to split between the CPU and an
+// accelerator within one, as the engine does for CP-ALS's MTTKRPs.
+func phiDevice(stderr io.Writer, c decompConfig) (hetero.PhiDevice, []string, error) {
+	if c.devices == "" {
+		return nil, nil, nil
+	}
+	names, _ := parseDevices(c.devices)
+	for _, name := range names {
+		if name == "cpu" {
+			continue
+		}
+		d, err := hetero.Lookup(name, c.threads)
+		if err != nil {
+			return nil, nil, fmt.Errorf("--devices: %w", err)
+		}
+		pd, ok := d.(hetero.PhiDevice)
+		if !ok {
+			return nil, nil, fmt.Errorf("--devices: %s computes no CP-APR Φ", name)
+		}
+		if len(names) > 2 || (len(names) == 2 && !slices.Contains(names, "cpu")) {
+			fmt.Fprintf(stderr, "note: --devices %s: cpapr computes Φ on one accelerator, %s; the CPU runs the updates\n", c.devices, name)
+		}
+		return pd, []string{"cpu", name}, nil
+	}
+	return nil, []string{"cpu"}, nil
 }

@@ -202,14 +202,6 @@ func mttkrpFormats(s string) ([]string, error) {
 	return fs, nil
 }
 
-// cpuOnlyNote says, in one line, that a method whose sparse kernels the
-// engine does not run yet ignores --devices.
-func cpuOnlyNote(w io.Writer, method, kernels string, c decompConfig) {
-	if c.devices != "" {
-		fmt.Fprintf(w, "note: --devices %s: %s runs %s on the CPU only (cpd and tucker run through the engine)\n", c.devices, method, kernels)
-	}
-}
-
 // readForDecomp reads FILE for a decomposition, checks the per-mode
 // --format list against its order, and reads the --resume factors. It
 // returns the time the read took.

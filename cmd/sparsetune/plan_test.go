@@ -152,16 +152,45 @@ func TestCPDDevices(t *testing.T) {
 	}
 }
 
-// TestDecompDevicesNote: cpapr accepts --devices and says in one line
-// that its kernels run on the CPU only.
-func TestDecompDevicesNote(t *testing.T) {
+// TestCPAPRDevices: cpapr --devices computes Φ on the accelerator listed
+// (the first OpenCL device, where there is one), with the CPU run's model
+// to float32's rounding; the CPU alone keeps the CPU's forms, and a device
+// that is not there is a one-line error.
+func TestCPAPRDevices(t *testing.T) {
 	skipWithoutSmallTensor(t)
-	_, stderr, err := run(t, "cpapr", smallTensor, "--rank", "2", "--iters", "2", "--devices", "cpu,opencl:0")
+	devices := kernelEnv(t)
+	args := []string{"cpapr", smallTensor, "--rank", "3", "--iters", "4", "--tol", "0", "--json"}
+	stdout, _, err := run(t, args...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if strings.Count(stderr, "on the CPU only") != 1 {
-		t.Errorf("stderr:\n%s", stderr)
+	var base decompReport
+	if err := json.Unmarshal([]byte(stdout), &base); err != nil {
+		t.Fatal(err)
+	}
+	for _, list := range []string{"cpu", devices} {
+		stdout, stderr, err := run(t, append(slices.Clone(args), "--devices", list)...)
+		if err != nil {
+			t.Fatalf("%s: %v\n%s", list, err, stderr)
+		}
+		var rep decompReport
+		if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
+			t.Fatal(err)
+		}
+		if d := math.Abs(*rep.LogLikelihood - *base.LogLikelihood); !(d <= 1e-4*math.Abs(*base.LogLikelihood)) {
+			t.Errorf("--devices %s: log-likelihood %v, the CPU's %v", list, *rep.LogLikelihood, *base.LogLikelihood)
+		}
+		names := strings.Split(list, ",")
+		want := "coo"
+		if len(names) > 1 {
+			want = "coo@" + names[1]
+		}
+		if !slices.Equal(rep.Devices, names) || len(rep.Formats) != 3 || rep.Formats[0] != want {
+			t.Errorf("--devices %s: devices %v, formats %v, want %s", list, rep.Devices, rep.Formats, want)
+		}
+	}
+	if _, _, err := run(t, "cpapr", smallTensor, "--rank", "2", "--devices", "cpu,nosuch:3"); err == nil || strings.Contains(err.Error(), "\n") {
+		t.Errorf("a device that is not there: %v", err)
 	}
 }
 

@@ -59,6 +59,60 @@ func (f *Accelerator) MTTKRP(x formats.TensorFormat, mode int, factors []*kernel
 	return &job{Job: j, dev: f}, err
 }
 
+// Phi implements hetero.PhiDevice: CP-APR's Φ from its definition, in Go,
+// in float32 like the accelerators' kernel.
+func (f *Accelerator) Phi(x *formats.COO, mode int, factors []*kernels.Matrix, b *kernels.Matrix, eps float32, out *kernels.Matrix) (hetero.Job, error) {
+	if f.FailBind {
+		return nil, errors.New("injected bind failure")
+	}
+	if mode < 0 || mode >= x.Order() || len(factors) != x.Order() || out.Rows != x.Dims[mode] || b.Rows != x.Dims[mode] || b.Cols != out.Cols {
+		return nil, fmt.Errorf("%s: Φ of mode %d: operands do not match", Name, mode+1)
+	}
+	return &job{Job: &phiJob{x: x, mode: mode, factors: factors, b: b, eps: eps, out: out}, dev: f}, nil
+}
+
+// phiJob computes Φ on the host, one nonzero at a time.
+type phiJob struct {
+	x       *formats.COO
+	mode    int
+	factors []*kernels.Matrix
+	b, out  *kernels.Matrix
+	eps     float32
+}
+
+func (j *phiJob) Run() (hetero.Timing, error) {
+	R := j.out.Cols
+	clear(j.out.Data)
+	pi := make([]float32, R)
+	for k := range j.x.NNZ() {
+		for r := range pi {
+			pi[r] = 1
+		}
+		for m, f := range j.factors {
+			if m != j.mode {
+				row := f.Data[int(j.x.Inds[m][k])*R:]
+				for r := range pi {
+					pi[r] *= row[r]
+				}
+			}
+		}
+		i := int(j.x.Inds[j.mode][k])
+		var mv float32
+		for r, v := range pi {
+			mv += j.b.Data[i*R+r] * v
+		}
+		w := j.x.Vals[k] / max(mv, j.eps)
+		for r, v := range pi {
+			j.out.Data[i*R+r] += w * v
+		}
+	}
+	return hetero.Timing{Kernel: 1}, nil
+}
+
+func (j *phiJob) Flops() float64 { return float64(j.x.NNZ() * j.out.Cols * (j.x.Order() + 3)) }
+func (j *phiJob) Bytes() float64 { return float64(j.x.Bytes()) }
+func (j *phiJob) Close() error   { return nil }
+
 type job struct {
 	hetero.Job
 	dev *Accelerator
