@@ -438,22 +438,11 @@ func (d *accelDevice) MTTKRP(x formats.TensorFormat, mode int, factors []*kernel
 	if N > accel.MaxOrder {
 		return nil, unsupported("%s: order-%d tensor, the accelerator kernels take order up to %d", d.info.Name, N, accel.MaxOrder)
 	}
-	if mode < 0 || mode >= N {
-		return nil, fmt.Errorf("%s: mode %d out of range 1 to %d", d.info.Name, mode+1, N)
-	}
-	if len(factors) != N {
-		return nil, fmt.Errorf("%s: %d factor matrices for an order-%d tensor", d.info.Name, len(factors), N)
+	if err := d.checkFactors(dims, mode, R, factors); err != nil {
+		return nil, err
 	}
 	if R < 1 || out.Rows != dims[mode] || len(out.Data) != dims[mode]*R {
 		return nil, fmt.Errorf("%s: mttkrp output is %dx%d, expected %dx%d", d.info.Name, out.Rows, out.Cols, dims[mode], R)
-	}
-	for m, f := range factors {
-		if m == mode {
-			continue
-		}
-		if f == nil || f.Rows != dims[m] || f.Cols != R || len(f.Data) != dims[m]*R {
-			return nil, fmt.Errorf("%s: factor %d is not %dx%d", d.info.Name, m+1, dims[m], R)
-		}
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -485,11 +474,7 @@ func (d *accelDevice) MTTKRP(x formats.TensorFormat, mode int, factors []*kernel
 	r32, o32, m32 := uint32(R), uint32(N), uint32(mode)
 	switch t := x.(type) {
 	case *formats.COO:
-		inds := make([]uint32, 0, N*nnz)
-		for m := range N {
-			inds = append(inds, t.Inds[m]...)
-		}
-		indMem, valMem, metaMem := upload(a, inds), upload(a, t.Vals), upload(a, facOff)
+		indMem, valMem, metaMem := upload(a, modeMajor(t)), upload(a, t.Vals), upload(a, facOff)
 		j.run = func() (Timing, error) {
 			p := runPhases{q: rt.queue(0)}
 			uploadFactors(&p)
@@ -574,22 +559,15 @@ func (d *accelDevice) Phi(x *formats.COO, mode int, factors []*kernels.Matrix, b
 		return nil, unsupported("%s: order-%d tensor, the accelerator kernels take order up to %d", d.info.Name, N, accel.MaxOrder)
 	case R > accel.PhiMaxRank:
 		return nil, unsupported("%s: Φ at rank %d, the accelerator kernel takes rank up to %d", d.info.Name, R, accel.PhiMaxRank)
-	case mode < 0 || mode >= N:
-		return nil, fmt.Errorf("%s: mode %d out of range 1 to %d", d.info.Name, mode+1, N)
-	case len(factors) != N:
-		return nil, fmt.Errorf("%s: %d factor matrices for an order-%d tensor", d.info.Name, len(factors), N)
+	}
+	if err := d.checkFactors(dims, mode, R, factors); err != nil {
+		return nil, err
+	}
+	switch {
 	case R < 1 || out.Rows != dims[mode] || len(out.Data) != dims[mode]*R:
 		return nil, fmt.Errorf("%s: Φ output is %dx%d, expected %dx%d", d.info.Name, out.Rows, out.Cols, dims[mode], R)
 	case b.Rows != dims[mode] || b.Cols != R || len(b.Data) != dims[mode]*R:
 		return nil, fmt.Errorf("%s: B is %dx%d, expected %dx%d", d.info.Name, b.Rows, b.Cols, dims[mode], R)
-	}
-	for m, f := range factors {
-		if m == mode {
-			continue
-		}
-		if f == nil || f.Rows != dims[m] || f.Cols != R || len(f.Data) != dims[m]*R {
-			return nil, fmt.Errorf("%s: factor %d is not %dx%d", d.info.Name, m+1, dims[m], R)
-		}
 	}
 	nnz := x.NNZ()
 	for m, ind := range x.Inds {
@@ -613,11 +591,7 @@ func (d *accelDevice) Phi(x *formats.COO, mode int, factors []*kernels.Matrix, b
 	a.rt = rt
 	facMem, bMem, outMem := a.alloc(4*facLen), a.alloc(4*dims[mode]*R), a.alloc(4*dims[mode]*R)
 	outItems := dims[mode] * R
-	inds := make([]uint32, 0, N*nnz)
-	for m := range N {
-		inds = append(inds, x.Inds[m]...)
-	}
-	indMem, valMem, metaMem := upload(a, inds), upload(a, x.Vals), upload(a, facOff)
+	indMem, valMem, metaMem := upload(a, modeMajor(x)), upload(a, x.Vals), upload(a, facOff)
 	j.run = func() (Timing, error) {
 		p := runPhases{q: rt.queue(0)}
 		for m, f := range factors {
@@ -635,6 +609,37 @@ func (d *accelDevice) Phi(x *formats.COO, mode int, factors []*kernels.Matrix, b
 		return nil, d.failed(a, a.err)
 	}
 	return j, nil
+}
+
+// checkFactors checks an MTTKRP-like job's mode and the factors it reads:
+// every mode's but the output's must be dims[m] x R.
+func (d *accelDevice) checkFactors(dims []int, mode, R int, factors []*kernels.Matrix) error {
+	N := len(dims)
+	if mode < 0 || mode >= N {
+		return fmt.Errorf("%s: mode %d out of range 1 to %d", d.info.Name, mode+1, N)
+	}
+	if len(factors) != N {
+		return fmt.Errorf("%s: %d factor matrices for an order-%d tensor", d.info.Name, len(factors), N)
+	}
+	for m, f := range factors {
+		if m == mode {
+			continue
+		}
+		if f == nil || f.Rows != dims[m] || f.Cols != R || len(f.Data) != dims[m]*R {
+			return fmt.Errorf("%s: factor %d is not %dx%d", d.info.Name, m+1, dims[m], R)
+		}
+	}
+	return nil
+}
+
+// modeMajor returns x's index arrays one after another, mode by mode, as
+// the COO kernels read them.
+func modeMajor(x *formats.COO) []uint32 {
+	inds := make([]uint32, 0, x.Order()*x.NNZ())
+	for _, ind := range x.Inds {
+		inds = append(inds, ind...)
+	}
+	return inds
 }
 
 // formatName names a tensor format as the CLI does.
