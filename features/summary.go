@@ -59,7 +59,7 @@ func SampleNNZ(nnz int) int {
 
 // Summary is what a prediction knows of a tensor: its dims and nonzero
 // count, exactly, and the nonzeros its statistics come from. It serves
-// every op and mode: Global (and graphenc.Encode of Sample) compute one (op, mode) from it in
+// every op and mode: Global and Encode compute one (op, mode) from it in
 // time proportional to the sample, and the counts per mode are shared
 // between ops and kept for the next call.
 //
