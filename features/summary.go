@@ -85,9 +85,11 @@ type Summary struct {
 	Sample *formats.COO // the nonzeros read: the tensor itself when Exact
 	Exact  bool
 
-	// slices[m] holds the sample's nonzeros per non-empty slice of mode
-	// m (index of the mode), in no particular order; counted for every
-	// mode as the sample is read.
+	// ranks[m] numbers the non-empty indices of mode m in the sample,
+	// and slices[m] holds the sample's nonzeros per non-empty slice of
+	// mode m (index of the mode), in rank order; both made for every mode
+	// as the sample is read.
+	ranks  []graphenc.Ranks
 	slices [][]uint32
 
 	// fibers[m] holds the nonzeros per non-empty mode-m fiber
@@ -104,7 +106,7 @@ type Summary struct {
 // budget, as graphenc.Encode(s.Sample, shape, b) does, sharing each mode's
 // node assignment between the shapes asked for (graphenc.Encoder).
 func (s *Summary) Encode(shape graphenc.Shape, b graphenc.Budget) (*graphenc.Graph, error) {
-	s.encOnce.Do(func() { s.enc = graphenc.NewEncoder(s.Sample) })
+	s.encOnce.Do(func() { s.enc = graphenc.NewEncoderRanked(s.Sample, s.ranks) })
 	return s.enc.Encode(shape, b)
 }
 
@@ -126,7 +128,7 @@ func summarize(x *formats.COO, n int) (*Summary, error) {
 		}
 	}
 	order := x.Order()
-	s := &Summary{Dims: slices.Clone(x.Dims), NNZ: nnz, slices: make([][]uint32, order), fibers: make([][]uint32, order), fiberOnce: make([]sync.Once, order)}
+	s := &Summary{Dims: slices.Clone(x.Dims), NNZ: nnz, ranks: make([]graphenc.Ranks, order), slices: make([][]uint32, order), fibers: make([][]uint32, order), fiberOnce: make([]sync.Once, order)}
 	var pos []uint64 // the sampled positions; nil when the sample is x
 	if n == nnz {
 		s.Sample, s.Exact = x, true
@@ -167,7 +169,10 @@ func summarize(x *formats.COO, n int) (*Summary, error) {
 			}
 			return
 		}
-		s.slices[m] = sliceCounts(ind, s.Dims[m])
+		// The ranks of the mode's indices give its slice counts, and the
+		// graph's nodes later (Encode).
+		s.ranks[m], _ = graphenc.RankIndices(ind, s.Dims[m])
+		s.slices[m] = s.ranks[m].Counts()
 	}
 	spread(order, n, perMode)
 	for _, k := range bad {
@@ -195,39 +200,6 @@ func beyond(ind []uint32, dim int) int {
 		}
 	}
 	return -1
-}
-
-// sliceCounts returns the nonzeros per non-empty index of ind (indices
-// below dim), in no particular order.
-func sliceCounts(ind []uint32, dim int) []uint32 {
-	n := len(ind)
-	if dim > 2*n {
-		// Past twice the sample, a counter per index would cost more to
-		// fault in, clear and scan than sorting the sample: sort instead.
-		buf := getScratch(2 * n)
-		defer putScratch(buf)
-		keys := buf[:n]
-		for j, i := range ind {
-			keys[j] = uint64(i)
-		}
-		return runLengths(keys, buf[n:], formats.ModeBits(dim))
-	}
-	// A counter per index: sequential, and small enough to stay in cache.
-	c := make([]uint32, dim)
-	distinct := 0
-	for _, i := range ind {
-		if c[i] == 0 {
-			distinct++
-		}
-		c[i]++
-	}
-	out := make([]uint32, 0, distinct)
-	for _, v := range c {
-		if v > 0 {
-			out = append(out, v)
-		}
-	}
-	return out
 }
 
 // samplePositions fills keys (n of them; tmp is scratch of the same

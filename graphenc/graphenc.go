@@ -185,35 +185,65 @@ func Encode(x *formats.COO, shape Shape, b Budget) (*Graph, error) {
 }
 
 // Encoder encodes graphs of one tensor for several slice shapes, sharing
-// what depends on one mode alone: which of its indices are non-empty and
-// the node each nonzero falls in, per budget side. The graphs of every
-// mode of an order-N tensor need N such assignments, not 2N, which is a
-// third of encoding all of them (predict --mode all). An Encoder is safe
-// for concurrent use; x must not change while it is in use.
+// what depends on one mode alone: the ranks of its non-empty indices, and
+// per budget side the node each rank falls in. The graphs of every mode of
+// an order-N tensor need N rankings, not 2N (predict --mode all), and a
+// caller that has ranked the indices already (features.Summary, counting
+// slices) hands them over (NewEncoderRanked). An Encoder is safe for
+// concurrent use; x must not change while it is in use.
 type Encoder struct {
 	x     *formats.COO
+	ranks []modeRanks
 	mu    sync.Mutex
 	nodes map[[2]int]*nodeAssignment // by (mode, nodes budget)
 }
 
-// nodeAssignment is assignNodes' result for one mode and budget, made
-// once.
+// modeRanks is one mode's Ranks, made once; bad is the first nonzero
+// whose index is beyond the dim, or -1.
+type modeRanks struct {
+	once sync.Once
+	r    Ranks
+	bad  int
+}
+
+// nodeAssignment groups one mode's ranks into at most a budget of nodes:
+// node b holds the ranks first[b] to first[b+1]-1, and ofRank maps a rank
+// to its node.
 type nodeAssignment struct {
-	once  sync.Once
-	node  []uint32
-	first []int
-	n     int
-	bad   int
+	once   sync.Once
+	ofRank []uint32
+	first  []int
 }
 
 // NewEncoder returns an Encoder of x.
 func NewEncoder(x *formats.COO) *Encoder {
-	return &Encoder{x: x, nodes: map[[2]int]*nodeAssignment{}}
+	return &Encoder{x: x, ranks: make([]modeRanks, x.Order()), nodes: map[[2]int]*nodeAssignment{}}
 }
 
-// assignment returns the node assignment of mode at the budget, made on
+// NewEncoderRanked returns an Encoder of x that takes ranks[m] as mode
+// m's ranks (RankIndices of x.Inds[m]) instead of ranking them again. An
+// entry whose length is not x's nonzero count is ignored and ranked on
 // first use.
-func (e *Encoder) assignment(mode, budget int) *nodeAssignment {
+func NewEncoderRanked(x *formats.COO, ranks []Ranks) *Encoder {
+	e := NewEncoder(x)
+	for m, r := range ranks {
+		if m < len(e.ranks) && len(r.Of) == x.NNZ() {
+			e.ranks[m].once.Do(func() { e.ranks[m].r, e.ranks[m].bad = r, -1 })
+		}
+	}
+	return e
+}
+
+// modeRanks returns mode's ranks, made on first use.
+func (e *Encoder) modeRanks(mode int) *modeRanks {
+	mr := &e.ranks[mode]
+	mr.once.Do(func() { mr.r, mr.bad = RankIndices(e.x.Inds[mode], e.x.Dims[mode]) })
+	return mr
+}
+
+// assignment returns the node assignment of mode's ranks r at the
+// budget, made on first use.
+func (e *Encoder) assignment(mode, budget int, r Ranks) *nodeAssignment {
 	e.mu.Lock()
 	a, ok := e.nodes[[2]int{mode, budget}]
 	if !ok {
@@ -221,7 +251,15 @@ func (e *Encoder) assignment(mode, budget int) *nodeAssignment {
 		e.nodes[[2]int{mode, budget}] = a
 	}
 	e.mu.Unlock()
-	a.once.Do(func() { a.node, a.first, a.n, a.bad = assignNodes(e.x.Inds[mode], e.x.Dims[mode], budget) })
+	a.once.Do(func() {
+		a.first = nodeFirsts(r.N, budget)
+		a.ofRank = make([]uint32, r.N)
+		for b := range len(a.first) - 1 {
+			for k := a.first[b]; k < a.first[b+1]; k++ {
+				a.ofRank[k] = uint32(b)
+			}
+		}
+	})
 	return a
 }
 
@@ -246,18 +284,18 @@ func (e *Encoder) Encode(shape Shape, b Budget) (*Graph, error) {
 		ColFeat: make([]float32, b.Cols*NodeFeatures), RowMask: make([]float32, b.Rows), ColMask: make([]float32, b.Cols),
 		Weights: make([]uint64, b.Rows*b.Cols)}
 
-	// Pass 1: which rows and columns are non-empty (checking the indices),
-	// and the node of every nonzero's row and column.
-	ra, ca := e.assignment(shape.Rows, b.Rows), e.assignment(shape.Cols, b.Cols)
-	for _, a := range []*nodeAssignment{ra, ca} {
-		if a.bad >= 0 {
-			return nil, fmt.Errorf("graph encoding: nonzero %d has index beyond the dims", a.bad+1)
+	// Pass 1: the rank of every nonzero's row and column among the
+	// non-empty ones (checking the indices), and the node of each rank.
+	rr, cr := e.modeRanks(shape.Rows), e.modeRanks(shape.Cols)
+	for _, mr := range []*modeRanks{rr, cr} {
+		if mr.bad >= 0 {
+			return nil, fmt.Errorf("graph encoding: nonzero %d has index beyond the dims", mr.bad+1)
 		}
 	}
-	// The node arrays are only read; the graph gets its own bucket bounds.
-	rowNode, rowFirst, nonEmptyRows := ra.node, slices.Clone(ra.first), ra.n
-	colNode, colFirst, nonEmptyCols := ca.node, slices.Clone(ca.first), ca.n
-	g.RowFirst, g.NonEmptyRows, g.ColFirst, g.NonEmptyCols = rowFirst, nonEmptyRows, colFirst, nonEmptyCols
+	ra, ca := e.assignment(shape.Rows, b.Rows, rr.r), e.assignment(shape.Cols, b.Cols, cr.r)
+	// The assignments are only read; the graph gets its own bucket bounds.
+	g.RowFirst, g.NonEmptyRows = slices.Clone(ra.first), rr.r.N
+	g.ColFirst, g.NonEmptyCols = slices.Clone(ca.first), cr.r.N
 	g.RowNodes, g.ColNodes = len(g.RowFirst)-1, len(g.ColFirst)-1
 	g.Exact = g.NonEmptyRows <= b.Rows && g.NonEmptyCols <= b.Cols
 
@@ -275,7 +313,7 @@ func (e *Encoder) Encode(shape Shape, b Budget) (*Graph, error) {
 	work := func(p int) {
 		pt := part{w: make([]uint64, g.RowNodes*g.ColNodes), rows: newNodeStats(g.RowNodes), cols: newNodeStats(g.ColNodes)}
 		lo, hi := p*nnz/workers, (p+1)*nnz/workers
-		edges(pt.w, pt.rows, pt.cols, g.ColNodes, ri[lo:hi], ci[lo:hi], rowNode[lo:hi], colNode[lo:hi])
+		edges(pt.w, pt.rows, pt.cols, g.ColNodes, ri[lo:hi], ci[lo:hi], rr.r.Of[lo:hi], cr.r.Of[lo:hi], ra.ofRank, ca.ofRank)
 		parts[p] = pt
 	}
 	var wg sync.WaitGroup
@@ -340,41 +378,54 @@ func (e *Encoder) Encode(shape Shape, b Budget) (*Graph, error) {
 	return g, nil
 }
 
-// edges adds the nonzeros with row and column indices ri and ci, in row
-// and column nodes rowNode and colNode, to the edge weights w and the
-// node statistics.
-func edges(w []uint64, rows, cols []nodeStats, colNodes int, ri, ci, rowNode, colNode []uint32) {
-	ci, rowNode, colNode = ci[:len(ri)], rowNode[:len(ri)], colNode[:len(ri)]
+// edges adds the nonzeros with row and column indices ri and ci, of
+// ranks rowRank and colRank, to the edge weights w and the node
+// statistics; rowOf and colOf map a rank to its node.
+func edges(w []uint64, rows, cols []nodeStats, colNodes int, ri, ci, rowRank, colRank, rowOf, colOf []uint32) {
+	ci, rowRank, colRank = ci[:len(ri)], rowRank[:len(ri)], colRank[:len(ri)]
 	for k, i := range ri {
 		j := ci[k]
-		r, c := rowNode[k], colNode[k]
+		r, c := rowOf[rowRank[k]], colOf[colRank[k]]
 		w[int(r)*colNodes+int(c)]++
 		rows[r].add(j)
 		cols[c].add(i)
 	}
 }
 
-// bitmapSpan is how many indices of a dim past the nonzeros one nonzero
-// may pay for: up to that many, assignNodes ranks indices in a bitmap of
-// the dim (an eighth of a byte per index, and a prefix count per 64); a
-// sparser mode is sorted instead.
-const bitmapSpan = 256
+// Ranks numbers the non-empty indices of a mode in increasing order: Of[k]
+// is the rank of nonzero k's index among them, and N is how many there
+// are.
+type Ranks struct {
+	Of []uint32
+	N  int
+}
 
-// assignNodes numbers the non-empty indices of a mode in order and groups
-// them into at most budget contiguous buckets of nearly equal counts. It
-// returns the node of each nonzero, the first non-empty rank of each node
-// (len nodes+1) and the count of non-empty indices; bad is the first
-// nonzero whose index is not below dim, or -1.
+// Counts returns the nonzeros of each non-empty index, in rank order.
+func (r Ranks) Counts() []uint32 {
+	c := make([]uint32, r.N)
+	for _, k := range r.Of {
+		c[k]++
+	}
+	return c
+}
+
+// bitmapSpan is how many indices of a dim past the nonzeros one nonzero
+// may pay for: up to that many, RankIndices ranks indices in a bitmap of
+// the dim (an eighth of a byte per index, and a prefix count per 64); a
+// sparser mode is sorted instead. The bitmap is fresh memory, faulted in
+// at about 2 µs per 4 KiB in a one-shot process: at 64 indices per
+// nonzero its 12 bytes per nonzero cost about what sorting them does.
+const bitmapSpan = 64
+
+// RankIndices ranks the indices of ind (see Ranks), all of which must be
+// below dim; bad is the first nonzero whose index is not, or -1 (and the
+// ranks are then empty).
 //
-// An index's rank among the non-empty ones comes from a bitmap of the dim
-// with a prefix count per word: a few sequential passes, and the random
-// reads stay in a table of dim/64 words. That is how this ran on a
-// sample of a big tensor, whose dims are many times its nonzeros, at a
-// fraction of the cost of sorting (index, position) pairs, which it did
-// before. Past bitmapSpan indices per nonzero (hashed ids), the bitmap
-// would cost more than the nonzeros: the indices are sorted instead, and
-// a nonzero's node is found among the nodes' first indices.
-func assignNodes(ind []uint32, dim, budget int) (node []uint32, first []int, n, bad int) {
+// An index's rank comes from a bitmap of the dim with a prefix count per
+// word: a few sequential passes, and the random reads stay in a table of
+// dim/64 words. Past bitmapSpan indices per nonzero (hashed ids, the sample
+// of a big tensor), (index, position) pairs are radix-sorted instead.
+func RankIndices(ind []uint32, dim int) (r Ranks, bad int) {
 	top := uint32(max(dim, 1) - 1)
 	var over uint32
 	for _, i := range ind {
@@ -383,14 +434,14 @@ func assignNodes(ind []uint32, dim, budget int) (node []uint32, first []int, n, 
 	if over != 0 || dim < 1 {
 		for k, i := range ind {
 			if int(i) >= dim {
-				return nil, nil, 0, k
+				return Ranks{}, k
 			}
 		}
 	}
-	node = make([]uint32, len(ind))
+	r.Of = make([]uint32, len(ind))
 	if uint64(dim) > uint64(bitmapSpan)*uint64(max(len(ind), 1<<12)) {
-		n, first = sortedNodes(ind, dim, budget, node)
-		return node, first, n, -1
+		r.N = sortedRanks(ind, dim, r.Of)
+		return r, -1
 	}
 	words := make([]uint64, (dim+63)/64)
 	for _, i := range ind {
@@ -398,23 +449,14 @@ func assignNodes(ind []uint32, dim, budget int) (node []uint32, first []int, n, 
 	}
 	prefix := make([]uint32, len(words))
 	for w, v := range words {
-		prefix[w] = uint32(n)
-		n += bits.OnesCount64(v)
-	}
-	first = nodeFirsts(n, budget)
-	nodes := len(first) - 1
-	ofRank := make([]uint32, n)
-	for b := range nodes {
-		for r := first[b]; r < first[b+1]; r++ {
-			ofRank[r] = uint32(b)
-		}
+		prefix[w] = uint32(r.N)
+		r.N += bits.OnesCount64(v)
 	}
 	for k, i := range ind {
 		w := i >> 6
-		r := prefix[w] + uint32(bits.OnesCount64(words[w]&(1<<(i&63)-1)))
-		node[k] = ofRank[r]
+		r.Of[k] = prefix[w] + uint32(bits.OnesCount64(words[w]&(1<<(i&63)-1)))
 	}
-	return node, first, n, -1
+	return r, -1
 }
 
 // nodeFirsts returns the first rank of each of min(n, budget) buckets of
@@ -428,39 +470,29 @@ func nodeFirsts(n, budget int) []int {
 	return first
 }
 
-// sortedNodes is assignNodes for a mode whose dim is far larger than its
-// nonzeros: it sorts the indices, reads off the non-empty ones and the
-// first index of each node, and finds each nonzero's node among those by
-// binary search. It fills node and returns the count of non-empty indices
-// and the nodes' first ranks.
-func sortedNodes(ind []uint32, dim, budget int, node []uint32) (n int, first []int) {
-	keys := make([]uint64, 2*len(ind))
-	for k, i := range ind {
-		keys[k] = uint64(i)
+// sortedRanks is RankIndices for a mode whose dim is far larger than its
+// nonzeros: it radix-sorts (index, position) keys and numbers the indices
+// as they come, filling of; it returns the number of distinct indices.
+func sortedRanks(ind []uint32, dim int, of []uint32) int {
+	n := len(ind)
+	if n == 0 {
+		return 0
 	}
-	sorted := radix.Sort(keys[:len(ind)], keys[len(ind):], bits.Len(uint(dim-1)))
-	distinct := slices.Compact(sorted)
-	n = len(distinct)
-	first = nodeFirsts(n, budget)
-	nodes := len(first) - 1
-	// starts[b] is node b's first index; node b holds the indices from
-	// it up to the next node's first.
-	starts := make([]uint32, nodes)
-	for b := range nodes {
-		starts[b] = uint32(distinct[first[b]])
-	}
+	shift := bits.Len(uint(n - 1))
+	keys := make([]uint64, 2*n)
 	for k, i := range ind {
-		// The last node whose first index is at most i.
-		lo, hi := 0, nodes
-		for hi-lo > 1 {
-			mid := (lo + hi) / 2
-			if starts[mid] <= i {
-				lo = mid
-			} else {
-				hi = mid
-			}
+		keys[k] = uint64(i)<<shift | uint64(k)
+	}
+	sorted := radix.Sort(keys[:n], keys[n:], bits.Len(uint(dim-1))+shift)
+	mask := uint64(1)<<shift - 1
+	rank := -1
+	prev := ^uint64(0)
+	for _, key := range sorted {
+		if i := key >> shift; i != prev {
+			rank++
+			prev = i
 		}
-		node[k] = uint32(lo)
+		of[key&mask] = uint32(rank)
 	}
-	return n, first
+	return rank + 1
 }

@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/sparsetune/sparsetune/hetero"
 	"gonum.org/v1/gonum/blas"
 	"gonum.org/v1/gonum/blas/blas32"
 )
@@ -87,5 +88,50 @@ func BenchmarkMatMul(b *testing.B) {
 				gemm32(out, x, y, c.m, c.k, c.n)
 			}
 		})
+	}
+}
+
+// TestSlotsNeverOverlapLiveValues checks the buffer sharing of the
+// default models: no step writes into the slot of a value that is read
+// at or after it, and every output keeps a buffer of its own.
+func TestSlotsNeverOverlapLiveValues(t *testing.T) {
+	for _, op := range []hetero.Op{hetero.SpTTM, hetero.MTTKRP} {
+		m, err := DefaultModel(op)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := m.prog
+		last := make([]int, len(p.shapes))
+		for i := range last {
+			last[i] = -1
+		}
+		for i, st := range p.steps {
+			for _, id := range st.in {
+				last[id] = i
+			}
+		}
+		born := make([]int, len(p.shapes))
+		for i, st := range p.steps {
+			born[st.out] = i
+		}
+		for _, id := range p.outputs {
+			if p.slot[id] >= 0 {
+				t.Errorf("%v: output %d shares slot %d", op, id, p.slot[id])
+			}
+		}
+		for i, st := range p.steps {
+			k := p.slot[st.out]
+			if k < 0 {
+				continue
+			}
+			for v := range p.shapes {
+				if v != st.out && p.slot[v] == k && born[v] < i && last[v] >= i {
+					t.Fatalf("%v: step %d writes slot %d over value %d, read until step %d", op, i, k, v, last[v])
+				}
+			}
+		}
+		if len(p.slotSize) >= len(p.steps)/2 {
+			t.Errorf("%v: %d slots for %d steps: the values do not share buffers", op, len(p.slotSize), len(p.steps))
+		}
 	}
 }
