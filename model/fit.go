@@ -11,9 +11,24 @@ import (
 
 // Example is one training example: the model's input and a label per head
 // (a class index, or -1 where the head has no label for it).
+//
+// Targets, when set, holds per head a distribution over its classes that
+// training fits instead of the label (cross-entropy against it): a soft
+// target that gives near-ties part of the weight, so that picking a format
+// 1% slower than the best costs little and one 3x slower costs a lot. A
+// head with a nil entry, or no label, trains on its label alone.
 type Example struct {
-	In     *Input
-	Labels []int
+	In      *Input
+	Labels  []int
+	Targets [][]float64
+}
+
+// target returns e's target for head k: Targets[k] when set, else nil.
+func (e *Example) target(k int) []float64 {
+	if k < len(e.Targets) {
+		return e.Targets[k]
+	}
+	return nil
 }
 
 // FitOptions control training.
@@ -97,6 +112,9 @@ func (g *GCN) Fit(train, val []Example, o FitOptions) (FitResult, error) {
 			if y >= len(g.Config.Heads[k].Classes) {
 				return res, fmt.Errorf("fit: example %d: label %d of head %q beyond its %d classes", i, y, g.Config.Heads[k].Name, len(g.Config.Heads[k].Classes))
 			}
+			if q := e.target(k); q != nil && (y < 0 || len(q) != len(g.Config.Heads[k].Classes)) {
+				return res, fmt.Errorf("fit: example %d: target of head %q has %d classes, expected %d, and needs a label", i, g.Config.Heads[k].Name, len(q), len(g.Config.Heads[k].Classes))
+			}
 		}
 	}
 	rng := rand.New(rand.NewPCG(o.Seed, o.Seed^0x9e3779b97f4a7c15))
@@ -124,7 +142,7 @@ func (g *GCN) Fit(train, val []Example, o FitOptions) (FitResult, error) {
 					clear(grads[c])
 					for _, i := range batch[c*len(batch)/gradChunks : (c+1)*len(batch)/gradChunks] {
 						g.forward(passes[c], train[i].In)
-						g.backward(passes[c], train[i].Labels, grads[c])
+						g.backward(passes[c], &train[i], grads[c])
 					}
 				}()
 			}
@@ -181,7 +199,7 @@ func (g *GCN) meanLoss(passes []*pass, ex []Example) float64 {
 			defer wg.Done()
 			for _, e := range ex[c*len(ex)/len(passes) : (c+1)*len(ex)/len(passes)] {
 				g.forward(passes[c], e.In)
-				sums[c] += passes[c].loss(e.Labels)
+				sums[c] += passes[c].loss(&e)
 				for _, y := range e.Labels {
 					if y >= 0 {
 						counts[c]++

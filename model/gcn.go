@@ -319,31 +319,45 @@ func softmax(dst, logits []float64) {
 
 // loss returns the summed negative log-likelihood of the labels (one per
 // head; a negative label is skipped) after forward.
-func (p *pass) loss(labels []int) float64 {
+func (p *pass) loss(e *Example) float64 {
 	l := 0.0
-	for k, y := range labels {
-		if y >= 0 {
-			l -= math.Log(max(p.hs[k].probs[y], 1e-300))
+	for k, y := range e.Labels {
+		if y < 0 {
+			continue
 		}
+		if q := e.target(k); q != nil {
+			for c, qc := range q {
+				if qc > 0 {
+					l -= qc * math.Log(max(p.hs[k].probs[c], 1e-300))
+				}
+			}
+			continue
+		}
+		l -= math.Log(max(p.hs[k].probs[y], 1e-300))
 	}
 	return l
 }
 
-// backward adds to grad (laid out like Params) the gradient of loss(labels)
-// after forward(p, in).
-func (g *GCN) backward(p *pass, labels []int, grad []float64) {
+// backward adds to grad (laid out like Params) the gradient of loss(e)
+// after forward(p, e.In).
+func (g *GCN) backward(p *pass, e *Example, grad []float64) {
 	c := g.Config
 	layers, heads, _ := c.views(g.Params)
 	gl, gh, _ := c.views(grad)
 	clear(p.dz)
-	for k, y := range labels {
+	for k, y := range e.Labels {
 		if y < 0 {
 			continue
 		}
 		hp, w, dw := &p.hs[k], heads[k], gh[k]
 		dlog := make([]float64, len(hp.probs))
 		copy(dlog, hp.probs)
-		dlog[y]--
+		if q := e.target(k); q != nil {
+			// The softmax's cross-entropy against q: p - q.
+			axpy(dlog, q, -1)
+		} else {
+			dlog[y]--
+		}
 		// logits = h2·M3 + c3
 		addOuter(dw.m3, hp.h2, dlog, 1)
 		axpy(dw.c3.d, dlog, 1)

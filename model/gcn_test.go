@@ -60,25 +60,32 @@ func TestGradientCheck(t *testing.T) {
 		g.Mean[i], g.Std[i] = rng.NormFloat64(), 0.5+rng.Float64()
 	}
 	p := g.newPass()
-	for trial := range 4 {
+	for trial := range 6 {
 		in := randomInput(c, rng)
-		labels := []int{rng.IntN(3), rng.IntN(2)}
-		if trial == 3 {
-			labels[0] = -1 // a head without a label contributes nothing
+		e := &Example{In: in, Labels: []int{rng.IntN(3), rng.IntN(2)}}
+		switch trial {
+		case 3:
+			e.Labels[0] = -1 // a head without a label contributes nothing
+		case 4, 5:
+			// Soft targets on the first head (and on both in trial 5).
+			e.Targets = [][]float64{{0.6, 0.3, 0.1}, nil}
+			if trial == 5 {
+				e.Targets[1] = []float64{0.2, 0.8}
+			}
 		}
 		grad := make([]float64, len(g.Params))
 		g.forward(p, in)
-		g.backward(p, labels, grad)
+		g.backward(p, e, grad)
 		const eps = 1e-6
 		worst := 0.0
 		for i := range g.Params {
 			orig := g.Params[i]
 			g.Params[i] = orig + eps
 			g.forward(p, in)
-			lp := p.loss(labels)
+			lp := p.loss(e)
 			g.Params[i] = orig - eps
 			g.forward(p, in)
-			lm := p.loss(labels)
+			lm := p.loss(e)
 			g.Params[i] = orig
 			num := (lp - lm) / (2 * eps)
 			den := max(math.Abs(num)+math.Abs(grad[i]), 1e-4)
@@ -163,10 +170,11 @@ func TestFitErrors(t *testing.T) {
 		want string
 	}{
 		{nil, DefaultFitOptions, "no training examples"},
-		{[]Example{{in, []int{0}}}, DefaultFitOptions, "1 labels for 2 heads"},
-		{[]Example{{in, []int{3, 0}}}, DefaultFitOptions, `label 3 of head "cpu" beyond its 3 classes`},
-		{[]Example{{&short, []int{0, 0}}}, DefaultFitOptions, "arrays of 3"},
-		{[]Example{{in, []int{0, 0}}}, FitOptions{Epochs: 1}, "must be positive"},
+		{[]Example{{In: in, Labels: []int{0}}}, DefaultFitOptions, "1 labels for 2 heads"},
+		{[]Example{{In: in, Labels: []int{3, 0}}}, DefaultFitOptions, `label 3 of head "cpu" beyond its 3 classes`},
+		{[]Example{{In: &short, Labels: []int{0, 0}}}, DefaultFitOptions, "arrays of 3"},
+		{[]Example{{In: in, Labels: []int{0, 0}}}, FitOptions{Epochs: 1}, "must be positive"},
+		{[]Example{{In: in, Labels: []int{0, 0}, Targets: [][]float64{{1, 0}}}}, DefaultFitOptions, `target of head "cpu" has 2 classes, expected 3`},
 	} {
 		if _, err := g.Fit(tc.ex, nil, tc.o); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("got %v, want an error containing %q", err, tc.want)

@@ -302,3 +302,32 @@ func TestRuleHeads(t *testing.T) {
 		t.Errorf("RuleHeads = %v, want %v", got, want)
 	}
 }
+
+func TestSoftTarget(t *testing.T) {
+	classes := []string{"coo", "csf", "alto", "hicoo"}
+	for _, c := range []struct {
+		name  string
+		times map[string]float64
+		temp  float64
+		want  []float64 // nil: no target
+	}{
+		{"hard labels", map[string]float64{"coo": 1, "csf": 2}, 0, nil},
+		{"nothing timed", map[string]float64{"other": 1}, 0.05, nil},
+		// Equal times share the weight; untimed formats get none.
+		{"tie", map[string]float64{"coo": 1, "csf": 1}, 0.05, []float64{0.5, 0.5, 0, 0}},
+		// e^0.05 (5.1%) slower at temperature 0.05 weighs 1/e of the best.
+		{"near tie", map[string]float64{"coo": math.Exp(0.05), "alto": 1}, 0.05, []float64{1 / (1 + math.E), 0, math.E / (1 + math.E), 0}},
+		// Twice slower at 0.05 weighs e^-13.9: next to nothing.
+		{"far", map[string]float64{"hicoo": 1, "csf": 2}, 0.05, []float64{0, math.Exp(-math.Log(2)/0.05) / (1 + math.Exp(-math.Log(2)/0.05)), 0, 1 / (1 + math.Exp(-math.Log(2)/0.05))}},
+	} {
+		got := softTarget(classes, c.times, c.temp)
+		if (got == nil) != (c.want == nil) {
+			t.Fatalf("%s: target %v, want %v", c.name, got, c.want)
+		}
+		for i := range c.want {
+			if math.Abs(got[i]-c.want[i]) > 1e-12 {
+				t.Fatalf("%s: target %v, want %v", c.name, got, c.want)
+			}
+		}
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"math"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -58,7 +59,8 @@ docs/train.md defines the report.`,
 	f.Int("patience", model.DefaultFitOptions.Patience, "epochs without a better validation loss before stopping")
 	f.Uint64("seed", 1, "seed of the folds, the initial weights and the shuffling")
 	f.String("plots", "", "directory for PNG plots: training curves, confusion matrices, oracle ratio by nonzeros")
-	for _, name := range []string{"labels", "out", "folds", "epochs", "patience", "seed", "plots"} {
+	f.Float64("soft", train.DefaultSoft, "temperature of the soft targets the GCN trains on (a format t/t_best slower weighs exp(-ln(t/t_best)/soft)); 0 trains on the fastest format alone")
+	for _, name := range []string{"labels", "out", "folds", "epochs", "patience", "seed", "plots", "soft"} {
 		_ = v.BindPFlag("train."+name, f.Lookup(name))
 	}
 	return cmd
@@ -134,6 +136,9 @@ func runTrain(cmd *cobra.Command, v *viper.Viper) error {
 		return err
 	}
 	o.Folds, o.Seed = v.GetInt("train.folds"), v.GetUint64("train.seed")
+	if o.Soft = v.GetFloat64("train.soft"); o.Soft < 0 || math.IsNaN(o.Soft) {
+		return fmt.Errorf("--soft must be 0 or more, found %g", o.Soft)
+	}
 	o.Model = model.DefaultFitOptions
 	o.Model.Epochs, o.Model.Patience = v.GetInt("train.epochs"), v.GetInt("train.patience")
 	rep, err := train.Fit(rows, o)
