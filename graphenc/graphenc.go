@@ -191,11 +191,24 @@ func Encode(x *formats.COO, shape Shape, b Budget) (*Graph, error) {
 // caller that has ranked the indices already (features.Summary, counting
 // slices) hands them over (NewEncoderRanked). An Encoder is safe for
 // concurrent use; x must not change while it is in use.
+//
+// A graph of a square budget is also kept: the graph of the transposed
+// shape is its transpose (rows and columns swap roles, every weight and
+// feature the same), so Encode returns that without a pass over the
+// nonzeros. MTTKRP's shapes pair each mode with the largest other, so two
+// modes of most tensors are each other's transposes. The graphs an
+// Encoder returns must therefore not be modified.
 type Encoder struct {
-	x     *formats.COO
-	ranks []modeRanks
-	mu    sync.Mutex
-	nodes map[[2]int]*nodeAssignment // by (mode, nodes budget)
+	x      *formats.COO
+	ranks  []modeRanks
+	mu     sync.Mutex
+	nodes  map[[2]int]*nodeAssignment // by (mode, nodes budget)
+	graphs map[graphKey]*Graph        // square budgets only
+}
+
+type graphKey struct {
+	shape  Shape
+	budget Budget
 }
 
 // modeRanks is one mode's Ranks, made once; bad is the first nonzero
@@ -217,7 +230,7 @@ type nodeAssignment struct {
 
 // NewEncoder returns an Encoder of x.
 func NewEncoder(x *formats.COO) *Encoder {
-	return &Encoder{x: x, ranks: make([]modeRanks, x.Order()), nodes: map[[2]int]*nodeAssignment{}}
+	return &Encoder{x: x, ranks: make([]modeRanks, x.Order()), nodes: map[[2]int]*nodeAssignment{}, graphs: map[graphKey]*Graph{}}
 }
 
 // NewEncoderRanked returns an Encoder of x that takes ranks[m] as mode
@@ -278,6 +291,46 @@ func (e *Encoder) Encode(shape Shape, b Budget) (*Graph, error) {
 	if len(ri) != nnz || len(ci) != nnz {
 		return nil, fmt.Errorf("graph encoding: index arrays of %d and %d for %d values", len(ri), len(ci), nnz)
 	}
+	if b.Rows == b.Cols {
+		e.mu.Lock()
+		t, ok := e.graphs[graphKey{Shape{Rows: shape.Cols, Cols: shape.Rows}, b}]
+		e.mu.Unlock()
+		if ok {
+			return t.transpose(), nil
+		}
+	}
+	g, err := e.encode(shape, b)
+	if err == nil && b.Rows == b.Cols {
+		e.mu.Lock()
+		e.graphs[graphKey{shape, b}] = g
+		e.mu.Unlock()
+	}
+	return g, err
+}
+
+// transpose returns g's graph with rows and columns swapped: the graph of
+// the transposed shape. g's budget must be square.
+func (g *Graph) transpose() *Graph {
+	n := g.Budget.Rows
+	t := &Graph{Shape: Shape{Rows: g.Shape.Cols, Cols: g.Shape.Rows}, Budget: g.Budget,
+		Dims: [2]int{g.Dims[1], g.Dims[0]}, NNZ: g.NNZ,
+		RowNodes: g.ColNodes, ColNodes: g.RowNodes, NonEmptyRows: g.NonEmptyCols, NonEmptyCols: g.NonEmptyRows,
+		Exact: g.Exact, RowFirst: slices.Clone(g.ColFirst), ColFirst: slices.Clone(g.RowFirst),
+		Adj: make([]float32, len(g.Adj)), RowFeat: slices.Clone(g.ColFeat), ColFeat: slices.Clone(g.RowFeat),
+		RowMask: slices.Clone(g.ColMask), ColMask: slices.Clone(g.RowMask), Weights: make([]uint64, len(g.Weights))}
+	for r := range n {
+		for c := range n {
+			t.Adj[c*n+r], t.Weights[c*n+r] = g.Adj[r*n+c], g.Weights[r*n+c]
+		}
+	}
+	return t
+}
+
+// encode is Encode's pass over the nonzeros.
+func (e *Encoder) encode(shape Shape, b Budget) (*Graph, error) {
+	x := e.x
+	ri, ci := x.Inds[shape.Rows], x.Inds[shape.Cols]
+	nnz := x.NNZ()
 	dr, dc := x.Dims[shape.Rows], x.Dims[shape.Cols]
 	g := &Graph{Shape: shape, Budget: b, Dims: [2]int{dr, dc}, NNZ: nnz,
 		Adj: make([]float32, b.Rows*b.Cols), RowFeat: make([]float32, b.Rows*NodeFeatures),

@@ -362,23 +362,48 @@ func TestEncoderSharesNodes(t *testing.T) {
 			}
 		}
 	}
-	got := make([]*Graph, len(shapes))
-	var wg sync.WaitGroup
-	for i, sh := range shapes {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			got[i], _ = e.Encode(sh, Budget{Rows: 16, Cols: 8})
-		}()
+	// A square budget also serves transposed shapes from each other.
+	for _, b := range []Budget{{Rows: 16, Cols: 8}, {Rows: 16, Cols: 16}} {
+		got := make([]*Graph, len(shapes))
+		var wg sync.WaitGroup
+		for i, sh := range shapes {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				got[i], _ = e.Encode(sh, b)
+			}()
+		}
+		wg.Wait()
+		for i, sh := range shapes {
+			want, err := Encode(x, sh, b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got[i] == nil || !reflect.DeepEqual(got[i], want) {
+				t.Fatalf("budget %v, shape %v: the shared encoder's graph differs from Encode's", b, sh)
+			}
+		}
 	}
-	wg.Wait()
-	for i, sh := range shapes {
-		want, err := Encode(x, sh, Budget{Rows: 16, Cols: 8})
+}
+
+// TestEncoderTransposes checks the graph of a transposed shape, made
+// from the kept graph without a pass, against Encode's.
+func TestEncoderTransposes(t *testing.T) {
+	rng := rand.New(rand.NewPCG(10, 11))
+	x := randomTensor(rng, []int{300, 50, 7}, 4000)
+	b := Budget{Rows: 16, Cols: 16}
+	e := NewEncoder(x)
+	for _, sh := range []Shape{{0, 1}, {1, 0}, {2, 0}, {0, 2}} {
+		got, err := e.Encode(sh, b)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got[i] == nil || !reflect.DeepEqual(got[i], want) {
-			t.Fatalf("shape %v: the shared encoder's graph differs from Encode's", sh)
+		want, _ := Encode(x, sh, b)
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("shape %v: the transposed graph differs from Encode's", sh)
 		}
+	}
+	if len(e.graphs) != 2 {
+		t.Errorf("the encoder kept %d graphs, want 2: the transposed shapes were encoded again", len(e.graphs))
 	}
 }
