@@ -37,6 +37,9 @@ type program struct {
 	// (assignSlots); slotSize[k] is slot k's length.
 	slot     []int
 	slotSize []int
+
+	// needs[k][i] says whether output k depends on step i.
+	needs [][]bool
 }
 
 // step is one node: an operator on values.
@@ -191,6 +194,7 @@ func compile(g *onnxpb.GraphProto) (*program, error) {
 		p.outputs = append(p.outputs, id)
 	}
 	p.assignSlots()
+	p.findNeeds()
 	return p, nil
 }
 
@@ -242,6 +246,32 @@ func (p *program) newMachine() *machine {
 		}
 	}
 	return m
+}
+
+// findNeeds sets needs: the steps each output depends on, walking back
+// from it.
+func (p *program) findNeeds() {
+	producer := make([]int, len(p.shapes))
+	for i := range producer {
+		producer[i] = -1
+	}
+	for i, st := range p.steps {
+		producer[st.out] = i
+	}
+	p.needs = make([][]bool, len(p.outputs))
+	for k, id := range p.outputs {
+		need := make([]bool, len(p.steps))
+		stack := []int{id}
+		for len(stack) > 0 {
+			v := stack[len(stack)-1]
+			stack = stack[:len(stack)-1]
+			if i := producer[v]; i >= 0 && !need[i] {
+				need[i] = true
+				stack = append(stack, p.steps[i].in...)
+			}
+		}
+		p.needs[k] = need
+	}
 }
 
 // assignSlots gives every intermediate value (computed by a step, not an
@@ -298,9 +328,13 @@ func (p *program) assignSlots() {
 }
 
 // run executes the program on the inputs already copied into their
-// buffers.
-func (m *machine) run() {
-	for _, st := range m.p.steps {
+// buffers: every step when output is -1, else only the steps that output
+// (an index into the program's outputs) depends on.
+func (m *machine) run(output int) {
+	for i, st := range m.p.steps {
+		if output >= 0 && !m.p.needs[output][i] {
+			continue
+		}
 		out := m.vals[st.out]
 		switch st.op {
 		case opMatMul:

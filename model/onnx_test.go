@@ -75,10 +75,18 @@ func testParity(t *testing.T, runtime string) {
 		}
 		g.forward(p, in)
 		for k := range p.hs {
+			// One head alone, as predictions run it.
+			one, err := m.RunHead(in, k)
+			if err != nil {
+				t.Fatal(err)
+			}
 			for i, want := range p.hs[k].probs {
-				worst = max(worst, math.Abs(got[k][i]-want))
+				worst = max(worst, math.Abs(got[k][i]-want), math.Abs(one[i]-want))
 			}
 		}
+	}
+	if _, err := m.RunHead(randomInput(g.Config, rng), len(p.hs)); err == nil {
+		t.Errorf("RunHead of a head beyond the model's: no error")
 	}
 	t.Logf("%d inputs, largest probability difference %.2g", n, worst)
 	if worst > 1e-4 {

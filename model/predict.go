@@ -229,12 +229,12 @@ func (p GCNPredictor) PredictSummary(s *features.Summary, op hetero.Op, mode int
 	}
 	pr := &Prediction{Features: feat, Encoding: enc}
 	start := time.Now()
-	probs, err := p.Model.Run(in)
+	probs, err := p.Model.RunHead(in, head)
 	if err != nil {
 		return nil, err
 	}
 	pr.Infer = time.Since(start)
-	pr.Formats = rank(info.Heads[head].Classes, probs[head])
+	pr.Formats = rank(info.Heads[head].Classes, probs)
 	v := in.Global
 	for i := range features.Count {
 		if v[i] < info.TrainMin[i] || v[i] > info.TrainMax[i] {

@@ -330,6 +330,27 @@ func (m *ONNXModel) put(inst *onnxInstance) {
 
 // Run returns each head's class probabilities for in.
 func (m *ONNXModel) Run(in *Input) (probs [][]float64, err error) {
+	return m.run(in, -1)
+}
+
+// RunHead returns head k's class probabilities for in. The builtin
+// runtime computes only what that head's output needs: the shared layers
+// and one head of the several.
+func (m *ONNXModel) RunHead(in *Input, k int) ([]float64, error) {
+	if k < 0 || k >= len(m.Info.Heads) {
+		return nil, fmt.Errorf("model %s: head %d of %d", m.Info.Path, k, len(m.Info.Heads))
+	}
+	probs, err := m.run(in, k)
+	if err != nil {
+		return nil, err
+	}
+	return probs[k], nil
+}
+
+// run returns the heads' probabilities for in: every head's when head is
+// -1, else only that head's (the others nil) where the runtime can skip
+// them.
+func (m *ONNXModel) run(in *Input, head int) (probs [][]float64, err error) {
 	c := Config{Budget: m.Info.Budget}
 	if err := c.checkInput(in); err != nil {
 		return nil, err
@@ -353,9 +374,12 @@ func (m *ONNXModel) Run(in *Input) (probs [][]float64, err error) {
 	for i, v := range in.Global {
 		g[i] = float32(v)
 	}
-	mc.run()
+	mc.run(head)
 	probs = make([][]float64, len(m.prog.outputs))
 	for k, id := range m.prog.outputs {
+		if head >= 0 && k != head {
+			continue
+		}
 		probs[k] = make([]float64, len(mc.vals[id]))
 		for i, v := range mc.vals[id] {
 			probs[k][i] = float64(v)
