@@ -41,6 +41,9 @@ type FitOptions struct {
 	// format 5% slower than the best weighs 0.38 of it and one 30% slower
 	// 0.005 (model.Example's Targets). Zero trains on labels.
 	Soft float64
+	// Hidden is the width of new models' graph layers (model.DefaultConfig's
+	// when zero).
+	Hidden int
 	// Budget is the graph budget of new models (graphenc.DefaultBudget
 	// when zero).
 	Budget graphenc.Budget
@@ -447,6 +450,9 @@ func (d *dataset) trainGCN(op hetero.Op, heads []model.Head, trainIdx []int, o *
 	}
 	cfg := model.DefaultConfig(op.String(), heads...)
 	cfg.Budget = o.Budget
+	if o.Hidden > 0 {
+		cfg.Hidden = o.Hidden
+	}
 	g, err := model.NewGCN(cfg, rand.New(rand.NewPCG(seed, 0x6763)))
 	if err != nil {
 		return nil, curve, err

@@ -60,7 +60,8 @@ docs/train.md defines the report.`,
 	f.Uint64("seed", 1, "seed of the folds, the initial weights and the shuffling")
 	f.String("plots", "", "directory for PNG plots: training curves, confusion matrices, oracle ratio by nonzeros")
 	f.Float64("soft", train.DefaultSoft, "temperature of the soft targets the GCN trains on (a format t/t_best slower weighs exp(-ln(t/t_best)/soft)); 0 trains on the fastest format alone")
-	for _, name := range []string{"labels", "out", "folds", "epochs", "patience", "seed", "plots", "soft"} {
+	f.Int("hidden", model.DefaultConfig("").Hidden, "width of the network's graph layers (inference costs about its square)")
+	for _, name := range []string{"labels", "out", "folds", "epochs", "patience", "seed", "plots", "soft", "hidden"} {
 		_ = v.BindPFlag("train."+name, f.Lookup(name))
 	}
 	return cmd
@@ -128,8 +129,8 @@ func runTrain(cmd *cobra.Command, v *viper.Viper) error {
 	if labels == "" || out == "" {
 		return errors.New("train needs --labels FILE (from sparsetune label) and --out MODEL.onnx")
 	}
-	if v.GetInt("train.folds") < 1 || v.GetInt("train.epochs") < 1 || v.GetInt("train.patience") < 1 {
-		return fmt.Errorf("--folds, --epochs and --patience must be at least 1, found %d, %d and %d", v.GetInt("train.folds"), v.GetInt("train.epochs"), v.GetInt("train.patience"))
+	if v.GetInt("train.folds") < 1 || v.GetInt("train.epochs") < 1 || v.GetInt("train.patience") < 1 || v.GetInt("train.hidden") < 1 {
+		return fmt.Errorf("--folds, --epochs, --patience and --hidden must be at least 1, found %d, %d, %d and %d", v.GetInt("train.folds"), v.GetInt("train.epochs"), v.GetInt("train.patience"), v.GetInt("train.hidden"))
 	}
 	rows, o, prog, err := readLabelsFor(labels, cmd.ErrOrStderr())
 	if err != nil {
@@ -139,6 +140,7 @@ func runTrain(cmd *cobra.Command, v *viper.Viper) error {
 	if o.Soft = v.GetFloat64("train.soft"); o.Soft < 0 || math.IsNaN(o.Soft) {
 		return fmt.Errorf("--soft must be 0 or more, found %g", o.Soft)
 	}
+	o.Hidden = v.GetInt("train.hidden")
 	o.Model = model.DefaultFitOptions
 	o.Model.Epochs, o.Model.Patience = v.GetInt("train.epochs"), v.GetInt("train.patience")
 	rep, err := train.Fit(rows, o)
