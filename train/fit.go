@@ -16,9 +16,11 @@ import (
 )
 
 // DefaultSoft is the soft-target temperature sparsetune train uses unless
-// told otherwise (FitOptions.Soft); docs/model.md gives the figures
-// behind it.
-const DefaultSoft = 0.0
+// told otherwise (FitOptions.Soft). Cross-validated on the MTTKRP labels
+// of the default model (docs/model.md), temperatures 0.05 to 0.4 raised
+// every head's oracle ratio by up to 0.004 and PoCL's accuracy by 0.016
+// over labels alone; 0.4 did best.
+const DefaultSoft = 0.4
 
 // FitOptions control Fit and Evaluate.
 type FitOptions struct {
