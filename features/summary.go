@@ -103,8 +103,10 @@ type Summary struct {
 }
 
 // Encode returns the graph of the sample for the slice shape within the
-// budget, as graphenc.Encode(s.Sample, shape, b) does, sharing each mode's
-// node assignment between the shapes asked for (graphenc.Encoder).
+// budget, as graphenc.Encode(s.Sample, shape, b) does, through one
+// graphenc.Encoder handed the ranks the summary made: each mode's nodes
+// are shared between the shapes asked for, and a transposed shape's graph
+// is the transpose of the one made. The graph must not be modified.
 func (s *Summary) Encode(shape graphenc.Shape, b graphenc.Budget) (*graphenc.Graph, error) {
 	s.encOnce.Do(func() { s.enc = graphenc.NewEncoderRanked(s.Sample, s.ranks) })
 	return s.enc.Encode(shape, b)
