@@ -132,14 +132,15 @@ func runTrain(cmd *cobra.Command, v *viper.Viper) error {
 	if v.GetInt("train.folds") < 1 || v.GetInt("train.epochs") < 1 || v.GetInt("train.patience") < 1 || v.GetInt("train.hidden") < 1 {
 		return fmt.Errorf("--folds, --epochs, --patience and --hidden must be at least 1, found %d, %d, %d and %d", v.GetInt("train.folds"), v.GetInt("train.epochs"), v.GetInt("train.patience"), v.GetInt("train.hidden"))
 	}
+	if soft := v.GetFloat64("train.soft"); soft < 0 || math.IsNaN(soft) {
+		return fmt.Errorf("--soft must be 0 or more, found %g", soft)
+	}
 	rows, o, prog, err := readLabelsFor(labels, cmd.ErrOrStderr())
 	if err != nil {
 		return err
 	}
 	o.Folds, o.Seed = v.GetInt("train.folds"), v.GetUint64("train.seed")
-	if o.Soft = v.GetFloat64("train.soft"); o.Soft < 0 || math.IsNaN(o.Soft) {
-		return fmt.Errorf("--soft must be 0 or more, found %g", o.Soft)
-	}
+	o.Soft = v.GetFloat64("train.soft")
 	o.Hidden = v.GetInt("train.hidden")
 	o.Model = model.DefaultFitOptions
 	o.Model.Epochs, o.Model.Patience = v.GetInt("train.epochs"), v.GetInt("train.patience")
