@@ -163,18 +163,17 @@ func summarize(x *formats.COO, n int) (*Summary, error) {
 			}
 			ind = out
 		}
-		bad[m] = -1
-		if k := beyond(ind, s.Dims[m]); k >= 0 {
-			bad[m] = k
+		// Ranking checks the indices against the dim; the ranks give the
+		// mode's slice counts, and the graph's nodes later (Encode).
+		r, k := graphenc.RankIndices(ind, s.Dims[m])
+		bad[m] = k
+		if k >= 0 {
 			if pos != nil {
 				bad[m] = int(pos[k])
 			}
 			return
 		}
-		// The ranks of the mode's indices give its slice counts, and the
-		// graph's nodes later (Encode).
-		s.ranks[m], _ = graphenc.RankIndices(ind, s.Dims[m])
-		s.slices[m] = s.ranks[m].Counts()
+		s.ranks[m], s.slices[m] = r, r.Counts()
 	}
 	spread(order, n, perMode)
 	for _, k := range bad {
@@ -183,25 +182,6 @@ func summarize(x *formats.COO, n int) (*Summary, error) {
 		}
 	}
 	return s, nil
-}
-
-// beyond returns the first position of ind whose index is not below dim,
-// or -1.
-func beyond(ind []uint32, dim int) int {
-	top := uint32(dim - 1)
-	var over uint32
-	for _, i := range ind {
-		over |= max(i, top) - top
-	}
-	if over == 0 {
-		return -1
-	}
-	for k, i := range ind {
-		if i > top {
-			return k
-		}
-	}
-	return -1
 }
 
 // samplePositions fills keys (n of them; tmp is scratch of the same
