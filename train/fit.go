@@ -155,7 +155,6 @@ func (o *FitOptions) defaults() error {
 type dataset struct {
 	rows   []LabelRow
 	inputs []*model.Input
-	soft   float64 // FitOptions.Soft
 }
 
 // prepare drops unlabelled rows, warns about mixed builds, reads each
@@ -166,7 +165,7 @@ func prepare(all []LabelRow, o *FitOptions, rep *Report) (*dataset, error) {
 		rep.Builds = b
 		o.Warn(fmt.Sprintf("the labels mix %d builds, whose times may not be comparable: %v", len(b), b))
 	}
-	d := &dataset{soft: o.Soft}
+	d := &dataset{}
 	for _, r := range all {
 		if r.Label == "" {
 			rep.Unlabelled++
@@ -344,8 +343,9 @@ func headIndex(hs []model.Head, class string) int {
 
 // examples builds the GCN examples of op from the rows idx: one per
 // (tensor, mode), labelled for each head (class) by the first row of that
-// class, -1 for a class with no row.
-func (d *dataset) examples(op hetero.Op, heads []model.Head, idx []int) []model.Example {
+// class, -1 for a class with no row, and with that row's soft target at
+// temperature soft when it is positive (FitOptions.Soft).
+func (d *dataset) examples(op hetero.Op, heads []model.Head, idx []int, soft float64) []model.Example {
 	type tm struct {
 		tensor string
 		mode   int
@@ -370,7 +370,7 @@ func (d *dataset) examples(op hetero.Op, heads []model.Head, idx []int) []model.
 		}
 		if h := headIndex(heads, r.DeviceClass); h >= 0 && ex[e].Labels[h] < 0 {
 			ex[e].Labels[h] = slices.Index(heads[h].Classes, r.Label)
-			if q := softTarget(heads[h].Classes, r.Times, d.soft); q != nil && ex[e].Labels[h] >= 0 {
+			if q := softTarget(heads[h].Classes, r.Times, soft); q != nil && ex[e].Labels[h] >= 0 {
 				if ex[e].Targets == nil {
 					ex[e].Targets = make([][]float64, len(heads))
 				}
@@ -444,8 +444,8 @@ func (d *dataset) trainGCN(op hetero.Op, heads []model.Head, trainIdx []int, o *
 			}
 		}
 	}
-	train := d.examples(op, heads, fitIdx)
-	val := d.examples(op, heads, valIdx)
+	train := d.examples(op, heads, fitIdx, o.Soft)
+	val := d.examples(op, heads, valIdx, o.Soft)
 	curve.TrainExamples, curve.ValExamples = len(train), len(val)
 	if len(train) == 0 {
 		return nil, curve, fmt.Errorf("%s: no training examples", op)
