@@ -90,9 +90,6 @@ func CPAPR(x *formats.COO, opts Options) (*CPResult, error) {
 	if err := checkPhiFormat(a.Format); err != nil {
 		return nil, err
 	}
-	if a.Format == "" {
-		a.Format = defaultPhiFormat(x.NNZ(), opts.Rank)
-	}
 	if a.InnerIters < 0 || a.KappaTol < 0 || a.EpsDivZero < 0 {
 		return nil, fmt.Errorf("cp-apr: inner iterations, kappa tolerance and epsilon must be >= 0, found %d, %v, %v", a.InnerIters, a.KappaTol, a.EpsDivZero)
 	}
@@ -278,7 +275,8 @@ func (s *aprState) setup(init []*kernels.Matrix) error {
 }
 
 // bindDevice binds a Φ job per mode on dev, over the nonzeros sorted by
-// the mode (kept on the host too, for the CPU to take over).
+// the mode, which init made (a device forces the COO form) and keeps on
+// the host, for the CPU to take over.
 func (s *aprState) bindDevice(dev hetero.PhiDevice) error {
 	N, R := s.N, s.R
 	s.dev = dev
@@ -287,17 +285,7 @@ func (s *aprState) bindDevice(dev hetero.PhiDevice) error {
 		s.fac32[m] = kernels.NewMatrix(s.x.Dims[m], R)
 	}
 	s.b32, s.phi32, s.jobs = make([]*kernels.Matrix, N), make([]*kernels.Matrix, N), make([]hetero.Job, N)
-	parts := resolvedThreads(s.o.Threads)
 	for m := range N {
-		if s.sorted[m] == nil {
-			tf, err := formats.NewTensorFormat(s.x, "coo", m)
-			if err != nil {
-				return fmt.Errorf("sort the nonzeros by mode %d: %w", m+1, err)
-			}
-			s.sorted[m] = tf.(*formats.COO)
-			s.splits[m] = rowSplits(s.sorted[m].Inds[m], parts)
-		}
-		s.csf[m] = nil
 		s.b32[m], s.phi32[m] = kernels.NewMatrix(s.x.Dims[m], R), kernels.NewMatrix(s.x.Dims[m], R)
 		job, err := dev.Phi(s.sorted[m], m, s.fac32, s.b32[m], float32(s.o.APR.EpsDivZero), s.phi32[m])
 		if err != nil {
