@@ -3,7 +3,6 @@ package features
 import (
 	"fmt"
 	"math"
-	"math/bits"
 
 	"github.com/sparsetune/sparsetune/formats"
 	"github.com/sparsetune/sparsetune/hetero"
@@ -132,69 +131,6 @@ func mix(h uint64) uint64 {
 	h *= 0xc4ceb9fe1a85ec53
 	h ^= h >> 33
 	return h
-}
-
-// fiberTable counts nonzeros per fiber key: open addressing with linear
-// probing on the hash's high bits, doubled at half load. A slot is free
-// when its count is 0.
-type fiberTable struct {
-	slots []fiberSlot
-	used  int
-	shift uint // 64 - log2(len(slots))
-}
-
-// fiberSlot keeps a key beside its count: one cache line per probe.
-type fiberSlot struct {
-	key   uint64
-	count uint32
-}
-
-// newFiberTable returns a table sized for about n keys without growing.
-func newFiberTable(n int) *fiberTable {
-	lg := max(bits.Len(uint(max(2*n-1, 1))), 6)
-	return &fiberTable{slots: make([]fiberSlot, 1<<lg), shift: uint(64 - lg)}
-}
-
-func (t *fiberTable) add(key, h uint64) { t.addN(key, h, 1) }
-
-func (t *fiberTable) addN(key, h uint64, n uint32) {
-	mask := uint64(len(t.slots) - 1)
-	for i := h >> t.shift; ; i = (i + 1) & mask {
-		s := &t.slots[i]
-		switch {
-		case s.count == 0:
-			s.key, s.count = key, n
-			t.used++
-			if 2*t.used > len(t.slots) {
-				t.grow()
-			}
-			return
-		case s.key == key:
-			s.count += n
-			return
-		}
-	}
-}
-
-func (t *fiberTable) grow() {
-	old := t.slots
-	t.slots, t.used, t.shift = make([]fiberSlot, 2*len(old)), 0, t.shift-1
-	for _, s := range old {
-		if s.count > 0 {
-			t.addN(s.key, mix(s.key), s.count)
-		}
-	}
-}
-
-// counts returns the non-zero counts in the table.
-func (t *fiberTable) counts() []uint32 {
-	out := make([]uint32, 0, t.used)
-	for _, sl := range t.slots {
-		if sl.count > 0 {
-			out = append(out, sl.count)
-		}
-	}
-	return out
 }
 
 // Describe returns the features as name-value pairs in vector order.

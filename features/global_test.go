@@ -2,9 +2,11 @@ package features
 
 import (
 	"math"
+	"math/bits"
 	"math/rand/v2"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -363,5 +365,46 @@ func TestSummaryConcurrent(t *testing.T) {
 			}
 		}
 		wg.Wait()
+	}
+}
+
+// The sample's positions are the hashed draws in increasing order, for
+// any size: the bucket sort must give what sorting them gives.
+func TestSamplePositions(t *testing.T) {
+	for _, c := range []struct{ nnz, n int }{
+		{2, 1}, {100, 99}, {70000, 16384}, {1 << 20, 2048}, {3_000_001, 2048}, {1 << 40, 16384},
+	} {
+		got := samplePositions(c.nnz, make([]uint64, 3*c.n))
+		want := make([]uint64, c.n)
+		for k := range want {
+			want[k], _ = bits.Mul64(mix(uint64(k)+0x9e3779b97f4a7c15), uint64(c.nnz))
+		}
+		slices.Sort(want)
+		if !slices.Equal(got, want) {
+			t.Errorf("nnz %d, n %d: positions differ from the sorted draws", c.nnz, c.n)
+		}
+		if got[len(got)-1] >= uint64(c.nnz) {
+			t.Errorf("nnz %d, n %d: position %d out of range", c.nnz, c.n, got[len(got)-1])
+		}
+	}
+}
+
+// Counting keys in a table gives the counts sorting them gives, as a
+// multiset: few distinct keys, all distinct, keys at the width's limit.
+func TestTableCounts(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for _, c := range []struct{ n, distinct int }{{1, 1}, {5, 1}, {2048, 7}, {2048, 2048}, {3000, 900}, {ExactNNZ, 40000}} {
+		keys := make([]uint64, c.n)
+		for i := range keys {
+			keys[i] = (1<<hashedKeyBits - 1) - uint64(rng.IntN(c.distinct))*0x1_0000_0001%(1<<hashedKeyBits)
+		}
+		slots := 1 << bits.Len(uint(2*c.n-1))
+		got := tableCounts(slices.Clone(keys), make([]uint64, slots))
+		want := runLengths(slices.Clone(keys), make([]uint64, c.n), hashedKeyBits)
+		slices.Sort(got)
+		slices.Sort(want)
+		if !slices.Equal(got, want) {
+			t.Errorf("%d keys, %d distinct: table counts %v..., sorted counts %v...", c.n, c.distinct, got[:min(5, len(got))], want[:min(5, len(want))])
+		}
 	}
 }

@@ -200,6 +200,7 @@ func Encode(x *formats.COO, shape Shape, b Budget) (*Graph, error) {
 // Encoder returns must therefore not be modified.
 type Encoder struct {
 	x      *formats.COO
+	rank   func(mode int) Ranks // where ranks come from, when set (NewEncoderRanked)
 	ranks  []modeRanks
 	mu     sync.Mutex
 	nodes  map[[2]int]*nodeAssignment // by (mode, nodes budget)
@@ -233,24 +234,30 @@ func NewEncoder(x *formats.COO) *Encoder {
 	return &Encoder{x: x, ranks: make([]modeRanks, x.Order()), nodes: map[[2]int]*nodeAssignment{}, graphs: map[graphKey]*Graph{}}
 }
 
-// NewEncoderRanked returns an Encoder of x that takes ranks[m] as mode
-// m's ranks (RankIndices of x.Inds[m]) instead of ranking them again. An
-// entry whose length is not x's nonzero count is ignored and ranked on
-// first use.
-func NewEncoderRanked(x *formats.COO, ranks []Ranks) *Encoder {
+// NewEncoderRanked returns an Encoder of x that asks rank(m) for mode m's
+// ranks (RankIndices of x.Inds[m], whose indices the caller has checked
+// against the dims) when it first needs them, instead of ranking the
+// indices itself: a caller that ranks the modes for other uses too shares
+// them with the encoder. Ranks whose length is not x's nonzero count are
+// ignored, and the encoder ranks that mode itself.
+func NewEncoderRanked(x *formats.COO, rank func(mode int) Ranks) *Encoder {
 	e := NewEncoder(x)
-	for m, r := range ranks {
-		if m < len(e.ranks) && len(r.Of) == x.NNZ() {
-			e.ranks[m].once.Do(func() { e.ranks[m].r, e.ranks[m].bad = r, -1 })
-		}
-	}
+	e.rank = rank
 	return e
 }
 
 // modeRanks returns mode's ranks, made on first use.
 func (e *Encoder) modeRanks(mode int) *modeRanks {
 	mr := &e.ranks[mode]
-	mr.once.Do(func() { mr.r, mr.bad = RankIndices(e.x.Inds[mode], e.x.Dims[mode]) })
+	mr.once.Do(func() {
+		if e.rank != nil {
+			if r := e.rank(mode); len(r.Of) == e.x.NNZ() {
+				mr.r, mr.bad = r, -1
+				return
+			}
+		}
+		mr.r, mr.bad = RankIndices(e.x.Inds[mode], e.x.Dims[mode])
+	})
 	return mr
 }
 

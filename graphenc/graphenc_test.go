@@ -332,7 +332,7 @@ func TestEncoderRanked(t *testing.T) {
 		ranks[m], _ = RankIndices(x.Inds[m], x.Dims[m])
 	}
 	ranks[2] = Ranks{Of: []uint32{0}, N: 1}
-	e := NewEncoderRanked(x, ranks)
+	e := NewEncoderRanked(x, func(m int) Ranks { return ranks[m] })
 	for _, sh := range []Shape{{0, 1}, {1, 2}, {2, 0}} {
 		got, err := e.Encode(sh, Budget{Rows: 16, Cols: 8})
 		if err != nil {
