@@ -277,7 +277,7 @@ func BenchmarkGlobal(b *testing.B) {
 func TestSampledEstimates(t *testing.T) {
 	bounds := map[Feature]float64{
 		Order: 0, LogNNZ: 0, LogDensity: 0, LogMaxDim: 0, LogMinDim: 0, LogMeanDim: 0, LogModeDim: 0,
-		LogSlices: 0.3, LogSliceNNZMean: 0.3, LogSliceNNZMax: 0.6, LogSliceNNZCV: 0.3, EmptySlices: 0.45,
+		LogSlices: 0.3, LogSliceNNZMean: 0.3, LogSliceNNZMax: 0.45, LogSliceNNZCV: 0.3, EmptySlices: 0.45,
 	}
 	type input struct {
 		name string
@@ -405,6 +405,21 @@ func TestTableCounts(t *testing.T) {
 		slices.Sort(want)
 		if !slices.Equal(got, want) {
 			t.Errorf("%d keys, %d distinct: table counts %v..., sorted counts %v...", c.n, c.distinct, got[:min(5, len(got))], want[:min(5, len(want))])
+		}
+	}
+}
+
+// noiseTop is the count that fewer than one of n Poisson(λ) draws reach.
+func TestNoiseTop(t *testing.T) {
+	for _, c := range []struct{ lambda, n, want float64 }{
+		{0.2, 5000, 4}, // 5000·P(X ≥ 3) = 5.7, 5000·P(X ≥ 4) = 0.29
+		{1, 10, 3},     // 10·P(X ≥ 2) = 2.6, 10·P(X ≥ 3) = 0.80
+		{1, 1, 0},      // one draw: nothing to compare with
+		{0, 100, 0},
+		{100, 1000, 138}, // normal approximation: 100 + √(200 ln 1000) = 137.2
+	} {
+		if got := noiseTop(c.lambda, c.n); got != c.want {
+			t.Errorf("noiseTop(%g, %g) = %g, want %g", c.lambda, c.n, got, c.want)
 		}
 	}
 }

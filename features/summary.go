@@ -24,7 +24,7 @@ const ExactNNZ = 1 << 16
 const (
 	SampleStride = 2048
 	SampleShare  = 1 << 30
-	MinSample    = 1 << 11
+	MinSample    = 1 << 10
 	MaxSample    = 1 << 14
 )
 
@@ -34,22 +34,26 @@ const (
 //
 // Why a sample, and why this size: a prediction is worth making only if
 // it costs a small part of the kernel run it tunes, and the fastest
-// kernels run at about 0.35 ns per nonzero here (2 cores). Reading every
-// index of every nonzero alone costs more than that, so no statistic may
-// need them all. Reading, counting and encoding one sampled nonzero along
-// every mode costs about 50-100 ns in a one-shot process (cache misses,
-// and page faults on the memory it counts in), so one nonzero in 1,024
-// keeps a prediction near a sixth of the kernel from about 10^6 nonzeros
-// up, and the ceiling bounds the cost on huge tensors.
+// kernels run at about 0.35-1 ns per nonzero on the 2-core VM. Reading
+// every index of every nonzero alone costs more than that, so no
+// statistic may need them all. Reading, counting and encoding one sampled
+// nonzero along every mode costs about 100-150 ns in a one-shot process
+// (a cache miss per mode, then the counts and the graph), so one nonzero
+// in 2,048 keeps a decision near a tenth of the kernel at 10^7 nonzeros,
+// and the ceiling bounds the cost on huge tensors.
 //
-// Below 10^6 nonzeros the kernel is too short for any prediction to be a
-// small part of it, and accuracy matters more: the sample then shrinks
-// from 16,384 just past ExactNNZ as SampleShare/nnz, to MinSample at 2^19
-// nonzeros and beyond. The estimates of sparse modes need a few percent of
-// the nonzeros (TestSampledEstimates bounds them; at 10^5 nonzeros, one
-// in 50 was too few to see the slices of four nonzeros each), and
-// SampleShare/nnz gives 4% at 10^5. So the sample size is smallest from
-// 2^19 to 2^21 nonzeros and grows on either side.
+// Below that the kernel shrinks faster than the sample may: the
+// estimates of sparse modes need a few percent of the nonzeros
+// (TestSampledEstimates bounds them; at 10^5 nonzeros, one in 50 was too
+// few to see the slices of four nonzeros each), and SampleShare/nnz
+// gives 4% at 10^5. The two meet near 1.5·10^6 nonzeros (724), and the
+// floor, MinSample, holds the sample at 1,024 from 2^20 to 2^21
+// nonzeros, where a kernel runs in about a millisecond and the rest of a
+// decision (the network alone: about 0.05 ms) does not shrink with the
+// sample. The largest-slice estimate is the one that bounded the floor
+// (at 2,048, before Summary.Global's estimate took the noise of equal
+// slices into account). The size grows on either side: 2,048 at 2^19
+// and at 2^22 nonzeros.
 func SampleNNZ(nnz int) int {
 	if nnz <= ExactNNZ {
 		return nnz
@@ -474,7 +478,9 @@ func spread(order, sample int, f func(m int)) {
 //     sampled nonzeros in one group, nnz + Σ c(c−1)/p², which gives the
 //     standard deviation and the coefficient of variation;
 //   - the longest group is the largest sampled count c, less √c (the
-//     spread of a sampled count), over p, and at least the mean;
+//     spread of a sampled count), over p, and at least the mean; when c
+//     is no more than equal groups would show (noiseTop), the geometric
+//     mean of that and the mean;
 //   - the length histogram behind ELL padding at the mean width and the
 //     HYB split is the sampled counts scaled to total nnz over D groups.
 //
@@ -552,6 +558,27 @@ func (s *Summary) Global(op hetero.Op, mode int) (Vector, error) {
 		v[f] = min(max(v[f], Ranges[f][0]), Ranges[f][1])
 	}
 	return v, nil
+}
+
+// noiseTop returns the smallest count c that fewer than one of n
+// Poisson(λ) draws is expected to reach: n·P(X ≥ c) < 1. Past λ = 64 it
+// takes the normal approximation, λ + √(2λ ln n).
+func noiseTop(lambda, n float64) float64 {
+	if n <= 1 || lambda <= 0 {
+		return 0
+	}
+	if lambda > 64 {
+		return math.Ceil(lambda + math.Sqrt(2*lambda*math.Log(n)))
+	}
+	term := math.Exp(-lambda) // P(X = c)
+	tail := 1.0               // P(X ≥ c)
+	c := 0.0
+	for n*tail >= 1 && tail > 0 {
+		tail -= term
+		c++
+		term *= lambda / c
+	}
+	return c
 }
 
 // groupStats estimates the lengths of a set of non-empty groups (slices,
@@ -636,10 +663,19 @@ func estimate(sampled []uint32, p float64, nnz int, space float64) groupStats {
 	g.count = math.Sqrt(min(chao, space, total) * min(shlosser, space, total))
 	g.count = min(max(g.count, d), space, total)
 	mean := total / g.count
-	// A sampled count c is Poisson-like with spread √c: the largest of
-	// many small counts is mostly that spread, so one √c comes off.
+	// A sampled count c is Poisson-like with spread √c, and the largest
+	// of many is mostly that spread: one √c comes off. But groups all of
+	// the mean length would show counts up to about noiseTop: a largest
+	// count no higher than that cannot tell groups of the mean length
+	// from groups as long as the count suggests, and the estimate is the
+	// geometric middle of the two. (The count alone put many short,
+	// equal slices' largest up to 0.8 decades high; the mean alone put
+	// bursty slices' 0.9 decades low.)
 	fm := float64(most)
 	g.max = min(max((fm-math.Sqrt(fm))/p, mean), total)
+	if fm <= noiseTop(p*mean, g.count) {
+		g.max = math.Sqrt(g.max * mean)
+	}
 	g.sq = max(total+pairs/(p*p), total*mean)
 	// Scale the sampled counts so the histogram holds count groups and
 	// total nonzeros; every length is at least 1. Rounding can merge
