@@ -18,10 +18,15 @@ func SpMM(out []float32, ptr, col []uint32, vals, U []float32, R int) {
 		panic(fmt.Sprintf("kernels: SpMM of %d rows, rank %d, into %d outputs with %d values for %d columns", rows, R, len(out), len(vals), len(col)))
 	}
 	k := len(U) / R
+	// The largest column, without a branch per entry: the check is a
+	// pass over the entries, as long as the product's own on the
+	// predictor's small matrices.
+	var most uint32
 	for _, c := range col {
-		if int(c) >= k {
-			panic(fmt.Sprintf("kernels: SpMM column %d beyond the %d rows of U", c, k))
-		}
+		most = max(most, c)
+	}
+	if len(col) > 0 && uint64(most) >= uint64(k) {
+		panic(fmt.Sprintf("kernels: SpMM column %d beyond the %d rows of U", most, k))
 	}
 	for i := range rows {
 		if ptr[i] > ptr[i+1] || int(ptr[i+1]) > len(col) {

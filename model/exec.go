@@ -210,6 +210,21 @@ type machine struct {
 	// b and c of a product whose n is not a multiple of 8, widened to
 	// one: SpMM's vector loops take eight columns at a time.
 	bWide, cWide []float32
+	// kept[v] is the CSR form of value v, for a value that is the left
+	// operand of more than one product (the adjacency and its transpose,
+	// the masks, the constant columns of ones): built once per run, or
+	// once for a constant. Nil for the others.
+	kept []*keptCSR
+	runs int // runs started, to tell this run's kept forms from stale ones
+}
+
+// keptCSR is a left operand in CSR, made in run made (0: never; -1: a
+// constant's, good for every run).
+type keptCSR struct {
+	made     int
+	ptr, col []uint32
+	vals     []float32
+	nz       int
 }
 
 func (p *program) newMachine() *machine {
@@ -226,6 +241,19 @@ func (p *program) newMachine() *machine {
 	}
 	m.ptr, m.col, m.csr = make([]uint32, rows+1), make([]uint32, entries), make([]float32, entries)
 	m.bWide, m.cWide = make([]float32, bWide), make([]float32, cWide)
+	uses := make([]int, len(p.shapes))
+	for _, st := range p.steps {
+		if st.op == opMatMul {
+			uses[st.in[0]]++
+		}
+	}
+	m.kept = make([]*keptCSR, len(p.shapes))
+	for v, u := range uses {
+		if u > 1 {
+			n := p.shapes[v][0] * p.shapes[v][1]
+			m.kept[v] = &keptCSR{ptr: make([]uint32, p.shapes[v][0]+1), col: make([]uint32, n), vals: make([]float32, n)}
+		}
+	}
 	for i, s := range p.shapes {
 		switch {
 		case p.consts[i] != nil:
@@ -331,6 +359,7 @@ func (p *program) assignSlots() {
 // buffers: every step when output is -1, else only the steps that output
 // (an index into the program's outputs) depends on.
 func (m *machine) run(output int) {
+	m.runs++
 	for i, st := range m.p.steps {
 		if output >= 0 && !m.p.needs[output][i] {
 			continue
@@ -339,9 +368,15 @@ func (m *machine) run(output int) {
 		switch st.op {
 		case opMatMul:
 			a, b := m.p.shapes[st.in[0]], m.p.shapes[st.in[1]]
-			m.matMul(out, m.vals[st.in[0]], m.vals[st.in[1]], a[0], a[1], b[1])
+			ptr, col, vals := m.leftCSR(st.in[0], a[0], a[1])
+			m.matMul(out, ptr, col, vals, m.vals[st.in[1]], a[0], a[1], b[1])
 		case opAdd, opSub, opMul:
 			x, y := m.vals[st.in[0]], m.vals[st.in[1]]
+			if !st.rowWise {
+				// Same shapes: one loop over the whole matrix.
+				elementwise(st.op, out, x[:len(out)], y[:len(out)])
+				continue
+			}
 			cols := m.p.shapes[st.out][1]
 			for i := 0; i < len(out); i += cols {
 				yr := y
@@ -365,7 +400,9 @@ func (m *machine) run(output int) {
 				}
 			}
 		case opRelu:
-			for i, v := range m.vals[st.in[0]] {
+			x := m.vals[st.in[0]]
+			out = out[:len(x)]
+			for i, v := range x {
 				out[i] = max(v, 0)
 			}
 		case opTranspose:
@@ -410,14 +447,83 @@ func (m *machine) run(output int) {
 	}
 }
 
+// elementwise sets out to x op y, entry by entry (op is Add, Sub or Mul;
+// the three have out's length).
+func elementwise(op opKind, out, x, y []float32) {
+	x, y = x[:len(out)], y[:len(out)]
+	switch op {
+	case opAdd:
+		for j := range out {
+			out[j] = x[j] + y[j]
+		}
+	case opSub:
+		for j := range out {
+			out[j] = x[j] - y[j]
+		}
+	default:
+		for j := range out {
+			out[j] = x[j] * y[j]
+		}
+	}
+}
+
 // matMul sets c (r x n) = a (r x k) · b (k x n), row-major, as a sparse
-// product: a is gathered into CSR (skipping its zeros: ReLU outputs, masks,
-// missing edges) and multiplied by kernels.SpMM, SpTTM's vector inner
+// product: a comes in CSR without its zeros (ReLU outputs, masks, missing
+// edges: leftCSR) and is multiplied by kernels.SpMM, SpTTM's vector inner
 // loop. At the network's sizes (32 × 32 × 32) that is several times faster
 // than gonum's float32 GEMM, which spends more on blocking and dispatch
-// than on the product (BenchmarkMatMul).
-func (m *machine) matMul(c, a, b []float32, r, k, n int) {
+// than on the product (BenchmarkMatMul). Gathering a into CSR cost more
+// than the product itself, so an operand used by several products (the
+// adjacency, the masks) is gathered once per run.
+func (m *machine) matMul(c []float32, ptr, col []uint32, vals, b []float32, r, k, n int) {
+	if w := wide(n); w != n {
+		// A narrow b (a layer's five node features) is widened to eight
+		// columns of which the last are zero: the scalar remainder loop
+		// costs more than the padding.
+		bw, cw := m.bWide[:k*w], m.cWide[:r*w]
+		for p := range k {
+			copy(bw[p*w:p*w+n], b[p*n:(p+1)*n])
+		}
+		kernels.SpMM(cw, ptr, col, vals, bw, w)
+		for i := range r {
+			copy(c[i*n:(i+1)*n], cw[i*w:i*w+n])
+		}
+		return
+	}
+	kernels.SpMM(c, ptr, col, vals, b, n)
+}
+
+// product sets c = a · b (r × k by k × n) through the shared CSR arrays.
+func (m *machine) product(c, a, b []float32, r, k, n int) {
 	ptr, col, vals := m.ptr[:r+1], m.col[:r*k], m.csr[:r*k]
+	nz := gatherCSR(ptr, col, vals, a, r, k)
+	m.matMul(c, ptr, col[:nz], vals[:nz], b, r, k, n)
+}
+
+// leftCSR returns value v, an r × k left operand of a product, in CSR
+// without its zeros: from m.kept when v has a kept form (made now if it
+// is not this run's), else gathered into the machine's shared arrays.
+func (m *machine) leftCSR(v, r, k int) (ptr, col []uint32, vals []float32) {
+	kc := m.kept[v]
+	if kc == nil {
+		nz := gatherCSR(m.ptr[:r+1], m.col[:r*k], m.csr[:r*k], m.vals[v], r, k)
+		return m.ptr[:r+1], m.col[:nz], m.csr[:nz]
+	}
+	if kc.made != m.runs && kc.made >= 0 {
+		kc.nz = gatherCSR(kc.ptr, kc.col, kc.vals, m.vals[v], r, k)
+		kc.made = m.runs
+		if m.p.consts[v] != nil {
+			kc.made = -1
+		}
+	}
+	return kc.ptr, kc.col[:kc.nz], kc.vals[:kc.nz]
+}
+
+// gatherCSR writes the r × k matrix a into ptr, col and vals as CSR,
+// skipping its zeros, and returns the number of entries kept.
+func gatherCSR(ptr, col []uint32, vals, a []float32, r, k int) int {
+	col, vals = col[:r*k], vals[:r*k]
+	ptr[0] = 0
 	nz := 0
 	for i := range r {
 		for j, v := range a[i*k : (i+1)*k] {
@@ -430,21 +536,7 @@ func (m *machine) matMul(c, a, b []float32, r, k, n int) {
 		}
 		ptr[i+1] = uint32(nz)
 	}
-	if w := wide(n); w != n {
-		// A narrow b (a layer's five node features) is widened to eight
-		// columns of which the last are zero: the scalar remainder loop
-		// costs more than the padding.
-		bw, cw := m.bWide[:k*w], m.cWide[:r*w]
-		for p := range k {
-			copy(bw[p*w:p*w+n], b[p*n:(p+1)*n])
-		}
-		kernels.SpMM(cw, ptr, col[:nz], vals[:nz], bw, w)
-		for i := range r {
-			copy(c[i*n:(i+1)*n], cw[i*w:i*w+n])
-		}
-		return
-	}
-	kernels.SpMM(c, ptr, col[:nz], vals[:nz], b, n)
+	return nz
 }
 
 // wide returns n rounded up to a multiple of 8 when n is below 8 (the

@@ -61,7 +61,7 @@ func TestMatMulMatchesGEMM(t *testing.T) {
 		for i := range got {
 			got[i] = float32(math.NaN())
 		}
-		mc.matMul(got, a, b, c.m, c.k, c.n)
+		mc.product(got, a, b, c.m, c.k, c.n)
 		gemm32(want, a, b, c.m, c.k, c.n)
 		for i := range got {
 			if math.Abs(float64(got[i]-want[i])) > 1e-5*(1+math.Abs(float64(want[i]))) {
@@ -80,7 +80,7 @@ func BenchmarkMatMul(b *testing.B) {
 		mc := testMachine(c.m, c.k)
 		b.Run(c.name+"/sparse", func(b *testing.B) {
 			for b.Loop() {
-				mc.matMul(out, x, y, c.m, c.k, c.n)
+				mc.product(out, x, y, c.m, c.k, c.n)
 			}
 		})
 		b.Run(c.name+"/gonum", func(b *testing.B) {
