@@ -371,9 +371,15 @@ func (e *Encoder) encode(shape Shape, b Budget) (*Graph, error) {
 	workers := max(1, min(runtime.GOMAXPROCS(0), nnz/(1<<12)))
 	parts := make([]part, workers)
 	work := func(p int) {
-		pt := part{w: make([]uint64, g.RowNodes*g.ColNodes), rows: newNodeStats(g.RowNodes), cols: newNodeStats(g.ColNodes)}
+		// The first worker counts the edges into the graph's own
+		// weights (laid out by the budget): for a one-worker sample,
+		// no partial sums to allocate and copy.
+		pt := part{w: g.Weights, rows: newNodeStats(g.RowNodes), cols: newNodeStats(g.ColNodes)}
+		if p > 0 {
+			pt.w = make([]uint64, len(g.Weights))
+		}
 		lo, hi := p*nnz/workers, (p+1)*nnz/workers
-		edges(pt.w, pt.rows, pt.cols, g.ColNodes, ri[lo:hi], ci[lo:hi], rr.r.Of[lo:hi], cr.r.Of[lo:hi], ra.ofRank, ca.ofRank)
+		edges(pt.w, pt.rows, pt.cols, b.Cols, ri[lo:hi], ci[lo:hi], rr.r.Of[lo:hi], cr.r.Of[lo:hi], ra.ofRank, ca.ofRank)
 		parts[p] = pt
 	}
 	var wg sync.WaitGroup
@@ -404,14 +410,14 @@ func (e *Encoder) encode(shape Shape, b Budget) (*Graph, error) {
 	for _, v := range w {
 		wmax = max(wmax, v)
 	}
+	w = w[:b.Rows*b.Cols]
 	// Most weights of a sample's graph are small counts, repeated across
 	// the cells: their logarithms are computed once each.
 	var logOf [64]float64
 	lw := math.Log1p(float64(wmax))
 	for r := range g.RowNodes {
 		for c := range g.ColNodes {
-			v := w[r*g.ColNodes+c]
-			g.Weights[r*b.Cols+c] = v
+			v := w[r*b.Cols+c]
 			if v == 0 {
 				continue
 			}
@@ -440,13 +446,14 @@ func (e *Encoder) encode(shape Shape, b Budget) (*Graph, error) {
 
 // edges adds the nonzeros with row and column indices ri and ci, of
 // ranks rowRank and colRank, to the edge weights w and the node
-// statistics; rowOf and colOf map a rank to its node.
-func edges(w []uint64, rows, cols []nodeStats, colNodes int, ri, ci, rowRank, colRank, rowOf, colOf []uint32) {
+// statistics; rowOf and colOf map a rank to its node, and the weight of
+// the edge (r, c) is w[r*stride+c].
+func edges(w []uint64, rows, cols []nodeStats, stride int, ri, ci, rowRank, colRank, rowOf, colOf []uint32) {
 	ci, rowRank, colRank = ci[:len(ri)], rowRank[:len(ri)], colRank[:len(ri)]
 	for k, i := range ri {
 		j := ci[k]
 		r, c := rowOf[rowRank[k]], colOf[colRank[k]]
-		w[int(r)*colNodes+int(c)]++
+		w[int(r)*stride+int(c)]++
 		rows[r].add(j)
 		cols[c].add(i)
 	}
