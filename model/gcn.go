@@ -83,6 +83,11 @@ type GCN struct {
 	// (RuleChoice) better than the network: the model file records them,
 	// and GCNPredictor answers for them with the rule.
 	RuleHeads []string
+	// CPUInnerLoops are the inner loops (kernels.InnerLoops) of the builds
+	// that measured the cpu head's labels. Which format is fastest on a
+	// CPU depends on them: a prediction on a CPU that runs others carries
+	// a warning (GCNPredictor).
+	CPUInnerLoops []string
 }
 
 // gcnLayer and gcnHead are views of one layer's and one head's weights.

@@ -24,7 +24,7 @@ func (m *ONNXModel) GCN() (*GCN, error) {
 	if err := c.validate(); err != nil {
 		return nil, fmt.Errorf("model %s: %w", in.Path, err)
 	}
-	g := &GCN{Config: c, TrainMin: in.TrainMin, TrainMax: in.TrainMax, RuleHeads: slices.Clone(in.RuleHeads)}
+	g := &GCN{Config: c, TrainMin: in.TrainMin, TrainMax: in.TrainMax, RuleHeads: slices.Clone(in.RuleHeads), CPUInnerLoops: slices.Clone(in.CPUInnerLoops)}
 	layers, heads, n := c.views(nil)
 	g.Params = make([]float64, n)
 	layers, heads, _ = c.views(g.Params)

@@ -44,6 +44,9 @@ const (
 	// the hand rule better than the network: a prediction for them is
 	// the rule's (GCN.RuleHeads).
 	metaRuleHeads = "sparsetune.rule_heads"
+	// metaCPUInnerLoops (optional) lists the inner loops of the builds
+	// that measured the cpu head's labels (GCN.CPUInnerLoops).
+	metaCPUInnerLoops = "sparsetune.cpu_inner_loops"
 )
 
 // Input names of a model file, in graph-input order (onnx-go addresses
@@ -258,6 +261,9 @@ func (g *GCN) ExportONNX() ([]byte, error) {
 	}
 	if len(g.RuleHeads) > 0 {
 		meta[metaRuleHeads] = strings.Join(g.RuleHeads, ",")
+	}
+	if len(g.CPUInnerLoops) > 0 {
+		meta[metaCPUInnerLoops] = strings.Join(g.CPUInnerLoops, ",")
 	}
 	var props []*onnxpb.StringStringEntryProto
 	for _, k := range sortedKeys(meta) {

@@ -19,6 +19,7 @@ import (
 	"github.com/sparsetune/sparsetune/formats"
 	"github.com/sparsetune/sparsetune/graphenc"
 	"github.com/sparsetune/sparsetune/hetero"
+	"github.com/sparsetune/sparsetune/kernels"
 	"github.com/sparsetune/sparsetune/model/onnxpb"
 )
 
@@ -503,5 +504,71 @@ func TestStartFrom(t *testing.T) {
 	before := slices.Clone(other.Params)
 	if got := other.StartFrom(src); got != nil || !slices.Equal(other.Params, before) {
 		t.Errorf("another architecture: copied %v", got)
+	}
+}
+
+// TestHardwareWarning: a model records the inner loops its cpu head's
+// labels were measured with, and a cpu prediction on a machine whose
+// kernels run other ones says so, by the network and by a rule head;
+// other heads, and matching hardware, get no such warning.
+func TestHardwareWarning(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	s, err := features.Summarize(familyTensor(rng, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cpu := hetero.Info{Name: "cpu", Kind: hetero.CPU}
+	warned := func(pr *Prediction) bool {
+		for _, w := range pr.Warnings {
+			if strings.Contains(w, "inner loops") && strings.Contains(w, kernels.InnerLoops()) && strings.Contains(w, "tune-model") {
+				return true
+			}
+		}
+		return false
+	}
+	for _, c := range []struct {
+		loops     []string
+		ruleHeads []string
+		want      bool
+	}{
+		{[]string{"elsewhere"}, nil, true},
+		{[]string{"elsewhere"}, []string{"cpu"}, true},
+		{[]string{"elsewhere", kernels.InnerLoops()}, nil, false},
+		{nil, nil, false}, // not recorded
+	} {
+		g := randomGCN(t, 23)
+		g.CPUInnerLoops, g.RuleHeads = c.loops, c.ruleHeads
+		data, err := g.ExportONNX()
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := ParseONNX("m.onnx", data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(m.Info.CPUInnerLoops, c.loops) {
+			t.Fatalf("read back inner loops %v, want %v", m.Info.CPUInnerLoops, c.loops)
+		}
+		p := GCNPredictor{Model: m}
+		pr, err := p.PredictDevice(s, hetero.SpTTM, 0, cpu)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if warned(pr) != c.want {
+			t.Errorf("loops %v, rule heads %v: cpu warnings %q, want the hardware warning: %v", c.loops, c.ruleHeads, pr.Warnings, c.want)
+		}
+		if pr, ok := p.PredictWithoutSummary(hetero.SpTTM, 0, cpu); ok && warned(pr) != c.want {
+			t.Errorf("loops %v, rule heads %v, without a summary: warnings %q, want the hardware warning: %v", c.loops, c.ruleHeads, pr.Warnings, c.want)
+		}
+		gp := GCNPredictor{Model: m, Class: "gpu"}
+		if pr, err := gp.PredictSummary(s, hetero.SpTTM, 0, hetero.GPU); err != nil {
+			t.Errorf("gpu head: %v", err)
+		} else if warned(pr) {
+			t.Errorf("gpu head: warnings %q", pr.Warnings)
+		}
+		back, err := m.GCN()
+		if err != nil || !slices.Equal(back.CPUInnerLoops, c.loops) {
+			t.Errorf("GCN of the file: inner loops %v, %v", back.CPUInnerLoops, err)
+		}
 	}
 }

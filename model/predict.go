@@ -4,12 +4,14 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/sparsetune/sparsetune/features"
 	"github.com/sparsetune/sparsetune/formats"
 	"github.com/sparsetune/sparsetune/graphenc"
 	"github.com/sparsetune/sparsetune/hetero"
+	"github.com/sparsetune/sparsetune/kernels"
 )
 
 // Ranked is a candidate format with its score: a probability for the
@@ -167,7 +169,27 @@ func (p GCNPredictor) PredictWithoutSummary(op hetero.Op, mode int, dev hetero.I
 	}
 	pr, _ := RulePredictor{}.PredictWithoutSummary(op, mode, dev)
 	pr.By = "rule"
+	if w := info.hardwareWarning(dev.Class()); w != "" {
+		pr.Warnings = append(pr.Warnings, w)
+	}
 	return pr, true
+}
+
+// hardwareWarning returns a warning when the head of class is the cpu
+// head and this machine's kernels run inner loops (kernels.InnerLoops)
+// that none of its labels were measured with, else "". The fastest CPU
+// format depends on them: on 40 training tensors of 0.5-2 M nonzeros
+// labelled again on an AVX2 machine, MTTKRP's label was the AVX-512
+// machine's for 57% of the modes (docs/model.md).
+func (info *Info) hardwareWarning(class string) string {
+	if class != (hetero.Info{Kind: hetero.CPU}).Class() || len(info.CPUInnerLoops) == 0 {
+		return ""
+	}
+	here := kernels.InnerLoops()
+	if slices.Contains(info.CPUInnerLoops, here) {
+		return ""
+	}
+	return fmt.Sprintf("the model's cpu head learned from times measured with %s inner loops, and this CPU runs %s, on which the fastest format often differs: sparsetune tune-model trains on this machine's own times", strings.Join(info.CPUInnerLoops, ", "), here)
 }
 
 // PredictDevice runs the head of the device's class, whatever the
@@ -221,6 +243,9 @@ func (p GCNPredictor) PredictSummary(s *features.Summary, op hetero.Op, mode int
 			return nil, err
 		}
 		pr.By = "rule"
+		if w := info.hardwareWarning(info.Heads[head].Name); w != "" {
+			pr.Warnings = append(pr.Warnings, w)
+		}
 		return pr, nil
 	}
 	in, feat, enc, err := SummaryInput(s, op, mode, info.Budget)
@@ -235,6 +260,9 @@ func (p GCNPredictor) PredictSummary(s *features.Summary, op hetero.Op, mode int
 	}
 	pr.Infer = time.Since(start)
 	pr.Formats = rank(info.Heads[head].Classes, probs)
+	if w := info.hardwareWarning(info.Heads[head].Name); w != "" {
+		pr.Warnings = append(pr.Warnings, w)
+	}
 	v := in.Global
 	for i := range features.Count {
 		if v[i] < info.TrainMin[i] || v[i] > info.TrainMax[i] {

@@ -39,6 +39,9 @@ type Info struct {
 	TrainMax      features.Vector `json:"train_max"`
 	// RuleHeads are the heads that defer to the hand rule (GCN.RuleHeads).
 	RuleHeads []string `json:"rule_heads,omitempty"`
+	// CPUInnerLoops are the inner loops of the builds that measured the
+	// cpu head's labels (GCN.CPUInnerLoops); empty when not recorded.
+	CPUInnerLoops []string `json:"cpu_inner_loops,omitempty"`
 	Weights   int      `json:"weights"` // float32 values in the initializers
 	Bytes     int      `json:"bytes"`
 }
@@ -236,6 +239,10 @@ func parseInfo(data []byte) (*Info, *onnxpb.ModelProto, error) {
 			}
 			info.RuleHeads = append(info.RuleHeads, h)
 		}
+	}
+
+	if v, ok := meta[metaCPUInnerLoops]; ok && v != "" {
+		info.CPUInnerLoops = strings.Split(v, ",")
 	}
 
 	// The graph must have the inputs and outputs the metadata implies.

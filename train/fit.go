@@ -586,9 +586,23 @@ func Fit(rows []LabelRow, o FitOptions) (*Report, error) {
 			return nil, fmt.Errorf("final model: %w", err)
 		}
 		g.RuleHeads = rep.RuleHeads[op.String()]
+		g.CPUInnerLoops = cpuInnerLoops(d.rows)
 		rep.Models[op.String()], rep.Curves = g, append(rep.Curves, curve)
 	}
 	return rep, nil
+}
+
+// cpuInnerLoops returns the distinct inner loops of the builds that
+// measured the rows of device class cpu, sorted.
+func cpuInnerLoops(rows []LabelRow) []string {
+	var kinds []string
+	for _, r := range rows {
+		if r.DeviceClass == "cpu" && r.Build.InnerLoops != "" && !slices.Contains(kinds, r.Build.InnerLoops) {
+			kinds = append(kinds, r.Build.InnerLoops)
+		}
+	}
+	slices.Sort(kinds)
+	return kinds
 }
 
 // baselinesCV returns each golearn baseline's out-of-fold picks: for each

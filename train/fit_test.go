@@ -15,6 +15,7 @@ import (
 
 	"github.com/sparsetune/sparsetune/formats"
 	"github.com/sparsetune/sparsetune/hetero"
+	"github.com/sparsetune/sparsetune/kernels"
 	"github.com/sparsetune/sparsetune/model"
 )
 
@@ -167,6 +168,11 @@ func TestFitPipeline(t *testing.T) {
 	for op, m := range rep.Models {
 		if !slices.Equal(again.Models[op].Params, m.Params) {
 			t.Errorf("Fit is not deterministic for a seed: %s weights differ", op)
+		}
+		// The labels were measured here, on the CPU: the model says with
+		// which inner loops.
+		if want := []string{kernels.InnerLoops()}; !slices.Equal(m.CPUInnerLoops, want) {
+			t.Errorf("%s model: cpu inner loops %v, want %v", op, m.CPUInnerLoops, want)
 		}
 	}
 	if !slices.Equal(stages, []string{"features", "fold", "final"}) {

@@ -352,10 +352,27 @@ func runPredict(stdout, stderr io.Writer, name string, t *formats.COO, c predict
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	// A warning that several rows share (the model's hardware) is
+	// printed once, with the modes it concerns.
+	var order []string
+	modes := map[string][]string{}
 	for _, r := range rows {
 		for _, w := range r.Warnings {
-			fmt.Fprintf(stderr, "warning: %s mode %d: %s\n", r.Op, r.Mode, w)
+			if _, ok := modes[w]; !ok {
+				order = append(order, w)
+			}
+			if m := strconv.Itoa(r.Mode); !slices.Contains(modes[w], m) {
+				modes[w] = append(modes[w], m)
+			}
 		}
+	}
+	for _, w := range order {
+		m := modes[w]
+		what := "mode " + m[0]
+		if len(m) > 1 {
+			what = "modes " + strings.Join(m, ",")
+		}
+		fmt.Fprintf(stderr, "warning: %s %s: %s\n", c.op, what, w)
 	}
 	return nil
 }
