@@ -42,8 +42,8 @@ type Info struct {
 	// CPUInnerLoops are the inner loops of the builds that measured the
 	// cpu head's labels (GCN.CPUInnerLoops); empty when not recorded.
 	CPUInnerLoops []string `json:"cpu_inner_loops,omitempty"`
-	Weights   int      `json:"weights"` // float32 values in the initializers
-	Bytes     int      `json:"bytes"`
+	Weights       int      `json:"weights"` // float32 values in the initializers
+	Bytes         int      `json:"bytes"`
 }
 
 // HeadIndex returns the index of the head named name, or -1.
