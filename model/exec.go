@@ -374,30 +374,13 @@ func (m *machine) run(output int) {
 			x, y := m.vals[st.in[0]], m.vals[st.in[1]]
 			if !st.rowWise {
 				// Same shapes: one loop over the whole matrix.
-				elementwise(st.op, out, x[:len(out)], y[:len(out)])
+				elementwise(st.op, out, x, y)
 				continue
 			}
+			// y is one row, applied to every row of x.
 			cols := m.p.shapes[st.out][1]
 			for i := 0; i < len(out); i += cols {
-				yr := y
-				if !st.rowWise {
-					yr = y[i : i+cols]
-				}
-				xr, or := x[i:i+cols], out[i:i+cols]
-				switch st.op {
-				case opAdd:
-					for j := range or {
-						or[j] = xr[j] + yr[j]
-					}
-				case opSub:
-					for j := range or {
-						or[j] = xr[j] - yr[j]
-					}
-				default:
-					for j := range or {
-						or[j] = xr[j] * yr[j]
-					}
-				}
+				elementwise(st.op, out[i:i+cols], x[i:i+cols], y)
 			}
 		case opRelu:
 			x := m.vals[st.in[0]]
@@ -448,7 +431,7 @@ func (m *machine) run(output int) {
 }
 
 // elementwise sets out to x op y, entry by entry (op is Add, Sub or Mul;
-// the three have out's length).
+// x and y hold at least out's length).
 func elementwise(op opKind, out, x, y []float32) {
 	x, y = x[:len(out)], y[:len(out)]
 	switch op {
