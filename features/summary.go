@@ -140,7 +140,7 @@ func summarize(x *formats.COO, n int) (*Summary, error) {
 	if n == nnz {
 		s.Sample, s.Exact = x, true
 		for m, ind := range x.Inds {
-			if k := beyond(ind, s.Dims[m]); k >= 0 {
+			if k := graphenc.IndexBeyond(ind, s.Dims[m]); k >= 0 {
 				return nil, fmt.Errorf("tensor summary: nonzero %d has an index beyond the dims", k+1)
 			}
 		}
@@ -163,7 +163,7 @@ func summarize(x *formats.COO, n int) (*Summary, error) {
 	}
 	gather(s.Sample.Inds, x.Inds, pos)
 	for m, ind := range s.Sample.Inds {
-		if k := beyond(ind, s.Dims[m]); k >= 0 {
+		if k := graphenc.IndexBeyond(ind, s.Dims[m]); k >= 0 {
 			return nil, fmt.Errorf("tensor summary: nonzero %d has an index beyond the dims", pos[k]+1)
 		}
 	}
@@ -197,26 +197,6 @@ func gather(dst, src [][]uint32, pos []uint64) {
 			}
 		}
 	}
-}
-
-// beyond returns the first position of ind whose index is not below dim,
-// or -1. The common case, every index in range, costs one branch-free
-// pass.
-func beyond(ind []uint32, dim int) int {
-	top := uint32(max(dim, 1) - 1)
-	var over uint32
-	for _, i := range ind {
-		over |= max(i, top) - top
-	}
-	if over == 0 && dim >= 1 {
-		return -1
-	}
-	for k, i := range ind {
-		if int(i) >= dim {
-			return k
-		}
-	}
-	return -1
 }
 
 // modeRanks returns mode m's ranks (graphenc.RankIndices of the sample's

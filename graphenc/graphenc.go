@@ -410,7 +410,6 @@ func (e *Encoder) encode(shape Shape, b Budget) (*Graph, error) {
 	for _, v := range w {
 		wmax = max(wmax, v)
 	}
-	w = w[:b.Rows*b.Cols]
 	// Most weights of a sample's graph are small counts, repeated across
 	// the cells: their logarithms are computed once each.
 	var logOf [64]float64
@@ -493,17 +492,8 @@ const bitmapSpan = 64
 // dim/64 words. Past bitmapSpan indices per nonzero (hashed ids, the sample
 // of a big tensor), (index, position) pairs are radix-sorted instead.
 func RankIndices(ind []uint32, dim int) (r Ranks, bad int) {
-	top := uint32(max(dim, 1) - 1)
-	var over uint32
-	for _, i := range ind {
-		over |= max(i, top) - top
-	}
-	if over != 0 || dim < 1 {
-		for k, i := range ind {
-			if int(i) >= dim {
-				return Ranks{}, k
-			}
-		}
+	if k := IndexBeyond(ind, dim); k >= 0 {
+		return Ranks{}, k
 	}
 	r.Of = make([]uint32, len(ind))
 	if uint64(dim) > uint64(bitmapSpan)*uint64(max(len(ind), 1<<12)) {
@@ -524,6 +514,26 @@ func RankIndices(ind []uint32, dim int) (r Ranks, bad int) {
 		r.Of[k] = prefix[w] + uint32(bits.OnesCount64(words[w]&(1<<(i&63)-1)))
 	}
 	return r, -1
+}
+
+// IndexBeyond returns the first position of ind whose index is not below
+// dim, or -1. The common case, every index in range, costs one
+// branch-free pass.
+func IndexBeyond(ind []uint32, dim int) int {
+	top := uint32(max(dim, 1) - 1)
+	var over uint32
+	for _, i := range ind {
+		over |= max(i, top) - top
+	}
+	if over == 0 && dim >= 1 {
+		return -1
+	}
+	for k, i := range ind {
+		if int(i) >= dim {
+			return k
+		}
+	}
+	return -1
 }
 
 // nodeFirsts returns the first rank of each of min(n, budget) buckets of
