@@ -203,10 +203,6 @@ func compile(g *onnxpb.GraphProto) (*program, error) {
 type machine struct {
 	p    *program
 	vals [][]float32
-	// The left operand of a MatMul in CSR, rebuilt per product (its
-	// zeros skipped): sized for the largest.
-	ptr, col []uint32
-	csr      []float32
 	// b and c of a product whose n is not a multiple of 8, widened to
 	// one: SpMM's vector loops take eight columns at a time.
 	bWide, cWide []float32
@@ -216,6 +212,26 @@ type machine struct {
 	// once for a constant. Nil for the others.
 	kept []*keptCSR
 	runs int // runs started, to tell this run's kept forms from stale ones
+	// dense[k] is the CSR pattern of a dense operand of k columns, for
+	// the most rows of one: row i's entries at i·k, columns 0 to k−1.
+	dense map[int]densePattern
+}
+
+// densePattern is the CSR structure of a dense matrix of k columns: its
+// values are the matrix itself, so a product through it reads the
+// operand where it lies and gathers nothing.
+type densePattern struct{ ptr, col []uint32 }
+
+// newDensePattern returns the pattern of an r × k dense matrix.
+func newDensePattern(r, k int) densePattern {
+	d := densePattern{ptr: make([]uint32, r+1), col: make([]uint32, r*k)}
+	for i := range d.ptr {
+		d.ptr[i] = uint32(i * k)
+	}
+	for e := range d.col {
+		d.col[e] = uint32(e % k)
+	}
+	return d
 }
 
 // keptCSR is a left operand in CSR, made in run made (0: never; -1: a
@@ -229,17 +245,15 @@ type keptCSR struct {
 
 func (p *program) newMachine() *machine {
 	m := &machine{p: p, vals: make([][]float32, len(p.shapes))}
-	rows, entries, bWide, cWide := 0, 0, 0, 0
+	bWide, cWide := 0, 0
 	for _, st := range p.steps {
 		if st.op == opMatMul {
 			a, b := p.shapes[st.in[0]], p.shapes[st.in[1]]
-			rows, entries = max(rows, a[0]), max(entries, a[0]*a[1])
 			if w := wide(b[1]); w != b[1] {
 				bWide, cWide = max(bWide, b[0]*w), max(cWide, a[0]*w)
 			}
 		}
 	}
-	m.ptr, m.col, m.csr = make([]uint32, rows+1), make([]uint32, entries), make([]float32, entries)
 	m.bWide, m.cWide = make([]float32, bWide), make([]float32, cWide)
 	uses := make([]int, len(p.shapes))
 	for _, st := range p.steps {
@@ -248,6 +262,16 @@ func (p *program) newMachine() *machine {
 		}
 	}
 	m.kept = make([]*keptCSR, len(p.shapes))
+	denseRows := map[int]int{}
+	for _, st := range p.steps {
+		if a := p.shapes[st.in[0]]; st.op == opMatMul && uses[st.in[0]] <= 1 {
+			denseRows[a[1]] = max(denseRows[a[1]], a[0])
+		}
+	}
+	m.dense = map[int]densePattern{}
+	for k, r := range denseRows {
+		m.dense[k] = newDensePattern(r, k)
+	}
 	for v, u := range uses {
 		if u > 1 {
 			n := p.shapes[v][0] * p.shapes[v][1]
@@ -450,14 +474,18 @@ func elementwise(op opKind, out, x, y []float32) {
 	}
 }
 
-// matMul sets c (r x n) = a (r x k) · b (k x n), row-major, as a sparse
-// product: a comes in CSR without its zeros (ReLU outputs, masks, missing
-// edges: leftCSR) and is multiplied by kernels.SpMM, SpTTM's vector inner
-// loop. At the network's sizes (32 × 32 × 32) that is several times faster
-// than gonum's float32 GEMM, which spends more on blocking and dispatch
-// than on the product (BenchmarkMatMul). Gathering a into CSR cost more
-// than the product itself, so an operand used by several products (the
-// adjacency, the masks) is gathered once per run.
+// matMul sets c (r x n) = a (r x k) · b (k x n), row-major, with a in CSR
+// (leftCSR), by kernels.SpMM, SpTTM's vector inner loop. At the network's
+// sizes (32 × 32 × 32) that is several times faster than gonum's float32
+// GEMM, which spends more on blocking and dispatch than on the product
+// (BenchmarkMatMul).
+//
+// An operand several products read (the adjacency and its transpose, the
+// masks, the constant columns of ones) is gathered into CSR without its
+// zeros once per run. One that a single product reads (a layer's
+// activations, the heads' hidden rows) is read where it lies, zeros and
+// all, through a fixed dense pattern: gathering it cost as much as the
+// product, and multiplying its zeros costs less than that.
 func (m *machine) matMul(c []float32, ptr, col []uint32, vals, b []float32, r, k, n int) {
 	if w := wide(n); w != n {
 		// A narrow b (a layer's five node features) is widened to eight
@@ -476,21 +504,14 @@ func (m *machine) matMul(c []float32, ptr, col []uint32, vals, b []float32, r, k
 	kernels.SpMM(c, ptr, col, vals, b, n)
 }
 
-// product sets c = a · b (r × k by k × n) through the shared CSR arrays.
-func (m *machine) product(c, a, b []float32, r, k, n int) {
-	ptr, col, vals := m.ptr[:r+1], m.col[:r*k], m.csr[:r*k]
-	nz := gatherCSR(ptr, col, vals, a, r, k)
-	m.matMul(c, ptr, col[:nz], vals[:nz], b, r, k, n)
-}
-
-// leftCSR returns value v, an r × k left operand of a product, in CSR
-// without its zeros: from m.kept when v has a kept form (made now if it
-// is not this run's), else gathered into the machine's shared arrays.
+// leftCSR returns value v, an r × k left operand of a product, in CSR:
+// without its zeros from m.kept when v has a kept form (made now if it is
+// not this run's), else as it lies, through the dense pattern.
 func (m *machine) leftCSR(v, r, k int) (ptr, col []uint32, vals []float32) {
 	kc := m.kept[v]
 	if kc == nil {
-		nz := gatherCSR(m.ptr[:r+1], m.col[:r*k], m.csr[:r*k], m.vals[v], r, k)
-		return m.ptr[:r+1], m.col[:nz], m.csr[:nz]
+		d := m.dense[k]
+		return d.ptr[:r+1], d.col[:r*k], m.vals[v]
 	}
 	if kc.made != m.runs && kc.made >= 0 {
 		kc.nz = gatherCSR(kc.ptr, kc.col, kc.vals, m.vals[v], r, k)
