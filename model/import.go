@@ -120,9 +120,12 @@ func (m *ONNXModel) GCN() (*GCN, error) {
 // StartFrom copies into g what src learnt that fits g's architecture,
 // for fine-tuning: the graph layers and the feature standardisation when
 // the budget and widths match, and each head of g whose name and classes
-// a head of src has. The training range becomes the union of both. It
-// returns the heads copied; none when the architectures differ (g is
-// left as it was).
+// a head of src has. A cpu head of g with no namesake in src starts from
+// the head src would answer with on g's hardware (Info.HeadFor with g's
+// CPUInnerLoops), when its classes are the same: a "cpu" head tuned on
+// an AVX2 machine starts from a default model's "cpu/avx2+pext". The
+// training range becomes the union of both. It returns the heads copied;
+// none when the architectures differ (g is left as it was).
 func (g *GCN) StartFrom(src *GCN) []string {
 	a, b := g.Config, src.Config
 	if a.Op != b.Op || a.Budget != b.Budget || a.Hidden != b.Hidden || a.MLP != b.MLP {
@@ -141,8 +144,11 @@ func (g *GCN) StartFrom(src *GCN) []string {
 	}
 	var copied []string
 	for k, h := range a.Heads {
-		j := slices.IndexFunc(b.Heads, func(o Head) bool { return o.Name == h.Name && slices.Equal(o.Classes, h.Classes) })
-		if j < 0 {
+		j := slices.IndexFunc(b.Heads, func(o Head) bool { return o.Name == h.Name })
+		if j < 0 && IsCPUHead(h.Name) && len(g.CPUInnerLoops) == 1 {
+			j, _ = headFor(b.Heads, src.CPUInnerLoops, h.Name, g.CPUInnerLoops[0])
+		}
+		if j < 0 || !slices.Equal(b.Heads[j].Classes, h.Classes) {
 			continue
 		}
 		for _, p := range [][2]matrix{{gh[k].m1, sh[j].m1}, {gh[k].c1, sh[j].c1}, {gh[k].m2, sh[j].m2}, {gh[k].c2, sh[j].c2}, {gh[k].m3, sh[j].m3}, {gh[k].c3, sh[j].c3}} {

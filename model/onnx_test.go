@@ -497,6 +497,30 @@ func TestStartFrom(t *testing.T) {
 			t.Errorf("class %d: %v after StartFrom, %v in the source", i, pd.hs[0].probs[i], want)
 		}
 	}
+
+	// A "cpu" head tuned on one kind of inner loops starts from the
+	// source's cpu head of that kind.
+	split := randomGCN(t, 24)
+	split.Config.Heads[0].Name, split.Config.Heads[1].Name = CPUHead("avx2+pext"), CPUHead("avx512+pext")
+	cpu := split.Config.Heads[0]
+	cpu.Name = "cpu"
+	for k, loops := range []string{"avx2+pext", "avx512+pext"} {
+		tuned, err := NewGCN(DefaultConfig("ttm", cpu), rand.New(rand.NewPCG(4, 4)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		tuned.CPUInnerLoops = []string{loops}
+		if got := tuned.StartFrom(split); !slices.Equal(got, []string{"cpu"}) {
+			t.Fatalf("%s: copied heads %v, want [cpu]", loops, got)
+		}
+		ps, pd := split.newPass(), tuned.newPass()
+		split.forward(ps, in)
+		tuned.forward(pd, in)
+		if !slices.Equal(pd.hs[0].probs, ps.hs[k].probs) {
+			t.Errorf("%s: the cpu head predicts %v, the source's %s head %v", loops, pd.hs[0].probs, split.Config.Heads[k].Name, ps.hs[k].probs)
+		}
+	}
+
 	other, err := NewGCN(Config{Op: "ttm", Budget: src.Config.Budget, Hidden: 8, MLP: [2]int{4, 4}, Heads: []Head{gpu}}, rand.New(rand.NewPCG(3, 3)))
 	if err != nil {
 		t.Fatal(err)

@@ -4,14 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/sparsetune/sparsetune/features"
 	"github.com/sparsetune/sparsetune/formats"
 	"github.com/sparsetune/sparsetune/graphenc"
 	"github.com/sparsetune/sparsetune/hetero"
-	"github.com/sparsetune/sparsetune/kernels"
 )
 
 // Ranked is a candidate format with its score: a probability for the
@@ -142,21 +140,22 @@ func (p GCNPredictor) Predict(x *formats.COO, op hetero.Op, mode int, kind heter
 	return viaSummary(p, x, op, mode, kind)
 }
 
-// headFor returns the index of the head for the predictor's class.
-func (p GCNPredictor) headFor(kind hetero.Kind) (int, error) {
+// headFor returns the index of the head for the predictor's class on
+// this machine (Info.HeadFor), and the warning that goes with it.
+func (p GCNPredictor) headFor(kind hetero.Kind) (int, string, error) {
 	info := &p.Model.Info
 	class := p.Class
 	if class == "" {
 		if kind != hetero.CPU {
-			return -1, fmt.Errorf("model %s: a %s device needs its device class to pick a head (heads: %v)", info.Path, kind, headNames(info.Heads))
+			return -1, "", fmt.Errorf("model %s: a %s device needs its device class to pick a head (heads: %v)", info.Path, kind, headNames(info.Heads))
 		}
-		class = hetero.Info{Kind: hetero.CPU}.Class()
+		class = cpuClass
 	}
-	head := info.HeadIndex(class)
+	head, warning := info.hostHead(class)
 	if head < 0 {
-		return -1, fmt.Errorf("model %s has no head for device class %s (heads: %v): %w", info.Path, class, headNames(info.Heads), ErrNoHead)
+		return -1, "", fmt.Errorf("model %s has no head for device class %s (heads: %v): %w", info.Path, class, headNames(info.Heads), ErrNoHead)
 	}
-	return head, nil
+	return head, warning, nil
 }
 
 // PredictWithoutSummary answers for a device whose head defers to the
@@ -164,32 +163,19 @@ func (p GCNPredictor) headFor(kind hetero.Kind) (int, error) {
 // false for every other device, which needs PredictDevice.
 func (p GCNPredictor) PredictWithoutSummary(op hetero.Op, mode int, dev hetero.Info) (*Prediction, bool) {
 	info := &p.Model.Info
-	if op.String() != info.Op || !slices.Contains(info.RuleHeads, dev.Class()) {
+	if op.String() != info.Op {
+		return nil, false
+	}
+	head, warning := info.hostHead(dev.Class())
+	if head < 0 || !slices.Contains(info.RuleHeads, info.Heads[head].Name) {
 		return nil, false
 	}
 	pr, _ := RulePredictor{}.PredictWithoutSummary(op, mode, dev)
 	pr.By = "rule"
-	if w := info.hardwareWarning(dev.Class()); w != "" {
-		pr.Warnings = append(pr.Warnings, w)
+	if warning != "" {
+		pr.Warnings = append(pr.Warnings, warning)
 	}
 	return pr, true
-}
-
-// hardwareWarning returns a warning when the head of class is the cpu
-// head and this machine's kernels run inner loops (kernels.InnerLoops)
-// that none of its labels were measured with, else "". The fastest CPU
-// format depends on them: on 40 training tensors of 0.5-2 M nonzeros
-// labelled again on an AVX2 machine, MTTKRP's label was the AVX-512
-// machine's for 57% of the modes (docs/model.md).
-func (info *Info) hardwareWarning(class string) string {
-	if class != (hetero.Info{Kind: hetero.CPU}).Class() || len(info.CPUInnerLoops) == 0 {
-		return ""
-	}
-	here := kernels.InnerLoops()
-	if slices.Contains(info.CPUInnerLoops, here) {
-		return ""
-	}
-	return fmt.Sprintf("the model's cpu head learned from times measured with %s inner loops, and this CPU runs %s, on which the fastest format often differs: sparsetune tune-model trains on this machine's own times", strings.Join(info.CPUInnerLoops, ", "), here)
 }
 
 // PredictDevice runs the head of the device's class, whatever the
@@ -231,7 +217,7 @@ func (p GCNPredictor) PredictSummary(s *features.Summary, op hetero.Op, mode int
 	if op.String() != info.Op {
 		return nil, fmt.Errorf("model %s predicts for %s, not %s", info.Path, info.Op, op)
 	}
-	head, err := p.headFor(kind)
+	head, warning, err := p.headFor(kind)
 	if err != nil {
 		return nil, err
 	}
@@ -243,8 +229,8 @@ func (p GCNPredictor) PredictSummary(s *features.Summary, op hetero.Op, mode int
 			return nil, err
 		}
 		pr.By = "rule"
-		if w := info.hardwareWarning(info.Heads[head].Name); w != "" {
-			pr.Warnings = append(pr.Warnings, w)
+		if warning != "" {
+			pr.Warnings = append(pr.Warnings, warning)
 		}
 		return pr, nil
 	}
@@ -260,8 +246,8 @@ func (p GCNPredictor) PredictSummary(s *features.Summary, op hetero.Op, mode int
 	}
 	pr.Infer = time.Since(start)
 	pr.Formats = rank(info.Heads[head].Classes, probs)
-	if w := info.hardwareWarning(info.Heads[head].Name); w != "" {
-		pr.Warnings = append(pr.Warnings, w)
+	if warning != "" {
+		pr.Warnings = append(pr.Warnings, warning)
 	}
 	v := in.Global
 	for i := range features.Count {

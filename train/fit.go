@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	"github.com/sparsetune/sparsetune/features"
 	"github.com/sparsetune/sparsetune/formats"
@@ -163,7 +164,14 @@ type dataset struct {
 func prepare(all []LabelRow, o *FitOptions, rep *Report) (*dataset, error) {
 	if b := MixedBuilds(all); b != nil {
 		rep.Builds = b
-		o.Warn(fmt.Sprintf("the labels mix %d builds, whose times may not be comparable: %v", len(b), b))
+		kinds := cpuInnerLoops(all)
+		if len(kinds) > 1 && MixedBuilds(withoutLoops(all)) == nil {
+			// Only the hardware differs, and splitCPU keeps each kind's
+			// times apart.
+			o.Warn(fmt.Sprintf("the cpu rows were measured on CPUs running %d kinds of inner loops (%s): one cpu head per kind", len(kinds), strings.Join(kinds, ", ")))
+		} else {
+			o.Warn(fmt.Sprintf("the labels mix %d builds, whose times may not be comparable: %v", len(b), b))
+		}
 	}
 	d := &dataset{}
 	for _, r := range all {
@@ -176,6 +184,7 @@ func prepare(all []LabelRow, o *FitOptions, rep *Report) (*dataset, error) {
 	if rep.Unlabelled > 0 {
 		o.Warn(fmt.Sprintf("%d rows have no label (every format was skipped): left out", rep.Unlabelled))
 	}
+	splitCPU(d.rows)
 	if len(d.rows) == 0 {
 		return nil, errors.New("no labelled rows")
 	}
@@ -280,10 +289,34 @@ func GroupFolds(rows []LabelRow, k int, seed uint64) ([]int, error) {
 // classKind is the hetero.Kind of a device class, for the rule and the
 // baselines, which distinguish the host CPU from accelerators only.
 func classKind(class string) hetero.Kind {
-	if class == (hetero.Info{Kind: hetero.CPU}).Class() {
+	if model.IsCPUHead(class) {
 		return hetero.CPU
 	}
 	return hetero.GPU
+}
+
+// withoutLoops returns rows with their builds' inner loops cleared.
+func withoutLoops(rows []LabelRow) []LabelRow {
+	out := slices.Clone(rows)
+	for i := range out {
+		out[i].Build.InnerLoops = ""
+	}
+	return out
+}
+
+// splitCPU gives the cpu rows one device class per kind of inner loops
+// (model.CPUHead: "cpu/avx2+pext") when they were measured with more than
+// one: each kind is different hardware, with its own head and its own
+// scores. Rows of one kind keep the class "cpu".
+func splitCPU(rows []LabelRow) {
+	if len(cpuInnerLoops(rows)) < 2 {
+		return
+	}
+	for i := range rows {
+		if r := &rows[i]; r.DeviceClass == "cpu" {
+			r.DeviceClass = model.CPUHead(r.Build.InnerLoops)
+		}
+	}
 }
 
 // opsAndClasses returns the ops of the rows (in hetero.Ops order) and,
@@ -460,6 +493,7 @@ func (d *dataset) trainGCN(op hetero.Op, heads []model.Head, trainIdx []int, o *
 		return nil, curve, err
 	}
 	g.Standardize(train)
+	g.CPUInnerLoops = cpuInnerLoops(d.rows)
 	if init := o.Init[op.String()]; init != nil {
 		if copied := g.StartFrom(init); len(copied) > 0 {
 			curve.StartedFrom = copied
@@ -586,7 +620,6 @@ func Fit(rows []LabelRow, o FitOptions) (*Report, error) {
 			return nil, fmt.Errorf("final model: %w", err)
 		}
 		g.RuleHeads = rep.RuleHeads[op.String()]
-		g.CPUInnerLoops = cpuInnerLoops(d.rows)
 		rep.Models[op.String()], rep.Curves = g, append(rep.Curves, curve)
 	}
 	return rep, nil
@@ -597,7 +630,7 @@ func Fit(rows []LabelRow, o FitOptions) (*Report, error) {
 func cpuInnerLoops(rows []LabelRow) []string {
 	var kinds []string
 	for _, r := range rows {
-		if r.DeviceClass == "cpu" && r.Build.InnerLoops != "" && !slices.Contains(kinds, r.Build.InnerLoops) {
+		if model.IsCPUHead(r.DeviceClass) && r.Build.InnerLoops != "" && !slices.Contains(kinds, r.Build.InnerLoops) {
 			kinds = append(kinds, r.Build.InnerLoops)
 		}
 	}
@@ -725,7 +758,9 @@ func Evaluate(rows []LabelRow, models []*model.ONNXModel, o FitOptions) (*Report
 				missing["no model for "+r.Op]++
 				continue
 			}
-			h := m.Info.HeadIndex(r.DeviceClass)
+			// The head the model would answer with on the hardware
+			// that measured the row.
+			h, _ := m.Info.HeadFor(r.DeviceClass, r.Build.InnerLoops)
 			if h < 0 {
 				missing[fmt.Sprintf("model %s has no head for device class %s", m.Info.Path, r.DeviceClass)]++
 				continue
@@ -735,7 +770,7 @@ func Evaluate(rows []LabelRow, models []*model.ONNXModel, o FitOptions) (*Report
 				return nil, fmt.Errorf("tensor %s %s mode %d: %w", r.Tensor, r.Op, r.Mode, err)
 			}
 			gcn.Formats[i] = m.Info.Heads[h].Classes[argmax(probs[h])]
-			if slices.Contains(m.Info.RuleHeads, r.DeviceClass) {
+			if slices.Contains(m.Info.RuleHeads, m.Info.Heads[h].Name) {
 				if def.Formats == nil {
 					def.Formats = make([]string, len(d.rows))
 				}

@@ -120,6 +120,16 @@ func TestFitWarnings(t *testing.T) {
 	if len(warnings) != 2 || !strings.Contains(warnings[0], "the labels mix 2 builds") || !strings.Contains(warnings[1], "1 rows have no label") {
 		t.Fatalf("warnings %q", warnings)
 	}
+	// Builds that differ only in the cpu rows' inner loops are two kinds
+	// of hardware, each with its own head: said as such.
+	a.Device, a.DeviceClass = "cpu", "cpu"
+	b = a
+	b.Build.InnerLoops = "elsewhere"
+	warnings = nil
+	Fit([]LabelRow{a, b}, FitOptions{Dir: t.TempDir(), Folds: 1, Warn: func(s string) { warnings = append(warnings, s) }})
+	if len(warnings) != 1 || !strings.Contains(warnings[0], "2 kinds of inner loops") || !strings.Contains(warnings[0], "one cpu head per kind") {
+		t.Fatalf("two CPUs' labels: warnings %q", warnings)
+	}
 }
 
 // TestFitPipeline runs the whole pipeline on the tiny set: label on the
@@ -262,6 +272,37 @@ func TestFitPipeline(t *testing.T) {
 	}
 	if pr.Best() != want {
 		t.Errorf("row 1: predict says %s, evaluate %s (rule heads %v)", pr.Best(), want, m.Info.RuleHeads)
+	}
+	// The same rows as if measured again on a CPU with other inner loops:
+	// two kinds of hardware, a cpu head and a score for each, and each
+	// kind's rows evaluated with its own head.
+	twice := slices.Clone(rows)
+	for _, r := range rows {
+		r.Build.InnerLoops = "elsewhere"
+		twice = append(twice, r)
+	}
+	o2 := FitOptions{Dir: o.Dir, Folds: 2, Seed: 3, Model: o.Model}
+	split, err := Fit(twice, o2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kinds := []string{model.CPUHead("elsewhere"), model.CPUHead(kernels.InnerLoops())}
+	slices.Sort(kinds)
+	for op, g := range split.Models {
+		var names []string
+		for _, h := range g.Config.Heads {
+			names = append(names, h.Name)
+		}
+		if !slices.Equal(names, kinds) {
+			t.Errorf("%s model of two CPUs' labels: heads %v, want %v", op, names, kinds)
+		}
+	}
+	classes := map[string]bool{}
+	for _, s := range split.Scores {
+		classes[s.DeviceClass] = true
+	}
+	if len(classes) != 2 || !classes[kinds[0]] || !classes[kinds[1]] {
+		t.Errorf("scores of two CPUs' labels by class %v, want %v", classes, kinds)
 	}
 	plots, err := WritePlots(filepath.Join(t.TempDir(), "plots"), rep)
 	if err != nil {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/sparsetune/sparsetune/hetero"
 	"github.com/sparsetune/sparsetune/kernels"
+	"github.com/sparsetune/sparsetune/model"
 )
 
 // NearTie is the relative margin of a near tie: a format whose time is
@@ -140,20 +141,33 @@ func MixedBuilds(rows []LabelRow) []string {
 }
 
 // labelKey identifies a row for resuming and for duplicates: the tensor
-// (by path or fingerprint), op, mode, device, its class and rank.
+// (by path or fingerprint), op, mode, device, its class and rank, and for
+// a cpu row the inner loops that measured it: the same tensor labelled on
+// CPUs whose kernels run other inner loops is other hardware's row, not
+// a duplicate (model.CPUHead).
 type labelKey struct {
 	tensor, op    string
 	mode          int
 	device, class string
 	rank          int
+	loops         string
 }
 
 func (r *LabelRow) key() labelKey {
-	return labelKey{r.Tensor, r.Op, r.Mode, r.Device, r.DeviceClass, r.Rank}
+	return labelKey{r.Tensor, r.Op, r.Mode, r.Device, r.DeviceClass, r.Rank, r.cpuLoops()}
 }
 
 func (r *LabelRow) fingerprintKey() labelKey {
-	return labelKey{"#" + r.Fingerprint, r.Op, r.Mode, r.Device, r.DeviceClass, r.Rank}
+	return labelKey{"#" + r.Fingerprint, r.Op, r.Mode, r.Device, r.DeviceClass, r.Rank, r.cpuLoops()}
+}
+
+// cpuLoops returns the inner loops of a cpu row's build, "" for other
+// devices.
+func (r *LabelRow) cpuLoops() string {
+	if model.IsCPUHead(r.DeviceClass) {
+		return r.Build.InnerLoops
+	}
+	return ""
 }
 
 // ReadLabels reads a labels file strictly: every line must be a complete,

@@ -111,6 +111,19 @@ func TestReadLabels(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), ":2: duplicate of line 1") {
 		t.Errorf("duplicate: %v", err)
 	}
+	// The same cpu row measured with other inner loops is another CPU's
+	// row; an accelerator's is still a duplicate (its times are the
+	// device's, whatever the host's loops).
+	for _, class := range []string{"cpu", "opencl-cpu"} {
+		a := validRow()
+		a.Device, a.DeviceClass = class, class
+		b := a
+		b.Build.InnerLoops = "elsewhere"
+		_, err := ReadLabels(writeLines(t, marshalRow(t, a), marshalRow(t, b)))
+		if dup := err != nil && strings.Contains(err.Error(), "duplicate of line 1"); dup != (class != "cpu") || (err != nil && !dup) {
+			t.Errorf("%s rows of two inner loops: %v", class, err)
+		}
+	}
 	// Every candidate skipped: no label, no near ties.
 	r := validRow()
 	r.Times, r.MinTimes, r.Runs, r.TransferSeconds, r.Label, r.NearTies = nil, nil, nil, nil, "", nil

@@ -27,7 +27,7 @@ import (
 //
 //   - curves-OP.png: each final GCN's loss and accuracy per epoch, on the
 //     training and the validation examples (Fit's reports only);
-//   - confusion-OP-CLASS.png: per head, how often each fastest format
+//   - confusion-OP-CLASS.png (a / in the class becomes -): per head, how often each fastest format
 //     (row) met each GCN pick (column), out-of-fold for Fit;
 //   - oracle-by-nnz.png: the oracle ratio of the GCN, the baselines and
 //     the rule per nonzero bucket (NNZBuckets).
@@ -55,7 +55,9 @@ func WritePlots(dir string, rep *Report) ([]string, error) {
 		ops, classes := opsAndClasses(rep.Rows)
 		for _, op := range ops {
 			for _, class := range classes[op.String()] {
-				path := filepath.Join(dir, fmt.Sprintf("confusion-%s-%s.png", op, class))
+				// A cpu class split by inner loops ("cpu/avx2+pext") names
+				// a file, not a directory: confusion-mttkrp-cpu-avx2+pext.png.
+				path := filepath.Join(dir, fmt.Sprintf("confusion-%s-%s.png", op, strings.ReplaceAll(class, "/", "-")))
 				if err := writeConfusion(path, rep.Rows, *gcn, op, class); err != nil {
 					return paths, err
 				}
