@@ -250,7 +250,14 @@ func runEval(cmd *cobra.Command, v *viper.Viper) error {
 		return writeScoresJSON(cmd.OutOrStdout(), rep.Scores)
 	}
 	w := cmd.OutOrStdout()
-	fmt.Fprintf(w, "%s: %d rows, %d tensors, %d sources; gcn from %s\n", labels, len(rep.Rows), rep.Tensors, rep.Sources, strings.Join(files, ", "))
+	from := files
+	if len(from) == 0 {
+		// The default models: say which (embedded, or the user's own).
+		for _, m := range models {
+			from = append(from, m.Info.Path)
+		}
+	}
+	fmt.Fprintf(w, "%s: %d rows, %d tensors, %d sources; gcn from %s\n", labels, len(rep.Rows), rep.Tensors, rep.Sources, strings.Join(from, ", "))
 	if err := writeScoresTable(w, rep.Scores); err != nil {
 		return err
 	}
