@@ -212,9 +212,11 @@ type machine struct {
 	// once for a constant. Nil for the others.
 	kept []*keptCSR
 	runs int // runs started, to tell this run's kept forms from stale ones
-	// dense[k] is the CSR pattern of a dense operand of k columns, for
-	// the most rows of one: row i's entries at i·k, columns 0 to k−1.
-	dense map[int]densePattern
+	// dense[v] is the CSR pattern of value v as a dense matrix, for a
+	// value that is the left operand of one product (row i's entries at
+	// i·k, columns 0 to k−1; values of one width share it). Empty for the
+	// others.
+	dense []densePattern
 }
 
 // densePattern is the CSR structure of a dense matrix of k columns: its
@@ -262,15 +264,25 @@ func (p *program) newMachine() *machine {
 		}
 	}
 	m.kept = make([]*keptCSR, len(p.shapes))
-	denseRows := map[int]int{}
-	for _, st := range p.steps {
-		if a := p.shapes[st.in[0]]; st.op == opMatMul && uses[st.in[0]] <= 1 {
-			denseRows[a[1]] = max(denseRows[a[1]], a[0])
+	// One pattern per width k, for the most rows of any such operand.
+	rows := map[int]int{}
+	for v, u := range uses {
+		if u == 1 {
+			s := p.shapes[v]
+			rows[s[1]] = max(rows[s[1]], s[0])
 		}
 	}
-	m.dense = map[int]densePattern{}
-	for k, r := range denseRows {
-		m.dense[k] = newDensePattern(r, k)
+	byWidth := map[int]densePattern{}
+	for k, r := range rows {
+		byWidth[k] = newDensePattern(r, k)
+	}
+	m.dense = make([]densePattern, len(p.shapes))
+	for v, u := range uses {
+		if u == 1 {
+			s := p.shapes[v]
+			d := byWidth[s[1]]
+			m.dense[v] = densePattern{ptr: d.ptr[:s[0]+1], col: d.col[:s[0]*s[1]]}
+		}
 	}
 	for v, u := range uses {
 		if u > 1 {
@@ -510,8 +522,8 @@ func (m *machine) matMul(c []float32, ptr, col []uint32, vals, b []float32, r, k
 func (m *machine) leftCSR(v, r, k int) (ptr, col []uint32, vals []float32) {
 	kc := m.kept[v]
 	if kc == nil {
-		d := m.dense[k]
-		return d.ptr[:r+1], d.col[:r*k], m.vals[v]
+		d := m.dense[v]
+		return d.ptr, d.col, m.vals[v]
 	}
 	if kc.made != m.runs && kc.made >= 0 {
 		kc.nz = gatherCSR(kc.ptr, kc.col, kc.vals, m.vals[v], r, k)
