@@ -29,7 +29,14 @@ func CPUHead(loops string) string { return cpuClass + "/" + loops }
 // IsCPUHead reports whether name is a head, or device class, of the host
 // CPU: "cpu" or a CPUHead.
 func IsCPUHead(name string) bool {
-	return name == cpuClass || strings.HasPrefix(name, cpuClass+"/")
+	_, split := splitCPUHead(name)
+	return name == cpuClass || split
+}
+
+// splitCPUHead returns the inner loops a CPUHead names, and whether name
+// is one.
+func splitCPUHead(name string) (loops string, ok bool) {
+	return strings.CutPrefix(name, cpuClass+"/")
 }
 
 // HeadFor returns the index of the head that answers for a device of
@@ -52,11 +59,11 @@ func headFor(heads []Head, cpuLoops []string, class, loops string) (int, string)
 	if !IsCPUHead(class) {
 		return at(class), ""
 	}
-	if class != cpuClass {
+	if l, ok := splitCPUHead(class); ok {
 		if h := at(class); h >= 0 {
 			return h, ""
 		}
-		loops = strings.TrimPrefix(class, cpuClass+"/")
+		loops = l
 	}
 	if h := at(CPUHead(loops)); h >= 0 {
 		return h, ""
@@ -67,16 +74,17 @@ func headFor(heads []Head, cpuLoops []string, class, loops string) (int, string)
 		}
 		return h, fmt.Sprintf("the model's cpu head learned from times measured with %s inner loops, and this CPU runs %s, on which the fastest format often differs: sparsetune tune-model trains on this machine's own times", strings.Join(cpuLoops, ", "), loops)
 	}
+	// The first cpu head whose vector width is this CPU's, else the first.
 	var kinds []string
-	best := -1
+	best, bestSameWidth := -1, false
 	for i, h := range heads {
-		l, ok := strings.CutPrefix(h.Name, cpuClass+"/")
+		l, ok := splitCPUHead(h.Name)
 		if !ok {
 			continue
 		}
 		kinds = append(kinds, l)
-		if best < 0 || vectorWidth(l) == vectorWidth(loops) && vectorWidth(strings.TrimPrefix(heads[best].Name, cpuClass+"/")) != vectorWidth(loops) {
-			best = i
+		if same := vectorWidth(l) == vectorWidth(loops); best < 0 || same && !bestSameWidth {
+			best, bestSameWidth = i, same
 		}
 	}
 	if best < 0 {
