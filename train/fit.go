@@ -156,6 +156,9 @@ func (o *FitOptions) defaults() error {
 type dataset struct {
 	rows   []LabelRow
 	inputs []*model.Input
+	// cpuLoops are the distinct inner loops of the cpu rows' builds
+	// (cpuInnerLoops), which every model trained on them records.
+	cpuLoops []string
 }
 
 // prepare drops unlabelled rows, warns about mixed builds, reads each
@@ -184,7 +187,10 @@ func prepare(all []LabelRow, o *FitOptions, rep *Report) (*dataset, error) {
 	if rep.Unlabelled > 0 {
 		o.Warn(fmt.Sprintf("%d rows have no label (every format was skipped): left out", rep.Unlabelled))
 	}
-	splitCPU(d.rows)
+	d.cpuLoops = cpuInnerLoops(d.rows)
+	if len(d.cpuLoops) > 1 {
+		splitCPU(d.rows)
+	}
 	if len(d.rows) == 0 {
 		return nil, errors.New("no labelled rows")
 	}
@@ -305,13 +311,10 @@ func withoutLoops(rows []LabelRow) []LabelRow {
 }
 
 // splitCPU gives the cpu rows one device class per kind of inner loops
-// (model.CPUHead: "cpu/avx2+pext") when they were measured with more than
-// one: each kind is different hardware, with its own head and its own
-// scores. Rows of one kind keep the class "cpu".
+// (model.CPUHead: "cpu/avx2+pext"). prepare calls it when they were
+// measured with more than one: each kind is different hardware, with its
+// own head and its own scores. Rows of one kind keep the class "cpu".
 func splitCPU(rows []LabelRow) {
-	if len(cpuInnerLoops(rows)) < 2 {
-		return
-	}
 	for i := range rows {
 		if r := &rows[i]; r.DeviceClass == "cpu" {
 			r.DeviceClass = model.CPUHead(r.Build.InnerLoops)
@@ -493,7 +496,7 @@ func (d *dataset) trainGCN(op hetero.Op, heads []model.Head, trainIdx []int, o *
 		return nil, curve, err
 	}
 	g.Standardize(train)
-	g.CPUInnerLoops = cpuInnerLoops(d.rows)
+	g.CPUInnerLoops = slices.Clone(d.cpuLoops)
 	if init := o.Init[op.String()]; init != nil {
 		if copied := g.StartFrom(init); len(copied) > 0 {
 			curve.StartedFrom = copied
