@@ -40,6 +40,21 @@ func randomGCN(t testing.TB, seed uint64) *GCN {
 	return g
 }
 
+// exportParsed exports g and parses the file back, as a model file is
+// read (name is its path in messages).
+func exportParsed(tb testing.TB, g *GCN, name string) *ONNXModel {
+	tb.Helper()
+	data, err := g.ExportONNX()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	m, err := ParseONNX(name, data)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return m
+}
+
 // TestONNXParity: each runtime running the exported file gives the Go
 // forward pass's probabilities within 1e-4 on 100 random inputs.
 func TestONNXParity(t *testing.T) {
@@ -50,14 +65,7 @@ func TestONNXParity(t *testing.T) {
 
 func testParity(t *testing.T, runtime string) {
 	g := randomGCN(t, 11)
-	data, err := g.ExportONNX()
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := ParseONNX("random.onnx", data)
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := exportParsed(t, g, "random.onnx")
 	if err := m.UseRuntime(runtime); err != nil {
 		t.Fatal(err)
 	}
@@ -184,14 +192,8 @@ func TestONNXConcurrent(t *testing.T) {
 	for range n {
 		g.Params = append(g.Params, 0.1*rng.NormFloat64())
 	}
-	data, err := g.ExportONNX()
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := ParseONNX("concurrent.onnx", data)
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := exportParsed(t, g, "concurrent.onnx")
+	var err error
 	inputs := make([]*Input, 24)
 	want := make([][][]float64, len(inputs))
 	for i := range inputs {
@@ -272,14 +274,7 @@ func BenchmarkPredictLatency(b *testing.B) {
 		x.Append(idx, 1)
 	}
 	g := randomGCN(b, 23)
-	data, err := g.ExportONNX()
-	if err != nil {
-		b.Fatal(err)
-	}
-	m, err := ParseONNX("latency.onnx", data)
-	if err != nil {
-		b.Fatal(err)
-	}
+	m := exportParsed(b, g, "latency.onnx")
 	p := GCNPredictor{Model: m}
 	var total, feat, enc, inf []time.Duration
 	for b.Loop() {
@@ -446,14 +441,7 @@ func TestGCNFromONNX(t *testing.T) {
 		t.Errorf("config %+v, rule heads %v, train max %v: want the exported ones", back.Config, back.RuleHeads, back.TrainMax)
 	}
 	// Same predictions: the read-back network exports to the same file.
-	again, err := back.ExportONNX()
-	if err != nil {
-		t.Fatal(err)
-	}
-	m2, err := ParseONNX("again.onnx", again)
-	if err != nil {
-		t.Fatal(err)
-	}
+	m2 := exportParsed(t, back, "again.onnx")
 	in := randomInput(g.Config, rand.New(rand.NewPCG(1, 2)))
 	p1, err1 := m.Run(in)
 	p2, err2 := m2.Run(in)
@@ -562,14 +550,7 @@ func TestHardwareWarning(t *testing.T) {
 	} {
 		g := randomGCN(t, 23)
 		g.CPUInnerLoops, g.RuleHeads = c.loops, c.ruleHeads
-		data, err := g.ExportONNX()
-		if err != nil {
-			t.Fatal(err)
-		}
-		m, err := ParseONNX("m.onnx", data)
-		if err != nil {
-			t.Fatal(err)
-		}
+		m := exportParsed(t, g, "m.onnx")
 		if !slices.Equal(m.Info.CPUInnerLoops, c.loops) {
 			t.Fatalf("read back inner loops %v, want %v", m.Info.CPUInnerLoops, c.loops)
 		}
