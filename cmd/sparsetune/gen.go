@@ -22,7 +22,7 @@ func init() { register(newGenCmd) }
 
 func newGenCmd(v *viper.Viper) *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "gen --from DIR --out DIR (--count N [--seed S] [--min-nnz A] [--max-nnz B] | --preset bench) [--format stb|tns]",
+		Use:   "gen --from DIR --out DIR (--count N [--seed S] [--min-nnz A] [--max-nnz B] | --preset bench | --manifest FILE) [--format stb|tns]",
 		Short: "Generate order-3 and order-4 tensors from the SuiteSparse matrices in a directory",
 		Long: `Generate tensors from the MatrixMarket matrices (*.mtx, *.mtx.gz) in --from
 into --out, with a manifest (manifest.jsonl, one JSON line per tensor) from
@@ -37,6 +37,12 @@ plan of N tensors is the first N of a larger one.
 
 With --preset bench, the fixed set of eight tensors of 1 to 10 million
 nonzeros that the kernel benchmarks use.
+
+With --manifest, the tensors another gen run listed in FILE (its
+manifest.jsonl, or some of its lines), generated again from the same
+matrices and checked against their lines (dims, nonzeros, checksum): a
+labels file's tensors can be rebuilt on another machine from the matrices
+and the manifest alone. Their file names and extension are the manifest's.
 
 Re-running with the same arguments skips the tensors already written, so an
 interrupted run resumes. docs/generate.md describes the generators, the
@@ -59,7 +65,8 @@ plan, the manifest and the preset.`,
 	f.Int("max-nnz", train.DefaultMaxNNZ, "largest target number of nonzeros")
 	f.String("format", "stb", "file format: stb (binary, fast) or tns (FROSTT text), either optionally .gz")
 	f.String("preset", "", "a fixed set instead of a plan: "+strings.Join(train.Presets(), ", "))
-	for _, name := range []string{"from", "out", "count", "seed", "min-nnz", "max-nnz", "format", "preset"} {
+	f.String("manifest", "", "rebuild the tensors a gen manifest lists instead of planning a set")
+	for _, name := range []string{"from", "out", "count", "seed", "min-nnz", "max-nnz", "format", "preset", "manifest"} {
 		_ = v.BindPFlag("gen."+name, f.Lookup(name))
 	}
 	return cmd
@@ -67,12 +74,13 @@ plan, the manifest and the preset.`,
 
 type genConfig struct {
 	from, out, format, preset string
+	manifest                  string
 	plan                      train.PlanOptions
 }
 
 func genConfigFrom(v *viper.Viper, cmd *cobra.Command) (genConfig, error) {
 	c := genConfig{from: v.GetString("gen.from"), out: v.GetString("gen.out"), format: v.GetString("gen.format"),
-		preset: v.GetString("gen.preset"),
+		preset: v.GetString("gen.preset"), manifest: v.GetString("gen.manifest"),
 		plan: train.PlanOptions{Count: v.GetInt("gen.count"), Seed: v.GetUint64("gen.seed"),
 			MinNNZ: v.GetInt("gen.min-nnz"), MaxNNZ: v.GetInt("gen.max-nnz")}}
 	if c.from == "" || c.out == "" {
@@ -83,6 +91,17 @@ func genConfigFrom(v *viper.Viper, cmd *cobra.Command) (genConfig, error) {
 	default:
 		return c, fmt.Errorf("--format must be stb or tns, optionally followed by .gz, found %q", c.format)
 	}
+	if c.manifest != "" {
+		if c.preset != "" {
+			return c, errors.New("--manifest and --preset are two sets: give one")
+		}
+		for _, name := range []string{"count", "seed", "min-nnz", "max-nnz", "format"} {
+			if cmd.Flags().Changed(name) {
+				return c, fmt.Errorf("--manifest rebuilds the tensors it lists as they were: --%s does not apply", name)
+			}
+		}
+		return c, nil
+	}
 	if c.preset != "" {
 		for _, name := range []string{"count", "seed", "min-nnz", "max-nnz"} {
 			if cmd.Flags().Changed(name) {
@@ -92,7 +111,7 @@ func genConfigFrom(v *viper.Viper, cmd *cobra.Command) (genConfig, error) {
 		return c, nil
 	}
 	if c.plan.Count <= 0 {
-		return c, fmt.Errorf("gen needs --count N (N > 0) or --preset (%s), found --count %d", strings.Join(train.Presets(), ", "), c.plan.Count)
+		return c, fmt.Errorf("gen needs --count N (N > 0), --preset (%s) or --manifest FILE, found --count %d", strings.Join(train.Presets(), ", "), c.plan.Count)
 	}
 	if c.plan.MinNNZ < 1 || c.plan.MaxNNZ < c.plan.MinNNZ || c.plan.MaxNNZ > train.MaxNNZ {
 		return c, fmt.Errorf("--min-nnz and --max-nnz must satisfy 1 <= min <= max <= %d, found %d and %d", train.MaxNNZ, c.plan.MinNNZ, c.plan.MaxNNZ)
@@ -113,8 +132,11 @@ type genReport struct {
 func runGen(cmd *cobra.Command, c genConfig, asJSON bool) error {
 	start := time.Now()
 	var specs []train.Spec
+	var entries []train.Entry
 	var err error
-	if c.preset != "" {
+	if c.manifest != "" {
+		entries, err = train.ReadManifestFile(c.manifest)
+	} else if c.preset != "" {
 		specs, err = train.Preset(c.preset)
 	} else {
 		var mats []train.Matrix
@@ -128,10 +150,16 @@ func runGen(cmd *cobra.Command, c genConfig, asJSON bool) error {
 	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt)
 	defer stop()
 	stderr := cmd.ErrOrStderr()
-	sum, err := train.WriteSet(ctx, specs, train.WriteOptions{
+	opt := train.WriteOptions{
 		From: c.from, Out: c.out, Ext: "." + c.format,
 		Progress: func(p train.Progress) { printGenProgress(stderr, p) },
-	})
+	}
+	var sum *train.Summary
+	if c.manifest != "" {
+		sum, err = train.RebuildSet(ctx, entries, opt)
+	} else {
+		sum, err = train.WriteSet(ctx, specs, opt)
+	}
 	if err != nil {
 		return err
 	}
@@ -141,7 +169,7 @@ func runGen(cmd *cobra.Command, c genConfig, asJSON bool) error {
 		return json.NewEncoder(cmd.OutOrStdout()).Encode(rep)
 	}
 	_, err = fmt.Fprintf(cmd.OutOrStdout(), "%d tensors in %s: %d written, %d present and skipped (%.1fs); manifest %s\n",
-		len(specs), c.out, rep.Written, rep.Skipped, rep.Seconds, rep.Manifest)
+		rep.Written+rep.Skipped, c.out, rep.Written, rep.Skipped, rep.Seconds, rep.Manifest)
 	return err
 }
 

@@ -69,6 +69,45 @@ func TestGen(t *testing.T) {
 	if rep.Written != 0 || rep.Skipped != 6 || len(rep.Tensors) != 6 || strings.Count(stderr, "skipped") != 6 {
 		t.Fatalf("second run: %+v\n%s", rep, stderr)
 	}
+
+	// Two lines of the manifest rebuild their tensors elsewhere, byte for
+	// byte; a line whose checksum lies fails, naming the file.
+	some := filepath.Join(t.TempDir(), "some.jsonl")
+	var two strings.Builder
+	if err := train.WriteManifest(&two, []train.Entry{entries[1], entries[4]}); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(some, []byte(two.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	again := filepath.Join(t.TempDir(), "again")
+	stdout, _, err = run(t, "gen", "--from", matrixDir, "--out", again, "--manifest", some)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(stdout, "2 tensors in") || !strings.Contains(stdout, "2 written") {
+		t.Fatalf("rebuild: stdout %q", stdout)
+	}
+	for _, e := range []train.Entry{entries[1], entries[4]} {
+		a, err1 := os.ReadFile(filepath.Join(out, e.File))
+		b, err2 := os.ReadFile(filepath.Join(again, e.File))
+		if err1 != nil || err2 != nil || string(a) != string(b) {
+			t.Fatalf("%s: rebuilt file differs from the original (%v, %v)", e.File, err1, err2)
+		}
+	}
+	bad := entries[2]
+	bad.CRC32C = "00000000"
+	two.Reset()
+	if err := train.WriteManifest(&two, []train.Entry{bad}); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(some, []byte(two.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = run(t, "gen", "--from", matrixDir, "--out", t.TempDir(), "--manifest", some)
+	if err == nil || !strings.Contains(err.Error(), bad.File) || !strings.Contains(err.Error(), "the manifest says") {
+		t.Fatalf("rebuild of a line with a wrong checksum: error %v", err)
+	}
 }
 
 func TestGenErrors(t *testing.T) {
@@ -87,6 +126,9 @@ func TestGenErrors(t *testing.T) {
 		{[]string{"--from", matrixDir, "--out", out, "--preset", "bench", "--seed", "2"}, "--seed does not apply"},
 		{[]string{"--from", matrixDir, "--out", out, "--preset", "huge"}, `unknown preset "huge"`},
 		{[]string{"--from", filepath.Join(dataDir, "tensors"), "--out", out, "--preset", "bench"}, "bcsstk33.mtx: no such matrix file"},
+		{[]string{"--from", matrixDir, "--out", out, "--manifest", filepath.Join(out, "none.jsonl")}, "none.jsonl: no such file"},
+		{[]string{"--from", matrixDir, "--out", out, "--manifest", "m.jsonl", "--count", "3"}, "--count does not apply"},
+		{[]string{"--from", matrixDir, "--out", out, "--manifest", "m.jsonl", "--preset", "bench"}, "give one"},
 	}
 	for _, c := range cases {
 		_, _, err := run(t, append([]string{"gen"}, c.args...)...)
