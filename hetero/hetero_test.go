@@ -3,6 +3,7 @@ package hetero
 import (
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -175,6 +176,83 @@ func TestMeasureRuns(t *testing.T) {
 	}
 	if _, err := MeasureRuns(dev, x, MTTKRP, 1, "csf", 8, nil); err == nil {
 		t.Error("no rule: no error")
+	}
+}
+
+// runLog is a CPU whose jobs write their number (in binding order) to a
+// shared log on every run, and whose closes are counted.
+type runLog struct {
+	Device
+	runs   []int
+	jobs   int
+	closed int
+}
+
+type loggedJob struct {
+	Job
+	log *runLog
+	id  int
+}
+
+func (j loggedJob) Run() (Timing, error) { j.log.runs = append(j.log.runs, j.id); return j.Job.Run() }
+func (j loggedJob) Close() error         { j.log.closed++; return j.Job.Close() }
+
+func (l *runLog) wrap(job Job, err error) (Job, error) {
+	if err != nil {
+		return nil, err
+	}
+	l.jobs++
+	return loggedJob{job, l, l.jobs - 1}, nil
+}
+
+func (l *runLog) SpTTM(f formats.FiberFormat, ut, out *kernels.Matrix) (Job, error) {
+	return l.wrap(l.Device.SpTTM(f, ut, out))
+}
+
+func (l *runLog) MTTKRP(x formats.TensorFormat, mode int, factors []*kernels.Matrix, out *kernels.Matrix) (Job, error) {
+	return l.wrap(l.Device.MTTKRP(x, mode, factors, out))
+}
+
+// TestMeasureFormatsInterleaved: every format is bound, then warmed up,
+// then timed one run per format per round; a skipped format gets no job
+// and the others are still timed; every job is closed.
+func TestMeasureFormatsInterleaved(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 10))
+	x := randomTensor(t, rng, []int{30, 20, 10}, 900)
+	dev := &runLog{Device: NewCPU(1)}
+	ms, err := MeasureFormats(dev, x, MTTKRP, 1, MTTKRP.Formats(), 8, func(time.Duration) int { return 3 })
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []int{0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3}
+	if !slices.Equal(dev.runs, want) || dev.closed != 4 {
+		t.Fatalf("runs in order %v (want %v), %d jobs closed", dev.runs, want, dev.closed)
+	}
+	for i, m := range ms {
+		if m.Format != MTTKRP.Formats()[i] || m.Iters != 3 || m.Seconds <= 0 || m.MinSeconds > m.Seconds || m.ConvertSeconds <= 0 || m.Skipped != "" {
+			t.Errorf("%s: %+v", MTTKRP.Formats()[i], m)
+		}
+	}
+
+	// A padded ELL is skipped; coo, csr and hyb run 2 rounds.
+	p, err := formats.NewCOO([]int{1000, 1000}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 1000 {
+		p.Append([]uint32{uint32(i), 0}, 1)
+		p.Append([]uint32{0, uint32(i)}, 1)
+	}
+	dev = &runLog{Device: NewCPU(1)}
+	ms, err = MeasureFormats(dev, p, SpTTM, 1, []string{"coo", "csr", "ell", "hyb"}, 4, func(time.Duration) int { return 2 })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []int{0, 1, 2, 0, 1, 2, 0, 1, 2}; !slices.Equal(dev.runs, want) || dev.closed != 3 {
+		t.Fatalf("runs in order %v (want %v), %d jobs closed", dev.runs, want, dev.closed)
+	}
+	if !strings.Contains(ms[2].Skipped, "slots per nonzero") || ms[2].Iters != 0 || ms[0].Iters != 2 || ms[3].Seconds <= 0 {
+		t.Fatalf("skipped ell: %+v; others %+v %+v", ms[2], ms[0], ms[3])
 	}
 }
 

@@ -62,6 +62,22 @@ func Measure(d Device, x *formats.COO, op Op, mode int, format string, rank, ite
 // how many runs to time (at least 1 is run), so that long kernels can be
 // timed fewer times than short ones. Measurement.Iters records the number.
 func MeasureRuns(d Device, x *formats.COO, op Op, mode int, format string, rank int, runs func(warmup time.Duration) int) (*Measurement, error) {
+	ms, err := MeasureFormats(d, x, op, mode, []string{format}, rank, runs)
+	if err != nil {
+		return nil, err
+	}
+	return ms[0], nil
+}
+
+// MeasureFormats measures every format of formats as MeasureRuns does, one
+// Measurement each, but interleaved: every format is converted and bound
+// first, then each is warmed up, then the timed runs go round by round, one
+// run of each format per round, until each has had the runs its warm-up
+// asked for. A machine whose speed drifts over seconds (a shared VM, a
+// GPU changing clocks) then slows every format alike instead of whichever
+// was measured at the time, so which format is fastest is repeatable.
+// The formats' arrays are all held at once while they are timed.
+func MeasureFormats(d Device, x *formats.COO, op Op, mode int, formatNames []string, rank int, runs func(warmup time.Duration) int) ([]*Measurement, error) {
 	if mode < 0 || mode >= x.Order() {
 		return nil, fmt.Errorf("mode %d out of range 1 to %d", mode+1, x.Order())
 	}
@@ -71,41 +87,112 @@ func MeasureRuns(d Device, x *formats.COO, op Op, mode int, format string, rank 
 	if runs == nil {
 		return nil, errors.New("no rule for the number of runs")
 	}
+	ms := make([]*Measurement, len(formatNames))
+	jobs := make([]Job, len(formatNames))
+	defer func() {
+		for _, job := range jobs {
+			if job != nil {
+				job.Close()
+			}
+		}
+	}()
+	for i, format := range formatNames {
+		m, job, err := bind(d, x, op, mode, format, rank)
+		if err != nil {
+			return nil, err
+		}
+		ms[i], jobs[i] = m, job
+	}
+	// Collect the conversions' garbage now: a collection running beside the
+	// timed runs takes a core from them (measured: an ALTO MTTKRP 25%
+	// slower inside a full bench than alone).
+	runtime.GC()
+	type timing struct{ kernel, h2d, d2h []float64 }
+	times := make([]timing, len(jobs))
+	rounds := 0
+	for i, job := range jobs {
+		if job == nil {
+			continue
+		}
+		if w, ok := job.(interface{ WorkspaceBytes() int64 }); ok {
+			ms[i].WorkspaceBytes = w.WorkspaceBytes()
+		}
+		warm, err := job.Run()
+		if err != nil {
+			return nil, err
+		}
+		ms[i].Iters = max(runs(warm.Total()), 1)
+		rounds = max(rounds, ms[i].Iters)
+	}
+	for r := range rounds {
+		for i, job := range jobs {
+			if job == nil || r >= ms[i].Iters {
+				continue
+			}
+			t, err := job.Run()
+			if err != nil {
+				return nil, err
+			}
+			tm := &times[i]
+			tm.kernel = append(tm.kernel, t.Kernel.Seconds())
+			tm.h2d = append(tm.h2d, t.HostToDevice.Seconds())
+			tm.d2h = append(tm.d2h, t.DeviceToHost.Seconds())
+		}
+	}
+	for i, job := range jobs {
+		if job == nil {
+			continue
+		}
+		m, tm := ms[i], times[i]
+		m.MinSeconds = slices.Min(tm.kernel)
+		m.Seconds, m.HostToDevice, m.DeviceToHost = median(tm.kernel), median(tm.h2d), median(tm.d2h)
+		m.Flops, m.Bytes = job.Flops(), job.Bytes()
+		if m.Seconds > 0 {
+			m.GFlops = m.Flops / m.Seconds / 1e9
+			m.GBs = m.Bytes / m.Seconds / 1e9
+		}
+	}
+	return ms, nil
+}
+
+// bind converts x to format for op and mode and binds it on d with random
+// operands of the given rank. It returns a nil job, and the reason in
+// Measurement.Skipped, for a format that is not run.
+func bind(d Device, x *formats.COO, op Op, mode int, format string, rank int) (*Measurement, Job, error) {
 	m := &Measurement{Op: op, Mode: mode, Format: format, Device: d.Info().Name, Rank: rank}
 	rng := rand.New(rand.NewPCG(uint64(mode), uint64(rank)))
-	var job Job
 	switch op {
 	case SpTTM:
 		start := time.Now()
 		fm, err := formats.NewFiberMatrix(x, mode, formats.DefaultSliceMode(mode))
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if format == "ell" {
 			if slots := int64(fm.Rows()) * int64(fm.MaxRowLen()); slots > formats.MaxELLSlotsPerNNZ*int64(max(fm.NNZ(), 1)) {
 				m.Skipped = fmt.Sprintf("ell would hold %.0f slots per nonzero (limit %d)", float64(slots)/float64(fm.NNZ()), formats.MaxELLSlotsPerNNZ)
-				return m, nil
+				return m, nil, nil
 			}
 		}
 		f, err := formats.NewFiberFormat(fm, format)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		m.ConvertSeconds = time.Since(start).Seconds()
 		m.FormatBytes = f.Bytes() + fm.FiberBytes()
 		ut := randomMatrix(rng, x.Dims[mode], rank)
 		out := kernels.NewMatrix(fm.Rows(), rank)
-		if job, err = d.SpTTM(f, ut, out); IsUnsupported(err) {
+		job, err := d.SpTTM(f, ut, out)
+		if IsUnsupported(err) {
 			m.Skipped = err.Error()
-			return m, nil
-		} else if err != nil {
-			return nil, err
+			return m, nil, nil
 		}
+		return m, job, err
 	case MTTKRP:
 		start := time.Now()
 		f, err := formats.NewTensorFormat(x, format, mode)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		m.ConvertSeconds = time.Since(start).Seconds()
 		m.FormatBytes = f.Bytes()
@@ -116,45 +203,15 @@ func MeasureRuns(d Device, x *formats.COO, op Op, mode int, format string, rank 
 			}
 		}
 		out := kernels.NewMatrix(x.Dims[mode], rank)
-		if job, err = d.MTTKRP(f, mode, factors, out); IsUnsupported(err) {
+		job, err := d.MTTKRP(f, mode, factors, out)
+		if IsUnsupported(err) {
 			m.Skipped = err.Error()
-			return m, nil
-		} else if err != nil {
-			return nil, err
+			return m, nil, nil
 		}
+		return m, job, err
 	default:
-		return nil, fmt.Errorf("unknown op %v", op)
+		return nil, nil, fmt.Errorf("unknown op %v", op)
 	}
-	defer job.Close()
-	// Collect the conversion's garbage now: a collection running beside the
-	// timed runs takes a core from them (measured: an ALTO MTTKRP 25%
-	// slower inside a full bench than alone).
-	runtime.GC()
-	if w, ok := job.(interface{ WorkspaceBytes() int64 }); ok {
-		m.WorkspaceBytes = w.WorkspaceBytes()
-	}
-	warm, err := job.Run()
-	if err != nil {
-		return nil, err
-	}
-	iters := max(runs(warm.Total()), 1)
-	m.Iters = iters
-	kernel, h2d, d2h := make([]float64, iters), make([]float64, iters), make([]float64, iters)
-	for i := range iters {
-		t, err := job.Run()
-		if err != nil {
-			return nil, err
-		}
-		kernel[i], h2d[i], d2h[i] = t.Kernel.Seconds(), t.HostToDevice.Seconds(), t.DeviceToHost.Seconds()
-	}
-	m.Seconds, m.HostToDevice, m.DeviceToHost = median(kernel), median(h2d), median(d2h)
-	m.MinSeconds = slices.Min(kernel)
-	m.Flops, m.Bytes = job.Flops(), job.Bytes()
-	if m.Seconds > 0 {
-		m.GFlops = m.Flops / m.Seconds / 1e9
-		m.GBs = m.Bytes / m.Seconds / 1e9
-	}
-	return m, nil
 }
 
 // randomMatrix returns a rows x cols matrix with entries in [-1, 1).

@@ -25,8 +25,8 @@
 //
 // Label times every candidate format of each tensor, operation, mode and
 // device with the real kernels (hetero.MeasureRuns: conversion apart,
-// a warm-up, the median of up to DefaultRuns runs, fewer for long
-// kernels) and appends one LabelRow per (tensor, op, mode, device) to
+// a warm-up, the median of DefaultRuns runs, more for short kernels and
+// fewer for long ones) and appends one LabelRow per (tensor, op, mode, device) to
 // a labels file, one synced JSON line each, so that a killed run resumes
 // where it stopped. ReadLabels reads such a file strictly; MixedBuilds
 // says when its rows come from different builds. docs/train.md describes

@@ -29,6 +29,13 @@ const (
 	// (0.4 s with the defaults) get every run and longer ones fewer, down
 	// to one beyond the budget.
 	DefaultRunBudget = 2 * time.Second
+	// DefaultMinTime is the least time the timed runs of one format add
+	// up to: a kernel whose warm-up took w < DefaultMinTime/runs is timed
+	// ceil(DefaultMinTime / w) times, up to MaxRuns, so that the median of
+	// a microsecond kernel rests on enough runs to be repeatable.
+	DefaultMinTime = 20 * time.Millisecond
+	// MaxRuns caps the timed runs of one format.
+	MaxRuns = 200
 	// DefaultLabelRank is the rank R of the dense operands.
 	DefaultLabelRank = 16
 )
@@ -47,6 +54,10 @@ type LabelOptions struct {
 	// RunBudget is the time the timed runs of a format aim at (default
 	// DefaultRunBudget; negative: always Runs runs).
 	RunBudget time.Duration
+	// MinTime is the least time the timed runs of a format add up to: a
+	// short kernel is timed more than Runs times, up to MaxRuns (default
+	// DefaultMinTime; negative: never more than Runs).
+	MinTime time.Duration
 	// Limit, when positive, labels only the first Limit tensors of the
 	// input's order.
 	Limit int
@@ -315,8 +326,9 @@ func (in LabelInput) estimatedNNZ() float64 {
 // Label measures, for each tensor of the directory in (LabelInputs), each
 // operation, each mode and each device, every candidate format of the
 // operation (hetero.Op.Formats) with the real kernels (hetero.MeasureRuns:
-// conversion, a warm-up run, then the median of up to opt.Runs timed
-// runs, fewer for long kernels as DefaultRunBudget says), and appends one
+// conversion, a warm-up run, then the median of opt.Runs timed runs,
+// more for short kernels as DefaultMinTime says and fewer for long ones as
+// DefaultRunBudget says), and appends one
 // LabelRow per (tensor, op, mode, device) to the labels file out.
 //
 // It is resumable and safe to kill at any moment: each row is written as
@@ -327,7 +339,7 @@ func (in LabelInput) estimatedNNZ() float64 {
 // loses only the row in progress. A tensor whose file now holds another
 // tensor than its rows record (another fingerprint) is an error: use
 // another labels file. When ctx is done, Label stops before the next
-// format and returns ctx's error; the row in progress is not written.
+// row and returns ctx's error; the row in progress is not written.
 func Label(ctx context.Context, in, out string, opt LabelOptions) (*LabelSummary, error) {
 	if err := opt.defaults(); err != nil {
 		return nil, err
@@ -483,6 +495,9 @@ func (opt *LabelOptions) defaults() error {
 	if opt.RunBudget == 0 {
 		opt.RunBudget = DefaultRunBudget
 	}
+	if opt.MinTime == 0 {
+		opt.MinTime = DefaultMinTime
+	}
 	if opt.Limit < 0 {
 		return fmt.Errorf("label: limit must be 0 (all) or more, found %d", opt.Limit)
 	}
@@ -492,12 +507,21 @@ func (opt *LabelOptions) defaults() error {
 	return nil
 }
 
-// runs is the rule MeasureRuns applies after the warm-up run.
+// runs is the rule MeasureRuns applies after the warm-up run: Runs runs,
+// more for a kernel too short for them to add up to MinTime (at most
+// MaxRuns), fewer for one too long for them to fit RunBudget (at least 1).
 func (opt *LabelOptions) runs(warmup time.Duration) int {
-	if opt.RunBudget < 0 || warmup <= 0 {
+	if warmup <= 0 {
 		return opt.Runs
 	}
-	return max(1, min(opt.Runs, int(opt.RunBudget/warmup)))
+	n := opt.Runs
+	if opt.MinTime > 0 {
+		n = max(n, min(MaxRuns, int((opt.MinTime+warmup-1)/warmup)))
+	}
+	if opt.RunBudget > 0 {
+		n = min(n, int(opt.RunBudget/warmup))
+	}
+	return max(1, n)
 }
 
 // seenTensor is what the labels file says of a tensor: its order and the
@@ -634,14 +658,15 @@ func (l *labeller) measure(ctx context.Context, dev hetero.Device, x *formats.CO
 	candidates := op.Formats()
 	r.Times, r.MinTimes = map[string]float64{}, map[string]float64{}
 	r.ConvertSeconds, r.Skipped, r.Runs = map[string]float64{}, map[string]string{}, map[string]int{}
-	for _, f := range candidates {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		m, err := hetero.MeasureRuns(dev, x, op, mode, f, l.opt.Rank, l.opt.runs)
-		if err != nil {
-			return fmt.Errorf("%s: %s mode %d in %s on %s: %s", r.Tensor, op, mode+1, f, r.Device, oneLine(err))
-		}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	ms, err := hetero.MeasureFormats(dev, x, op, mode, candidates, l.opt.Rank, l.opt.runs)
+	if err != nil {
+		return fmt.Errorf("%s: %s mode %d on %s: %s", r.Tensor, op, mode+1, r.Device, oneLine(err))
+	}
+	for i, f := range candidates {
+		m := ms[i]
 		if m.ConvertSeconds > 0 {
 			r.ConvertSeconds[f] = m.ConvertSeconds
 		}

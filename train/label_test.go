@@ -40,7 +40,7 @@ func tinySet(t *testing.T) string {
 
 // cpuOptions label on one CPU thread with one timed run.
 func cpuOptions() LabelOptions {
-	return LabelOptions{Devices: []hetero.Device{hetero.NewCPU(1)}, Runs: 1, Rank: 4}
+	return LabelOptions{Devices: []hetero.Device{hetero.NewCPU(1)}, Runs: 1, MinTime: -1, Rank: 4}
 }
 
 // checkRows checks each row against its tensor file and the options.
@@ -224,7 +224,7 @@ func rowsEqual(a, b LabelRow) bool {
 	return bytes.Equal(x, y)
 }
 
-// TestLabelInterrupt: a cancelled context stops before the next format and
+// TestLabelInterrupt: a cancelled context stops before the next row and
 // writes nothing half; a second run completes the set.
 func TestLabelInterrupt(t *testing.T) {
 	dir := tinySet(t)
@@ -374,23 +374,35 @@ func TestLabelOpenCL(t *testing.T) {
 
 func TestRunsRule(t *testing.T) {
 	for _, tc := range []struct {
-		runs   int
-		budget time.Duration
-		warmup time.Duration
-		want   int
+		runs    int
+		budget  time.Duration
+		minTime time.Duration
+		warmup  time.Duration
+		want    int
 	}{
-		{5, 2 * time.Second, time.Millisecond, 5},
-		{5, 2 * time.Second, 400 * time.Millisecond, 5},
-		{5, 2 * time.Second, 500 * time.Millisecond, 4},
-		{5, 2 * time.Second, time.Second, 2},
-		{5, 2 * time.Second, 3 * time.Second, 1},
-		{5, -1, 3 * time.Second, 5},
-		{1, 2 * time.Second, time.Microsecond, 1},
-		{5, 2 * time.Second, 0, 5},
+		{5, 2 * time.Second, -1, time.Millisecond, 5},
+		{5, 2 * time.Second, -1, 400 * time.Millisecond, 5},
+		{5, 2 * time.Second, -1, 500 * time.Millisecond, 4},
+		{5, 2 * time.Second, -1, time.Second, 2},
+		{5, 2 * time.Second, -1, 3 * time.Second, 1},
+		{5, -1, -1, 3 * time.Second, 5},
+		{1, 2 * time.Second, -1, time.Microsecond, 1},
+		{5, 2 * time.Second, -1, 0, 5},
+		// Short kernels get runs adding up to the least time, up to MaxRuns.
+		{5, 2 * time.Second, 20 * time.Millisecond, time.Millisecond, 20},
+		{5, 2 * time.Second, 20 * time.Millisecond, 3 * time.Millisecond, 7},
+		{5, 2 * time.Second, 20 * time.Millisecond, 4 * time.Millisecond, 5},
+		{5, 2 * time.Second, 20 * time.Millisecond, 10 * time.Millisecond, 5},
+		{5, 2 * time.Second, 20 * time.Millisecond, time.Microsecond, MaxRuns},
+		{1, 2 * time.Second, 20 * time.Millisecond, 5 * time.Millisecond, 4},
+		{5, 2 * time.Second, 20 * time.Millisecond, time.Second, 2},
+		{5, -1, 20 * time.Millisecond, 10 * time.Microsecond, MaxRuns},
+		// The budget still caps a least time longer than itself.
+		{5, 10 * time.Millisecond, 20 * time.Millisecond, time.Millisecond, 10},
 	} {
-		opt := LabelOptions{Runs: tc.runs, RunBudget: tc.budget}
+		opt := LabelOptions{Runs: tc.runs, RunBudget: tc.budget, MinTime: tc.minTime}
 		if got := opt.runs(tc.warmup); got != tc.want {
-			t.Errorf("runs %d budget %v warm-up %v: %d runs, want %d", tc.runs, tc.budget, tc.warmup, got, tc.want)
+			t.Errorf("runs %d budget %v least time %v warm-up %v: %d runs, want %d", tc.runs, tc.budget, tc.minTime, tc.warmup, got, tc.want)
 		}
 	}
 }

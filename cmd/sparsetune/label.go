@@ -45,12 +45,14 @@ any directory of .tns, .stb and .mtx files (optionally .gz), taken in name
 order, each its own source.
 
 Each format is converted, run once to warm up, then timed --runs times
-(the median is kept), or fewer when a run is long: a format whose warm-up
-took w is timed max(1, min(runs, floor(--run-budget / w))) times.
+(the median is kept), more when a run is short and fewer when it is long:
+a format whose warm-up took w is timed
+max(1, min(floor(--run-budget / w), max(--runs, min(200, ceil(--min-time / w)))))
+times.
 
 The output is resumable: rows already in --out (same tensor, op, mode,
 device and rank) are skipped, and a line cut short by a killed run is
-dropped and measured again. Ctrl-C stops before the next format; run the
+dropped and measured again. Ctrl-C stops before the next row; run the
 same command again to resume. docs/train.md describes the file.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -67,10 +69,11 @@ same command again to resume. docs/train.md describes the file.`,
 	f.String("ops", "ttm,mttkrp", "comma-separated operations: ttm, mttkrp")
 	f.String("devices", "cpu", "comma-separated devices: cpu, opencl:0, cuda:0 (sparsetune devices lists them)")
 	f.Int("rank", train.DefaultLabelRank, "rank R: columns of the dense matrices")
-	f.Int("runs", train.DefaultRuns, "timed runs per format after a warm-up (at most; fewer for long kernels)")
-	f.Duration("run-budget", train.DefaultRunBudget, "time the timed runs of one format aim at (0: always --runs)")
+	f.Int("runs", train.DefaultRuns, "timed runs per format after a warm-up (more for short kernels, fewer for long ones)")
+	f.Duration("run-budget", train.DefaultRunBudget, "time the timed runs of one format aim at (0: never fewer than --runs)")
+	f.Duration("min-time", train.DefaultMinTime, fmt.Sprintf("least time the timed runs of one format add up to: short kernels get more runs, up to %d (negative: never more than --runs)", train.MaxRuns))
 	f.Int("limit", 0, "label only the first N tensors (0: all)")
-	for _, name := range []string{"in", "out", "ops", "devices", "rank", "runs", "run-budget", "limit"} {
+	for _, name := range []string{"in", "out", "ops", "devices", "rank", "runs", "run-budget", "min-time", "limit"} {
 		_ = v.BindPFlag("label."+name, f.Lookup(name))
 	}
 	return cmd
@@ -86,7 +89,7 @@ type labelConfig struct {
 func labelConfigFrom(v *viper.Viper) (labelConfig, error) {
 	c := labelConfig{in: v.GetString("label.in"), out: v.GetString("label.out"), threads: v.GetInt("threads"),
 		opt: train.LabelOptions{Rank: v.GetInt("label.rank"), Runs: v.GetInt("label.runs"),
-			RunBudget: v.GetDuration("label.run-budget"), Limit: v.GetInt("label.limit")}}
+			RunBudget: v.GetDuration("label.run-budget"), MinTime: v.GetDuration("label.min-time"), Limit: v.GetInt("label.limit")}}
 	if c.in == "" || c.out == "" {
 		return c, errors.New("label needs --in DIR (the tensors) and --out FILE (the labels)")
 	}
@@ -117,7 +120,10 @@ func labelConfigFrom(v *viper.Viper) (labelConfig, error) {
 	case c.opt.RunBudget < 0:
 		return c, fmt.Errorf("--run-budget: expected 0 or a positive duration, found %s", c.opt.RunBudget)
 	case c.opt.RunBudget == 0:
-		c.opt.RunBudget = -1 // always --runs
+		c.opt.RunBudget = -1 // never fewer than --runs
+	}
+	if c.opt.MinTime < 0 {
+		c.opt.MinTime = -1 // never more than --runs
 	}
 	if c.opt.Limit < 0 {
 		return c, fmt.Errorf("--limit: expected 0 (all) or more, found %d", c.opt.Limit)
