@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/sparsetune/sparsetune/features"
@@ -355,9 +356,10 @@ func RuleRank(op hetero.Op, kind hetero.Kind) []Ranked {
 
 // MeasureAll times every candidate format with the real kernels on a
 // device and ranks them by speed: the oracle, and the labeller of
-// training data. Brute force runs Iters timed runs of every format; Greedy
-// first runs each format once, drops those slower than Cut times the
-// fastest, and times only the rest fully (the paper's early cut).
+// training data. Brute force runs Iters timed runs of every format,
+// interleaved (hetero.MeasureFormats); Greedy first runs each format once,
+// drops those slower than Cut times the fastest, and times only the rest
+// fully (the paper's early cut).
 type MeasureAll struct {
 	Device hetero.Device
 	Rank   int     // R of the dense operands
@@ -377,11 +379,10 @@ func (m MeasureAll) Predict(x *formats.COO, op hetero.Op, mode int, kind hetero.
 	start := time.Now()
 	names := op.Formats()
 	secs := make([]float64, len(names))
-	measure := func(i, iters int) error {
-		ms, err := hetero.Measure(m.Device, x, op, mode, names[i], m.Rank, iters)
-		if err != nil {
-			return fmt.Errorf("measure %s on %s: %w", names[i], info.Name, err)
-		}
+	if m.Iters < 1 {
+		return nil, fmt.Errorf("measure: iters must be at least 1, found %d", m.Iters)
+	}
+	record := func(i int, ms *hetero.Measurement) {
 		if m.Measured != nil {
 			m.Measured(ms)
 		}
@@ -389,6 +390,13 @@ func (m MeasureAll) Predict(x *formats.COO, op hetero.Op, mode int, kind hetero.
 		if ms.Skipped != "" {
 			secs[i] = 0
 		}
+	}
+	measure := func(i, iters int) error {
+		ms, err := hetero.Measure(m.Device, x, op, mode, names[i], m.Rank, iters)
+		if err != nil {
+			return fmt.Errorf("measure %s on %s: %w", names[i], info.Name, err)
+		}
+		record(i, ms)
 		return nil
 	}
 	candidates := make([]int, len(names))
@@ -418,10 +426,18 @@ func (m MeasureAll) Predict(x *formats.COO, op hetero.Op, mode int, kind hetero.
 			}
 		}
 	}
-	for _, i := range candidates {
-		if err := measure(i, m.Iters); err != nil {
-			return nil, err
-		}
+	// The full timing interleaves the candidates, one run of each per
+	// round, so that a machine's drift slows them alike (as label does).
+	full := make([]string, len(candidates))
+	for k, i := range candidates {
+		full[k] = names[i]
+	}
+	ms, err := hetero.MeasureFormats(m.Device, x, op, mode, full, m.Rank, func(time.Duration) int { return m.Iters })
+	if err != nil {
+		return nil, fmt.Errorf("measure %s on %s: %w", strings.Join(full, ", "), info.Name, err)
+	}
+	for k, i := range candidates {
+		record(i, ms[k])
 	}
 	// The fastest over every format measured, cut ones included: under
 	// load a candidate's median can come out slower than a cut format's
