@@ -69,7 +69,7 @@ func MeasureRuns(d Device, x *formats.COO, op Op, mode int, format string, rank 
 	return ms[0], nil
 }
 
-// MeasureFormats measures every format of formats as MeasureRuns does, one
+// MeasureFormats measures every format in formatNames as MeasureRuns does, one
 // Measurement each, but interleaved: every format is converted and bound
 // first, then each is warmed up, then the timed runs go round by round, one
 // run of each format per round, until each has had the runs its warm-up
