@@ -135,7 +135,9 @@ func runGen(cmd *cobra.Command, c genConfig, asJSON bool) error {
 	var entries []train.Entry
 	var err error
 	if c.manifest != "" {
-		entries, err = train.ReadManifestFile(c.manifest)
+		if entries, err = train.ReadManifestFile(c.manifest); err == nil && len(entries) == 0 {
+			err = fmt.Errorf("%s: the manifest lists no tensors", c.manifest)
+		}
 	} else if c.preset != "" {
 		specs, err = train.Preset(c.preset)
 	} else {

@@ -129,6 +129,7 @@ func TestGenErrors(t *testing.T) {
 		{[]string{"--from", matrixDir, "--out", out, "--manifest", filepath.Join(out, "none.jsonl")}, "none.jsonl: no such file"},
 		{[]string{"--from", matrixDir, "--out", out, "--manifest", "m.jsonl", "--count", "3"}, "--count does not apply"},
 		{[]string{"--from", matrixDir, "--out", out, "--manifest", "m.jsonl", "--preset", "bench"}, "give one"},
+		{[]string{"--from", matrixDir, "--out", out, "--manifest", os.DevNull}, os.DevNull + ": the manifest lists no tensors"},
 	}
 	for _, c := range cases {
 		_, _, err := run(t, append([]string{"gen"}, c.args...)...)
