@@ -382,39 +382,48 @@ func (m MeasureAll) Predict(x *formats.COO, op hetero.Op, mode int, kind hetero.
 	if m.Iters < 1 {
 		return nil, fmt.Errorf("measure: iters must be at least 1, found %d", m.Iters)
 	}
-	record := func(i int, ms *hetero.Measurement) {
-		if m.Measured != nil {
-			m.Measured(ms)
+	// measure times the formats idx names, interleaved, iters runs each.
+	measure := func(idx []int, iters int) error {
+		group := make([]string, len(idx))
+		for k, i := range idx {
+			group[k] = names[i]
 		}
-		secs[i] = ms.Seconds
-		if ms.Skipped != "" {
-			secs[i] = 0
-		}
-	}
-	measure := func(i, iters int) error {
-		ms, err := hetero.Measure(m.Device, x, op, mode, names[i], m.Rank, iters)
+		ms, err := hetero.MeasureFormats(m.Device, x, op, mode, group, m.Rank, func(time.Duration) int { return iters })
 		if err != nil {
-			return fmt.Errorf("measure %s on %s: %w", names[i], info.Name, err)
+			return fmt.Errorf("measure %s on %s: %w", strings.Join(group, ", "), info.Name, err)
 		}
-		record(i, ms)
-		return nil
-	}
-	candidates := make([]int, len(names))
-	for i := range candidates {
-		candidates[i] = i
-	}
-	if m.Greedy {
-		for i := range names {
-			if err := measure(i, 1); err != nil {
-				return nil, err
+		for k, i := range idx {
+			if m.Measured != nil {
+				m.Measured(ms[k])
+			}
+			secs[i] = ms[k].Seconds
+			if ms[k].Skipped != "" {
+				secs[i] = 0
 			}
 		}
+		return nil
+	}
+	fastestOf := func() float64 {
 		fastest := 0.0
 		for _, s := range secs {
 			if s > 0 && (fastest == 0 || s < fastest) {
 				fastest = s
 			}
 		}
+		return fastest
+	}
+	candidates := make([]int, len(names))
+	for i := range candidates {
+		candidates[i] = i
+	}
+	if m.Greedy {
+		// One run of each, one format at a time.
+		for i := range names {
+			if err := measure([]int{i}, 1); err != nil {
+				return nil, err
+			}
+		}
+		fastest := fastestOf()
 		cut := m.Cut
 		if cut <= 0 {
 			cut = 1.5
@@ -428,26 +437,13 @@ func (m MeasureAll) Predict(x *formats.COO, op hetero.Op, mode int, kind hetero.
 	}
 	// The full timing interleaves the candidates, one run of each per
 	// round, so that a machine's drift slows them alike (as label does).
-	full := make([]string, len(candidates))
-	for k, i := range candidates {
-		full[k] = names[i]
-	}
-	ms, err := hetero.MeasureFormats(m.Device, x, op, mode, full, m.Rank, func(time.Duration) int { return m.Iters })
-	if err != nil {
-		return nil, fmt.Errorf("measure %s on %s: %w", strings.Join(full, ", "), info.Name, err)
-	}
-	for k, i := range candidates {
-		record(i, ms[k])
+	if err := measure(candidates, m.Iters); err != nil {
+		return nil, err
 	}
 	// The fastest over every format measured, cut ones included: under
 	// load a candidate's median can come out slower than a cut format's
 	// single run, and a score must stay in [0, 1].
-	fastest := 0.0
-	for _, s := range secs {
-		if s > 0 && (fastest == 0 || s < fastest) {
-			fastest = s
-		}
-	}
+	fastest := fastestOf()
 	if fastest == 0 {
 		return nil, fmt.Errorf("measure: no format could run %s mode %d on %s", op, mode+1, info.Name)
 	}
