@@ -52,7 +52,7 @@ type LabelOptions struct {
 	// Runs is the most timed runs per format (default DefaultRuns).
 	Runs int
 	// RunBudget is the time the timed runs of a format aim at (default
-	// DefaultRunBudget; negative: always Runs runs).
+	// DefaultRunBudget; negative: never fewer than Runs).
 	RunBudget time.Duration
 	// MinTime is the least time the timed runs of a format add up to: a
 	// short kernel is timed more than Runs times, up to MaxRuns (default
@@ -325,11 +325,12 @@ func (in LabelInput) estimatedNNZ() float64 {
 
 // Label measures, for each tensor of the directory in (LabelInputs), each
 // operation, each mode and each device, every candidate format of the
-// operation (hetero.Op.Formats) with the real kernels (hetero.MeasureRuns:
-// conversion, a warm-up run, then the median of opt.Runs timed runs,
-// more for short kernels as DefaultMinTime says and fewer for long ones as
-// DefaultRunBudget says), and appends one
-// LabelRow per (tensor, op, mode, device) to the labels file out.
+// operation (hetero.Op.Formats) with the real kernels
+// (hetero.MeasureFormats: conversion, a warm-up run, then the formats'
+// timed runs interleaved, opt.Runs each, more for short kernels as
+// DefaultMinTime says and fewer for long ones as DefaultRunBudget says;
+// the median is kept), and appends one LabelRow per (tensor, op, mode,
+// device) to the labels file out.
 //
 // It is resumable and safe to kill at any moment: each row is written as
 // one line and synced before the next is measured; on start the rows
@@ -507,7 +508,7 @@ func (opt *LabelOptions) defaults() error {
 	return nil
 }
 
-// runs is the rule MeasureRuns applies after the warm-up run: Runs runs,
+// runs is the rule MeasureFormats applies after a warm-up run: Runs runs,
 // more for a kernel too short for them to add up to MinTime (at most
 // MaxRuns), fewer for one too long for them to fit RunBudget (at least 1).
 func (opt *LabelOptions) runs(warmup time.Duration) int {
