@@ -27,10 +27,11 @@
 // device with the real kernels (hetero.MeasureFormats: conversion apart,
 // a warm-up, then the formats' runs interleaved, the median of DefaultRuns
 // runs, more for short kernels and fewer for long ones) and appends one
-// LabelRow per (tensor, op, mode, device) to a labels file, one synced JSON line each, so that a killed run resumes
-// where it stopped. ReadLabels reads such a file strictly; MixedBuilds
-// says when its rows come from different builds. docs/train.md describes
-// the file, the run rule, resuming and the cost.
+// LabelRow per (tensor, op, mode, device) to a labels file, one synced
+// JSON line each, so that a killed run resumes where it stopped.
+// ReadLabels reads such a file strictly; MixedBuilds says when its rows
+// come from different builds. docs/train.md describes the file, the run
+// rule, resuming and the cost.
 //
 // # Training and evaluation
 //
