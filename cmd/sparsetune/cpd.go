@@ -152,8 +152,8 @@ func addDecompFlags(cmd *cobra.Command, v *viper.Viper, name, defaultInit string
 	devHelp := "comma-separated devices (cpu, opencl:0, cuda:0) or all, for the MTTKRPs through the engine (default: the CPU alone, without the engine)"
 	if name == "tucker" {
 		devHelp = "comma-separated devices (cpu, opencl:0, cuda:0) or all, for the TTM chains' SpTTMs through the engine (default: the CPU alone, without the engine)"
-	} else if name != "cpd" {
-		devHelp = "accepted for symmetry with cpd: " + name + "'s sparse kernels run on the CPU only"
+	} else if name == "cpapr" {
+		devHelp = "comma-separated devices (cpu, opencl:0, cuda:0) or all: the first accelerator listed computes Φ, the CPU the updates (default: the CPU alone)"
 	}
 	f.String("devices", "", devHelp)
 	for _, flag := range []string{"iters", "tol", "seed", "init", "out", "resume", "devices"} {
