@@ -38,6 +38,13 @@ type FitOptions struct {
 	LearningRate float64 // Adam's step size
 	Patience     int     // epochs without a better validation loss before stopping
 	Seed         uint64  // shuffling seed: the same seed gives the same model
+	// Average, when in (0, 1), makes the weights evaluated each epoch,
+	// and kept, an exponential moving average of Adam's iterates with
+	// this decay per step (less early on: min(Average, (1+t)/(10+t)) at
+	// step t), rather than the last step's weights. The average moves
+	// less from one epoch to the next than the iterates do, so which
+	// epoch early stopping keeps matters less. Zero keeps the iterates.
+	Average float64
 	// Progress, when set, is called after each epoch.
 	Progress func(epoch int, trainLoss, valLoss float64)
 }
@@ -101,6 +108,9 @@ func (g *GCN) Fit(train, val []Example, o FitOptions) (FitResult, error) {
 	if o.Epochs < 1 || o.BatchSize < 1 || o.LearningRate <= 0 || o.Patience < 1 {
 		return res, fmt.Errorf("fit: epochs %d, batch size %d, learning rate %g, patience %d: all must be positive", o.Epochs, o.BatchSize, o.LearningRate, o.Patience)
 	}
+	if !(o.Average >= 0 && o.Average < 1) {
+		return res, fmt.Errorf("fit: weight average decay %g: must be in [0, 1)", o.Average)
+	}
 	for i, e := range slices.Concat(train, val) {
 		if err := g.Config.checkInput(e.In); err != nil {
 			return res, fmt.Errorf("fit: example %d: %w", i, err)
@@ -126,6 +136,13 @@ func (g *GCN) Fit(train, val []Example, o FitOptions) (FitResult, error) {
 	}
 	best := slices.Clone(g.Params)
 	bestLoss := math.Inf(1)
+	// avg is the moving average of the iterates (o.Average), iter the
+	// iterates while avg is in g.Params for evaluation.
+	var avg, iter []float64
+	if o.Average > 0 {
+		avg, iter = slices.Clone(g.Params), make([]float64, len(g.Params))
+	}
+	steps := 0
 	order := make([]int, len(train))
 	for i := range order {
 		order[i] = i
@@ -165,6 +182,17 @@ func (g *GCN) Fit(train, val []Example, o FitOptions) (FitResult, error) {
 				grads[0][i] /= float64(n)
 			}
 			adam.step(g.Params, grads[0])
+			if avg != nil {
+				steps++
+				w := 1 - min(o.Average, float64(1+steps)/float64(10+steps))
+				for i, p := range g.Params {
+					avg[i] += w * (p - avg[i])
+				}
+			}
+		}
+		if avg != nil {
+			copy(iter, g.Params)
+			copy(g.Params, avg)
 		}
 		trainLoss := g.meanLoss(passes, train)
 		valLoss := trainLoss
@@ -181,6 +209,9 @@ func (g *GCN) Fit(train, val []Example, o FitOptions) (FitResult, error) {
 		} else if epoch-res.BestEpoch >= o.Patience {
 			res.StoppedEarly = true
 			break
+		}
+		if avg != nil {
+			copy(g.Params, iter)
 		}
 	}
 	copy(g.Params, best)

@@ -3,6 +3,7 @@ package model
 import (
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 
@@ -158,6 +159,48 @@ func TestFitDeterministic(t *testing.T) {
 	}
 }
 
+// TestFitAverage: with Average set, the weights kept are the moving
+// average of the iterates, not the last iterate. One epoch of one batch is
+// one Adam step from w0 to w1, so the average is w0 + (1-d)(w1-w0) with d
+// the step's decay, min(Average, 2/11).
+func TestFitAverage(t *testing.T) {
+	c := smallConfig()
+	rng := rand.New(rand.NewPCG(5, 6))
+	var ex []Example
+	for range 12 {
+		ex = append(ex, Example{In: randomInput(c, rng), Labels: []int{rng.IntN(3), rng.IntN(3) - 1}})
+	}
+	fit := func(average float64) (w0, w []float64) {
+		g, _ := NewGCN(c, rand.New(rand.NewPCG(9, 9)))
+		g.Standardize(ex)
+		w0 = slices.Clone(g.Params)
+		o := DefaultFitOptions
+		o.Epochs, o.BatchSize, o.Average = 1, len(ex), average
+		if _, err := g.Fit(ex, nil, o); err != nil {
+			t.Fatal(err)
+		}
+		return w0, g.Params
+	}
+	w0, w1 := fit(0)
+	for _, average := range []float64{0.05, 0.999} {
+		_, got := fit(average)
+		d := min(average, 2.0/11)
+		moved := 0
+		for i := range got {
+			want := w0[i] + (1-d)*(w1[i]-w0[i])
+			if math.Abs(got[i]-want) > 1e-12*max(1, math.Abs(want)) {
+				t.Fatalf("average %g: weight %d is %v, want %v (w0 %v, w1 %v)", average, i, got[i], want, w0[i], w1[i])
+			}
+			if w1[i] != w0[i] {
+				moved++
+			}
+		}
+		if moved == 0 {
+			t.Fatal("the Adam step moved no weight: the test checks nothing")
+		}
+	}
+}
+
 func TestFitErrors(t *testing.T) {
 	c := smallConfig()
 	g, _ := NewGCN(c, rand.New(rand.NewPCG(1, 1)))
@@ -174,6 +217,8 @@ func TestFitErrors(t *testing.T) {
 		{[]Example{{In: in, Labels: []int{3, 0}}}, DefaultFitOptions, `label 3 of head "cpu" beyond its 3 classes`},
 		{[]Example{{In: &short, Labels: []int{0, 0}}}, DefaultFitOptions, "arrays of 3"},
 		{[]Example{{In: in, Labels: []int{0, 0}}}, FitOptions{Epochs: 1}, "must be positive"},
+		{[]Example{{In: in, Labels: []int{0, 0}}}, FitOptions{Epochs: 1, BatchSize: 1, LearningRate: 1, Patience: 1, Average: 1}, "must be in [0, 1)"},
+		{[]Example{{In: in, Labels: []int{0, 0}}}, FitOptions{Epochs: 1, BatchSize: 1, LearningRate: 1, Patience: 1, Average: -0.5}, "must be in [0, 1)"},
 		{[]Example{{In: in, Labels: []int{0, 0}, Targets: [][]float64{{1, 0}}}}, DefaultFitOptions, `target of head "cpu" has 2 classes, expected 3`},
 	} {
 		if _, err := g.Fit(tc.ex, nil, tc.o); err == nil || !strings.Contains(err.Error(), tc.want) {

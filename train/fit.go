@@ -23,6 +23,11 @@ import (
 // over labels alone; 0.4 did best.
 const DefaultSoft = 0.4
 
+// DefaultAverage is the decay of the moving average of the weights that
+// sparsetune train keeps (model.FitOptions.Average) unless told
+// otherwise. Zero: the weights of the best epoch's last step.
+const DefaultAverage = 0
+
 // FitOptions control Fit and Evaluate.
 type FitOptions struct {
 	// Dir is the labels file's directory: rows name their tensors

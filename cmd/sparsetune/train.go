@@ -60,8 +60,9 @@ docs/train.md defines the report.`,
 	f.Uint64("seed", 1, "seed of the folds, the initial weights and the shuffling")
 	f.String("plots", "", "directory for PNG plots: training curves, confusion matrices, oracle ratio by nonzeros")
 	f.Float64("soft", train.DefaultSoft, "temperature of the soft targets the GCN trains on (a format t/t_best slower weighs exp(-ln(t/t_best)/soft)); 0 trains on the fastest format alone")
+	f.Float64("average", train.DefaultAverage, "decay per step of the moving average of the weights that each epoch evaluates and training keeps (0: the last step's weights)")
 	f.Int("hidden", model.DefaultConfig("").Hidden, "width of the network's graph layers (inference costs about its square)")
-	for _, name := range []string{"labels", "out", "folds", "epochs", "patience", "seed", "plots", "soft", "hidden"} {
+	for _, name := range []string{"labels", "out", "folds", "epochs", "patience", "seed", "plots", "soft", "average", "hidden"} {
 		_ = v.BindPFlag("train."+name, f.Lookup(name))
 	}
 	return cmd
@@ -135,6 +136,9 @@ func runTrain(cmd *cobra.Command, v *viper.Viper) error {
 	if soft := v.GetFloat64("train.soft"); soft < 0 || math.IsNaN(soft) {
 		return fmt.Errorf("--soft must be 0 or more, found %g", soft)
 	}
+	if a := v.GetFloat64("train.average"); !(a >= 0 && a < 1) {
+		return fmt.Errorf("--average must be in [0, 1), found %g", a)
+	}
 	rows, o, prog, err := readLabelsFor(labels, cmd.ErrOrStderr())
 	if err != nil {
 		return err
@@ -144,6 +148,7 @@ func runTrain(cmd *cobra.Command, v *viper.Viper) error {
 	o.Hidden = v.GetInt("train.hidden")
 	o.Model = model.DefaultFitOptions
 	o.Model.Epochs, o.Model.Patience = v.GetInt("train.epochs"), v.GetInt("train.patience")
+	o.Model.Average = v.GetFloat64("train.average")
 	rep, err := train.Fit(rows, o)
 	prog.finish()
 	if err != nil {

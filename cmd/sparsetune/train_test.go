@@ -111,6 +111,7 @@ func TestTrainEvalErrors(t *testing.T) {
 		{[]string{"train", "--labels", labels, "--out", "m.onnx", "--folds", "0"}, "--folds, --epochs, --patience and --hidden must be at least 1"},
 		{[]string{"train", "--labels", labels, "--out", "m.onnx", "--hidden", "0"}, "--folds, --epochs, --patience and --hidden must be at least 1"},
 		{[]string{"train", "--labels", labels, "--out", "m.onnx", "--soft", "-1"}, "--soft must be 0 or more, found -1"},
+		{[]string{"train", "--labels", labels, "--out", "m.onnx", "--average", "1"}, "--average must be in [0, 1), found 1"},
 		{[]string{"train", "--labels", labels, "--out", "m.onnx"}, labels + ":1: tensor"},
 		{[]string{"eval", "--labels", labels}, labels + ":1: tensor"}, // the default model, once the labels read
 		{[]string{"eval", "--labels", labels, "--model", labels}, "model " + labels + ": "},

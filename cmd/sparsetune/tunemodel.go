@@ -185,6 +185,7 @@ func runTuneModel(cmd *cobra.Command, v *viper.Viper) error {
 	}
 	prog := newFitProgress(stderr)
 	o := train.FitOptions{Dir: work, Folds: 1, Seed: seed, Warn: prog.warn, Progress: prog.update, Budget: before[0].Info.Budget, Init: initial, Model: model.DefaultFitOptions, Soft: train.DefaultSoft, Hidden: before[0].Info.Hidden}
+	o.Model.Average = train.DefaultAverage
 	step("scoring the model in effect on %d held-out rows", len(held))
 	old, err := train.Evaluate(held, before, o)
 	if err != nil {
