@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -121,6 +122,14 @@ func TestPredictGCN(t *testing.T) {
 			}
 			if parts := r.SampleSeconds + r.FeaturesSeconds + r.EncodingSeconds + r.InferenceSeconds; r.SampleSeconds <= 0 || math.Abs(r.TotalSeconds-parts) > 1e-12 {
 				t.Errorf("%v mode %d: total %v, parts sum to %v (sample %v)", dims, r.Mode, r.TotalSeconds, parts, r.SampleSeconds)
+			}
+		}
+		// Every mode at once (the modes shared between two goroutines,
+		// model.Lanes) decides as one mode at a time does.
+		for _, r := range rows {
+			one := predictRows(t, path, "--predictor", "gcn", "--model", modelPath, "--mode", strconv.Itoa(r.Mode))
+			if len(one) != 1 || !slices.Equal(one[0].Formats, r.Formats) {
+				t.Errorf("%v mode %d: --mode all ranks %v, --mode %d %v", dims, r.Mode, r.Formats, r.Mode, one)
 			}
 		}
 		// The onnx-go runtime ranks the formats as the builtin one does.

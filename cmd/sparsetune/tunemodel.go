@@ -184,8 +184,10 @@ func runTuneModel(cmd *cobra.Command, v *viper.Viper) error {
 		return errors.New("no labelled rows for any op: nothing to tune")
 	}
 	prog := newFitProgress(stderr)
+	// Fine-tuning takes few steps from the default's weights: it keeps
+	// the iterates (Average 0), as it was measured (docs/model.md), not a
+	// moving average that would lag behind them.
 	o := train.FitOptions{Dir: work, Folds: 1, Seed: seed, Warn: prog.warn, Progress: prog.update, Budget: before[0].Info.Budget, Init: initial, Model: model.DefaultFitOptions, Soft: train.DefaultSoft, Hidden: before[0].Info.Hidden}
-	o.Model.Average = train.DefaultAverage
 	step("scoring the model in effect on %d held-out rows", len(held))
 	old, err := train.Evaluate(held, before, o)
 	if err != nil {
