@@ -98,8 +98,9 @@ func (g *GCN) Standardize(ex []Example) {
 // Fit trains the GCN with Adam on the mean negative log-likelihood over
 // labelled heads, in seeded-shuffled mini-batches, and keeps the weights of
 // the epoch with the lowest validation loss (the training loss when val is
-// empty), stopping after Patience epochs without improvement. Call
-// Standardize first.
+// empty), stopping after Patience epochs without improvement. With
+// o.Average set, the weights scored and kept at each epoch are the moving
+// average of the iterates. Call Standardize first.
 func (g *GCN) Fit(train, val []Example, o FitOptions) (FitResult, error) {
 	var res FitResult
 	if len(train) == 0 {
