@@ -124,8 +124,8 @@ func TestPredictGCN(t *testing.T) {
 				t.Errorf("%v mode %d: total %v, parts sum to %v (sample %v)", dims, r.Mode, r.TotalSeconds, parts, r.SampleSeconds)
 			}
 		}
-		// Every mode at once (the modes shared between two goroutines,
-		// model.Lanes) decides as one mode at a time does.
+		// Every mode at once (one summary, prepared for all modes)
+		// decides as one mode at a time does.
 		for _, r := range rows {
 			one := predictRows(t, path, "--predictor", "gcn", "--model", modelPath, "--mode", strconv.Itoa(r.Mode))
 			if len(one) != 1 || !slices.Equal(one[0].Formats, r.Formats) {
