@@ -132,15 +132,23 @@ func TestForwardProbabilities(t *testing.T) {
 	}
 }
 
+// randomExamples returns n examples of random inputs for c with random
+// labels for its two heads (the second unlabelled a third of the time),
+// the same n examples on every call.
+func randomExamples(c Config, n int) []Example {
+	rng := rand.New(rand.NewPCG(5, 6))
+	ex := make([]Example, n)
+	for i := range ex {
+		ex[i] = Example{In: randomInput(c, rng), Labels: []int{rng.IntN(3), rng.IntN(3) - 1}}
+	}
+	return ex
+}
+
 // TestFitDeterministic: the same seed gives the same weights, bit for bit,
 // whatever the scheduling of the gradient goroutines.
 func TestFitDeterministic(t *testing.T) {
 	c := smallConfig()
-	rng := rand.New(rand.NewPCG(5, 6))
-	var ex []Example
-	for range 40 {
-		ex = append(ex, Example{In: randomInput(c, rng), Labels: []int{rng.IntN(3), rng.IntN(3) - 1}})
-	}
+	ex := randomExamples(c, 40)
 	fit := func() []float64 {
 		g, _ := NewGCN(c, rand.New(rand.NewPCG(9, 9)))
 		g.Standardize(ex[:30])
@@ -165,11 +173,7 @@ func TestFitDeterministic(t *testing.T) {
 // the step's decay, min(Average, 2/11).
 func TestFitAverage(t *testing.T) {
 	c := smallConfig()
-	rng := rand.New(rand.NewPCG(5, 6))
-	var ex []Example
-	for range 12 {
-		ex = append(ex, Example{In: randomInput(c, rng), Labels: []int{rng.IntN(3), rng.IntN(3) - 1}})
-	}
+	ex := randomExamples(c, 12)
 	fit := func(average float64) (w0, w []float64) {
 		g, _ := NewGCN(c, rand.New(rand.NewPCG(9, 9)))
 		g.Standardize(ex)
