@@ -12,13 +12,16 @@ const (
 	// MinOrder and MaxOrder bound the order of a tensor.
 	MinOrder = 2
 	MaxOrder = 8
-	// MaxDim is the largest dimension: indices are uint32.
-	MaxDim = 1 << 32
+	// MaxDim is the largest dimension: indices are uint32, and a dim
+	// must fit an int (on 32-bit platforms, 2^31-1).
+	MaxDim = min(1<<32, math.MaxInt)
 	// MaxIndexBits is the widest linear index (sum over modes of
 	// ceil(log2 dim)) that sparsetune addresses.
 	MaxIndexBits = 128
-	// MaxNNZ is the largest number of nonzeros of one tensor.
-	MaxNNZ = math.MaxUint32
+	// MaxNNZ is the largest number of nonzeros of one tensor: positions
+	// are uint32, and a count must fit an int (on 32-bit platforms,
+	// 2^31-1).
+	MaxNNZ = min(math.MaxUint32, math.MaxInt)
 )
 
 // ModeBits returns the number of bits needed to store an index below dim,
