@@ -5,6 +5,8 @@ package cuda
 import (
 	"errors"
 	"fmt"
+	"runtime"
+	"strings"
 
 	"github.com/ebitengine/purego"
 )
@@ -92,14 +94,11 @@ func loadFrom(cudaNames, nvrtcNames []string) (*api, error) {
 func open(names []string) (uintptr, error) {
 	var errs []error
 	for _, name := range names {
-		h, err := purego.Dlopen(name, purego.RTLD_NOW|purego.RTLD_GLOBAL)
-		if err == nil && h != 0 {
+		h, err := dlopen(name)
+		if err == nil {
 			return h, nil
 		}
-		if err == nil {
-			err = fmt.Errorf("%s: dlopen returned no handle", name)
-		}
-		errs = append(errs, err) // dlerror's text names the file
+		errs = append(errs, err)
 	}
 	if len(errs) == 0 {
 		return 0, errors.New("no library names to try")
@@ -107,8 +106,29 @@ func open(names []string) (uintptr, error) {
 	return 0, errors.Join(errs...)
 }
 
+// dlopen opens the library name. dlerror's message is per thread, and
+// purego.Dlopen calls dlopen and dlerror one after the other: the
+// goroutine stays on its thread between the two, or the message read may
+// be another thread's, usually none (a load that failed, without saying
+// why). An error always names the file.
+func dlopen(name string) (uintptr, error) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	h, err := purego.Dlopen(name, purego.RTLD_NOW|purego.RTLD_GLOBAL)
+	switch {
+	case err == nil && h == 0:
+		err = fmt.Errorf("%s: dlopen returned no handle", name)
+	case err != nil && !strings.Contains(err.Error(), name):
+		err = fmt.Errorf("%s: %v", name, err)
+	}
+	return h, err
+}
+
 // resolve registers every symbol of syms from library lib.
 func resolve(lib uintptr, syms []symbol) error {
+	// On one thread, for dlerror's message (dlopen).
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	for _, s := range syms {
 		addr, err := purego.Dlsym(lib, s.name)
 		if err != nil || addr == 0 {

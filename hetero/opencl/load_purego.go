@@ -5,6 +5,8 @@ package opencl
 import (
 	"errors"
 	"fmt"
+	"runtime"
+	"strings"
 
 	"github.com/ebitengine/purego"
 )
@@ -12,6 +14,12 @@ import (
 // loadFrom opens the first library in names that loads and resolves every
 // entry point of api from it.
 func loadFrom(names []string) (*api, error) {
+	// dlerror's message is per thread, and purego calls dlopen (dlsym)
+	// and dlerror one after the other: the goroutine stays on its thread
+	// between the two, or the message read may be another thread's,
+	// usually none (a load that failed, without saying why).
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	var lib uintptr
 	var errs []error
 	for _, name := range names {
@@ -20,10 +28,13 @@ func loadFrom(names []string) (*api, error) {
 			lib = h
 			break
 		}
-		if err == nil {
+		switch {
+		case err == nil:
 			err = fmt.Errorf("%s: dlopen returned no handle", name)
+		case !strings.Contains(err.Error(), name):
+			err = fmt.Errorf("%s: %v", name, err)
 		}
-		errs = append(errs, err) // dlerror's text names the file
+		errs = append(errs, err) // an error names the file
 	}
 	if lib == 0 {
 		return nil, fmt.Errorf("%w: %v (install an OpenCL ICD loader and a driver, e.g. ocl-icd-libopencl1 and pocl-opencl-icd)",
