@@ -79,6 +79,9 @@ type Score struct {
 	TieAccuracy float64 `json:"tie_accuracy"`
 	OracleRatio float64 `json:"oracle_ratio"`
 	MeasureCost float64 `json:"measure_cost,omitempty"`
+	// NNZBucket names the NNZBuckets range the score is limited to
+	// (ScoresByNNZ); empty for a score over every row.
+	NNZBucket string `json:"nnz_bucket,omitempty"`
 }
 
 // minSeconds floors times in ratios: a zero median (a kernel below the
@@ -180,6 +183,45 @@ var NNZBuckets = []struct {
 	Name   string
 	Lo, Hi int // Lo <= nnz < Hi; Hi 0 means no upper bound
 }{{"0-100", 0, 100}, {"100-1K", 100, 1000}, {"1K-10K", 1000, 10000}, {"10K-100K", 10000, 100000}, {">100K", 100000, 0}}
+
+// ScoresByNNZ is Scores for the rows of each NNZBuckets range, each
+// score naming its range, ordered by op, device class, then range; a
+// range without rows has no scores. It
+// shows where a predictor is weak: a model can lead on the many small
+// tensors of a set and trail on its large ones, whose kernels cost most.
+func ScoresByNNZ(rows []LabelRow, picks []Picks) []Score {
+	var out []Score
+	for b, bucket := range NNZBuckets {
+		var in []LabelRow
+		var at []int
+		for i := range rows {
+			if nnzBucket(rows[i].NNZ) == b {
+				in, at = append(in, rows[i]), append(at, i)
+			}
+		}
+		if len(in) == 0 {
+			continue
+		}
+		sub := make([]Picks, len(picks))
+		for k, p := range picks {
+			sub[k] = Picks{Predictor: p.Predictor, Formats: make([]string, len(at))}
+			if p.Formats != nil {
+				for j, i := range at {
+					sub[k].Formats[j] = p.Formats[i]
+				}
+			}
+		}
+		for _, s := range Scores(in, sub) {
+			s.NNZBucket = bucket.Name
+			out = append(out, s)
+		}
+	}
+	// Each head's ranges together, smallest first.
+	slices.SortStableFunc(out, func(a, b Score) int {
+		return cmp.Or(cmp.Compare(a.Op, b.Op), cmp.Compare(a.DeviceClass, b.DeviceClass))
+	})
+	return out
+}
 
 // nnzBucket returns the index in NNZBuckets of a tensor of nnz nonzeros.
 func nnzBucket(nnz int) int {

@@ -102,6 +102,33 @@ func TestScores(t *testing.T) {
 	if conf[0][2] != 1 || conf[1][2] != 1 || conf[0][0] != 0 {
 		t.Errorf("confusion %v", conf)
 	}
+	// By nonzeros: the rows of 50 and 5,000 nonzeros fall in two ranges,
+	// each scored alone; the range of 100-1K holds the PoCL row.
+	byNNZ := ScoresByNNZ(rows, picks)
+	type key struct{ class, bucket, predictor string }
+	seen := map[key]Score{}
+	var order []string
+	for _, s := range byNNZ {
+		seen[key{s.DeviceClass, s.NNZBucket, s.Predictor}] = s
+		if len(order) == 0 || order[len(order)-1] != s.DeviceClass+" "+s.NNZBucket {
+			order = append(order, s.DeviceClass+" "+s.NNZBucket)
+		}
+	}
+	if want := []string{"cpu 0-100", "cpu 1K-10K", "opencl-cpu 100-1K"}; !slices.Equal(order, want) {
+		t.Errorf("by nonzeros: groups %v, want %v", order, want)
+	}
+	if s := seen[key{"cpu", "0-100", "p"}]; s.N != 1 || s.Accuracy != 0 || s.TieAccuracy != 1 || !near(s.OracleRatio, 1/1.02) {
+		t.Errorf("by nonzeros, cpu 0-100, p: %+v", s)
+	}
+	if s := seen[key{"cpu", "1K-10K", "q"}]; s.N != 1 || s.Accuracy != 0 || !near(s.OracleRatio, 0.5) {
+		t.Errorf("by nonzeros, cpu 1K-10K, q: %+v", s)
+	}
+	if _, ok := seen[key{"opencl-cpu", "100-1K", "q"}]; ok {
+		t.Errorf("by nonzeros: q scored where it picked nothing")
+	}
+	if s := seen[key{"cpu", "0-100", PredictorMeasure}]; s.N != 1 || !near(s.MeasureCost, 8.52) {
+		t.Errorf("by nonzeros, measure-all: %+v", s)
+	}
 }
 
 // TestFitWarnings: labels of two builds are warned about, and unlabelled

@@ -70,7 +70,7 @@ docs/train.md defines the report.`,
 
 func newEvalCmd(v *viper.Viper) *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "eval --labels FILE --model MODEL.onnx[,MODEL2.onnx] [--json]",
+		Use:   "eval --labels FILE --model MODEL.onnx[,MODEL2.onnx] [--by-nnz] [--json]",
 		Short: "Score a trained model, the baselines, the rule and fixed formats on a labels file",
 		Long: `Score the predictors on the rows of a labels file, per op and device class:
 the GCN of --model (one file per op, comma-separated or repeated; a row
@@ -79,7 +79,10 @@ the golearn baselines cross-validated on the labels themselves (grouped by
 source, --folds; they have no model file), the hand rule, each fixed
 format and measure-all with its cost. --json prints an array of objects
 with op, device_class, predictor, n, accuracy, tie_accuracy and
-oracle_ratio (measure_cost for measure-all). docs/train.md defines them.`,
+oracle_ratio (measure_cost for measure-all). docs/train.md defines them.
+--by-nnz adds the same scores for each nonzero range of the paper's Table
+4 (0-100, 100-1K, 1K-10K, 10K-100K, >100K): a second table, or in JSON
+more objects, each with nnz_bucket.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runEval(cmd, v)
@@ -91,7 +94,8 @@ oracle_ratio (measure_cost for measure-all). docs/train.md defines them.`,
 	f.Int("folds", train.DefaultFolds, "k of the grouped cross-validation of the baselines (1: no baselines)")
 	f.Uint64("seed", 1, "seed of the baselines' folds")
 	f.String("plots", "", "directory for PNG plots: confusion matrices, oracle ratio by nonzeros")
-	for _, name := range []string{"labels", "model", "folds", "seed", "plots"} {
+	f.Bool("by-nnz", false, "also score each nonzero range (0-100, 100-1K, 1K-10K, 10K-100K, >100K)")
+	for _, name := range []string{"labels", "model", "folds", "seed", "plots", "by-nnz"} {
 		_ = v.BindPFlag("eval."+name, f.Lookup(name))
 	}
 	return cmd
@@ -177,8 +181,12 @@ func runTrain(cmd *cobra.Command, v *viper.Viper) error {
 			return err
 		}
 	}
+	var byNNZ []train.Score
+	if v.GetBool("eval.by-nnz") {
+		byNNZ = train.ScoresByNNZ(rep.Rows, rep.Picks)
+	}
 	if v.GetBool("json") {
-		return writeScoresJSON(cmd.OutOrStdout(), rep.Scores)
+		return writeScoresJSON(cmd.OutOrStdout(), append(rep.Scores, byNNZ...))
 	}
 	w := cmd.OutOrStdout()
 	if rep.Folds > 1 {
@@ -251,8 +259,12 @@ func runEval(cmd *cobra.Command, v *viper.Viper) error {
 			return err
 		}
 	}
+	var byNNZ []train.Score
+	if v.GetBool("eval.by-nnz") {
+		byNNZ = train.ScoresByNNZ(rep.Rows, rep.Picks)
+	}
 	if v.GetBool("json") {
-		return writeScoresJSON(cmd.OutOrStdout(), rep.Scores)
+		return writeScoresJSON(cmd.OutOrStdout(), append(rep.Scores, byNNZ...))
 	}
 	w := cmd.OutOrStdout()
 	from := files
@@ -265,6 +277,12 @@ func runEval(cmd *cobra.Command, v *viper.Viper) error {
 	fmt.Fprintf(w, "%s: %d rows, %d tensors, %d sources; gcn from %s\n", labels, len(rep.Rows), rep.Tensors, rep.Sources, strings.Join(from, ", "))
 	if err := writeScoresTable(w, rep.Scores); err != nil {
 		return err
+	}
+	if len(byNNZ) > 0 {
+		fmt.Fprintf(w, "\nby nonzeros:\n")
+		if err := writeScoresTable(w, byNNZ); err != nil {
+			return err
+		}
 	}
 	if len(plots) > 0 {
 		fmt.Fprintf(w, "plots: %s\n", strings.Join(plots, ", "))
@@ -282,19 +300,31 @@ func writeScoresJSON(w io.Writer, s []train.Score) error {
 	return enc.Encode(s)
 }
 
-// writeScoresTable prints the scores, a blank line between heads.
+// writeScoresTable prints the scores, a blank line between heads, with a
+// nonzeros column when they are scores of nonzero ranges.
 func writeScoresTable(w io.Writer, scores []train.Score) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "op\tdevice class\tpredictor\tn\taccuracy\ttie accuracy\toracle ratio\tmeasure cost\t\n")
+	byNNZ := len(scores) > 0 && scores[0].NNZBucket != ""
+	bucket := func(s train.Score) string {
+		if byNNZ {
+			return s.NNZBucket + "\t"
+		}
+		return ""
+	}
+	head := "op\tdevice class\t"
+	if byNNZ {
+		head += "nonzeros\t"
+	}
+	fmt.Fprintf(tw, "%spredictor\tn\taccuracy\ttie accuracy\toracle ratio\tmeasure cost\t\n", head)
 	for i, s := range scores {
-		if i > 0 && (s.Op != scores[i-1].Op || s.DeviceClass != scores[i-1].DeviceClass) {
-			fmt.Fprintf(tw, "\t\t\t\t\t\t\t\t\n")
+		if i > 0 && (s.Op != scores[i-1].Op || s.DeviceClass != scores[i-1].DeviceClass || s.NNZBucket != scores[i-1].NNZBucket) {
+			fmt.Fprintf(tw, "%s\n", strings.Repeat("\t", strings.Count(head, "\t")+6))
 		}
 		cost := ""
 		if s.MeasureCost > 0 {
 			cost = fmt.Sprintf("%.1fx", s.MeasureCost)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%.3f\t%.3f\t%.3f\t%s\t\n", s.Op, s.DeviceClass, s.Predictor, s.N, s.Accuracy, s.TieAccuracy, s.OracleRatio, cost)
+		fmt.Fprintf(tw, "%s\t%s\t%s%s\t%d\t%.3f\t%.3f\t%.3f\t%s\t\n", s.Op, s.DeviceClass, bucket(s), s.Predictor, s.N, s.Accuracy, s.TieAccuracy, s.OracleRatio, cost)
 	}
 	return tw.Flush()
 }

@@ -85,10 +85,14 @@ func TestTrainEval(t *testing.T) {
 			t.Errorf("eval --json: measure_cost on %v", s)
 		}
 	}
-	// One model, for ttm: the mttkrp rows get no gcn line, and a warning.
-	stdout, stderr, err = run(t, "eval", "--labels", labels, "--model", models[0], "--folds", "3")
+	// One model, for ttm: the mttkrp rows get no gcn line, and a warning;
+	// --by-nnz adds a table by nonzero range.
+	stdout, stderr, err = run(t, "eval", "--labels", labels, "--model", models[0], "--folds", "3", "--by-nnz")
 	if err != nil || !strings.Contains(stdout, "oracle ratio") || regexp.MustCompile(`mttkrp\s+cpu\s+gcn`).MatchString(stdout) {
 		t.Fatalf("eval table: %v\n%s", err, stdout)
+	}
+	if _, byNNZ, ok := strings.Cut(stdout, "by nonzeros:"); !ok || !regexp.MustCompile(`(?m)^\s+ttm\s+cpu\s+(0-100|100-1K|1K-10K|10K-100K|>100K)\s+gcn\s+\d+`).MatchString(byNNZ) {
+		t.Errorf("eval --by-nnz: no table by nonzeros with a ttm gcn line:\n%s", stdout)
 	}
 	if !strings.Contains(stderr, "warning: no model for mttkrp: ") {
 		t.Errorf("eval with the ttm model only: stderr %q", stderr)
