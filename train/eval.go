@@ -186,9 +186,9 @@ var NNZBuckets = []struct {
 
 // ScoresByNNZ is Scores for the rows of each NNZBuckets range, each
 // score naming its range, ordered by op, device class, then range; a
-// range without rows has no scores. It
-// shows where a predictor is weak: a model can lead on the many small
-// tensors of a set and trail on its large ones, whose kernels cost most.
+// range without rows has no scores. It shows where a predictor is weak:
+// a model can lead on the many small tensors of a set and trail on its
+// large ones, whose kernels cost most.
 func ScoresByNNZ(rows []LabelRow, picks []Picks) []Score {
 	var out []Score
 	for b, bucket := range NNZBuckets {
@@ -205,10 +205,8 @@ func ScoresByNNZ(rows []LabelRow, picks []Picks) []Score {
 		sub := make([]Picks, len(picks))
 		for k, p := range picks {
 			sub[k] = Picks{Predictor: p.Predictor, Formats: make([]string, len(at))}
-			if p.Formats != nil {
-				for j, i := range at {
-					sub[k].Formats[j] = p.Formats[i]
-				}
+			for j, i := range at {
+				sub[k].Formats[j] = p.Formats[i]
 			}
 		}
 		for _, s := range Scores(in, sub) {

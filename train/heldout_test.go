@@ -3,8 +3,10 @@ package train
 import (
 	"context"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -28,7 +30,7 @@ func TestDefaultModelsHeldOut(t *testing.T) {
 	if _, err := os.Stat(matrixDir); err != nil {
 		t.Skipf("real data absent (%v): skipping", err)
 	}
-	maxNNZ := int(^uint(0) >> 1)
+	maxNNZ := math.MaxInt
 	if testing.Short() {
 		maxNNZ = 100_000
 	}
@@ -38,26 +40,16 @@ func TestDefaultModelsHeldOut(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var keep []Entry
-		for _, e := range entries {
-			if e.NNZ <= maxNNZ {
-				keep = append(keep, e)
-			}
-		}
+		keep := slices.DeleteFunc(entries, func(e Entry) bool { return e.NNZ > maxNNZ })
 		if _, err := RebuildSet(context.Background(), keep, WriteOptions{From: matrixDir, Out: filepath.Join(dir, set)}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	all, err := ReadLabels(filepath.Join(heldoutDir, "labels.jsonl"))
+	rows, err := ReadLabels(filepath.Join(heldoutDir, "labels.jsonl"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var rows []LabelRow
-	for _, r := range all {
-		if r.NNZ <= maxNNZ {
-			rows = append(rows, r)
-		}
-	}
+	rows = slices.DeleteFunc(rows, func(r LabelRow) bool { return r.NNZ > maxNNZ })
 	t.Setenv("XDG_CONFIG_HOME", t.TempDir()) // the embedded models, not a user's
 	var models []*model.ONNXModel
 	for _, op := range hetero.Ops {

@@ -181,12 +181,8 @@ func runTrain(cmd *cobra.Command, v *viper.Viper) error {
 			return err
 		}
 	}
-	var byNNZ []train.Score
-	if v.GetBool("eval.by-nnz") {
-		byNNZ = train.ScoresByNNZ(rep.Rows, rep.Picks)
-	}
 	if v.GetBool("json") {
-		return writeScoresJSON(cmd.OutOrStdout(), append(rep.Scores, byNNZ...))
+		return writeScoresJSON(cmd.OutOrStdout(), rep.Scores)
 	}
 	w := cmd.OutOrStdout()
 	if rep.Folds > 1 {
