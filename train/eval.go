@@ -129,20 +129,35 @@ type groupKey struct{ op, class string }
 // A predictor with no pick in a group has no line for it. Rows must be
 // labelled (Label not empty).
 func Scores(rows []LabelRow, picks []Picks) []Score {
-	groups := map[groupKey][]int{}
+	return scores(rows, picks, false)
+}
+
+// scores is Scores, and with byNNZ ScoresByNNZ: each head's rows split
+// further by NNZBuckets range, ranges in order within a head.
+func scores(rows []LabelRow, picks []Picks, byNNZ bool) []Score {
+	type key struct {
+		groupKey
+		bucket int // index in NNZBuckets; -1 for every row of the head
+	}
+	groups := map[key][]int{}
 	for i := range rows {
-		k := groupKey{rows[i].Op, rows[i].DeviceClass}
+		k := key{groupKey{rows[i].Op, rows[i].DeviceClass}, -1}
+		if byNNZ {
+			k.bucket = nnzBucket(rows[i].NNZ)
+		}
 		groups[k] = append(groups[k], i)
 	}
-	keys := make([]groupKey, 0, len(groups))
-	for k := range groups {
-		keys = append(keys, k)
-	}
-	slices.SortFunc(keys, func(a, b groupKey) int { return cmp.Or(cmp.Compare(a.op, b.op), cmp.Compare(a.class, b.class)) })
+	keys := slices.SortedFunc(maps.Keys(groups), func(a, b key) int {
+		return cmp.Or(cmp.Compare(a.op, b.op), cmp.Compare(a.class, b.class), cmp.Compare(a.bucket, b.bucket))
+	})
 	var out []Score
 	for _, k := range keys {
+		bucket := ""
+		if k.bucket >= 0 {
+			bucket = NNZBuckets[k.bucket].Name
+		}
 		for _, p := range picks {
-			s := Score{Op: k.op, DeviceClass: k.class, Predictor: p.Predictor}
+			s := Score{Op: k.op, DeviceClass: k.class, Predictor: p.Predictor, NNZBucket: bucket}
 			var logSum float64
 			for _, i := range groups[k] {
 				if p.Formats[i] == "" {
@@ -165,7 +180,7 @@ func Scores(rows []LabelRow, picks []Picks) []Score {
 			s.Accuracy, s.TieAccuracy, s.OracleRatio = s.Accuracy/n, s.TieAccuracy/n, math.Exp(logSum/n)
 			out = append(out, s)
 		}
-		m := Score{Op: k.op, DeviceClass: k.class, Predictor: PredictorMeasure, N: len(groups[k]), Accuracy: 1, TieAccuracy: 1, OracleRatio: 1}
+		m := Score{Op: k.op, DeviceClass: k.class, Predictor: PredictorMeasure, NNZBucket: bucket, N: len(groups[k]), Accuracy: 1, TieAccuracy: 1, OracleRatio: 1}
 		var logCost float64
 		for _, i := range groups[k] {
 			logCost += math.Log(MeasureCost(&rows[i]))
@@ -190,35 +205,7 @@ var NNZBuckets = []struct {
 // a model can lead on the many small tensors of a set and trail on its
 // large ones, whose kernels cost most.
 func ScoresByNNZ(rows []LabelRow, picks []Picks) []Score {
-	var out []Score
-	for b, bucket := range NNZBuckets {
-		var in []LabelRow
-		var at []int
-		for i := range rows {
-			if nnzBucket(rows[i].NNZ) == b {
-				in, at = append(in, rows[i]), append(at, i)
-			}
-		}
-		if len(in) == 0 {
-			continue
-		}
-		sub := make([]Picks, len(picks))
-		for k, p := range picks {
-			sub[k] = Picks{Predictor: p.Predictor, Formats: make([]string, len(at))}
-			for j, i := range at {
-				sub[k].Formats[j] = p.Formats[i]
-			}
-		}
-		for _, s := range Scores(in, sub) {
-			s.NNZBucket = bucket.Name
-			out = append(out, s)
-		}
-	}
-	// Each head's ranges together, smallest first.
-	slices.SortStableFunc(out, func(a, b Score) int {
-		return cmp.Or(cmp.Compare(a.Op, b.Op), cmp.Compare(a.DeviceClass, b.DeviceClass))
-	})
-	return out
+	return scores(rows, picks, true)
 }
 
 // nnzBucket returns the index in NNZBuckets of a tensor of nnz nonzeros.
