@@ -8,6 +8,16 @@ import (
 	"github.com/sparsetune/sparsetune/hetero"
 )
 
+// Revision numbers what the features mean, so that a model trained on
+// one meaning is not fed another (a model file records the revision it
+// was trained on; package model refuses an MTTKRP model of an older one).
+//
+//  1. The features until 2026-11-26.
+//  2. MTTKRP's fiber features describe the leaf runs of the CSF rooted at
+//     the mode (the fibers of the last mode of formats.RootedOrder), not
+//     the mode's own fibers. SpTTM's are unchanged.
+const Revision = 2
+
 // Feature indexes a global feature in a Vector.
 type Feature int
 
@@ -16,8 +26,10 @@ type Feature int
 // fractions are in [0, 1]. Ranges says what each can take.
 //
 // Slices are the mode's slices (one per index of the mode) and fibers the
-// mode's fibers (one per combination of the other modes' indices); both
-// count only non-empty ones, and per-slice and per-fiber statistics are
+// fibers the op's kernels walk in their innermost loop (one per
+// combination of the other modes' indices): for SpTTM the mode's own, for
+// MTTKRP those of the last mode of formats.RootedOrder(order, mode), the
+// leaf runs of the CSF rooted at the mode. Both count only non-empty ones, and per-slice and per-fiber statistics are
 // over those. Rows are what the op's formats store as rows: the fibers of
 // the mode for SpTTM (the rows of the fiber matrix), its slices for MTTKRP
 // (the rows of the output). Empty rows refer to the mapping matrix of
@@ -31,7 +43,7 @@ const (
 	LogMeanDim                     // log10 arithmetic mean of the dims
 	LogModeDim                     // log10 dim of the mode
 	LogSlices                      // log10 non-empty slices of the mode
-	LogFibers                      // log10 non-empty fibers of the mode
+	LogFibers                      // log10 non-empty fibers the op's innermost loops walk
 	LogSliceNNZMean                // log10 mean nonzeros per slice
 	LogSliceNNZStd                 // log10(1 + standard deviation of nonzeros per slice)
 	LogSliceNNZMax                 // log10 most nonzeros in a slice

@@ -32,12 +32,12 @@ func NewTensorFormat(t *COO, name string, mode int) (TensorFormat, error) {
 			return nil, err
 		}
 		c := t.Clone()
-		if err := c.SortBy(rootedOrder(t.Order(), mode)...); err != nil {
+		if err := c.SortBy(RootedOrder(t.Order(), mode)...); err != nil {
 			return nil, err
 		}
 		return c, nil
 	case "csf":
-		return NewCSF(t, rootedOrder(t.Order(), mode))
+		return NewCSF(t, RootedOrder(t.Order(), mode))
 	case "hicoo":
 		return NewHiCOO(t, DefaultHiCOOBlockBits)
 	case "alto":

@@ -27,7 +27,7 @@ func TestNewTensorFormat(t *testing.T) {
 				if !back.Equal(want) {
 					t.Fatalf("%s mode %d: round trip differs", name, mode)
 				}
-				if name == "coo" && !f.(*COO).IsSortedBy(rootedOrder(len(dims), mode)...) {
+				if name == "coo" && !f.(*COO).IsSortedBy(RootedOrder(len(dims), mode)...) {
 					t.Fatalf("coo mode %d: not sorted by the mode first", mode)
 				}
 				if name == "csf" && f.(*CSF).Root() != mode {

@@ -47,6 +47,10 @@ const (
 	// metaCPUInnerLoops (optional) lists the inner loops of the builds
 	// that measured the cpu head's labels (GCN.CPUInnerLoops).
 	metaCPUInnerLoops = "sparsetune.cpu_inner_loops"
+	// metaFeatureRevision is features.Revision of the build that
+	// trained the model; absent in files written before revision 2,
+	// which read as revision 1.
+	metaFeatureRevision = "sparsetune.feature_revision"
 )
 
 // Input names of a model file, in graph-input order (onnx-go addresses
@@ -237,17 +241,18 @@ func (g *GCN) ExportONNX() ([]byte, error) {
 	}
 	var headNames []string
 	meta := map[string]string{
-		metaVersion:      strconv.Itoa(FormatVersion),
-		metaOp:           c.Op,
-		metaBudget:       fmt.Sprintf("%dx%d", br, bc),
-		metaHidden:       strconv.Itoa(h),
-		metaMLP:          fmt.Sprintf("%d,%d", c.MLP[0], c.MLP[1]),
-		metaFeatures:     strings.Join(features.Names[:], ","),
-		metaNodeFeatures: strings.Join(graphenc.NodeFeatureNames[:], ","),
-		metaMean:         formatFloats(g.Mean[:]),
-		metaStd:          formatFloats(g.Std[:]),
-		metaTrainMin:     formatFloats(g.TrainMin[:]),
-		metaTrainMax:     formatFloats(g.TrainMax[:]),
+		metaVersion:         strconv.Itoa(FormatVersion),
+		metaOp:              c.Op,
+		metaBudget:          fmt.Sprintf("%dx%d", br, bc),
+		metaHidden:          strconv.Itoa(h),
+		metaMLP:             fmt.Sprintf("%d,%d", c.MLP[0], c.MLP[1]),
+		metaFeatures:        strings.Join(features.Names[:], ","),
+		metaFeatureRevision: strconv.Itoa(features.Revision),
+		metaNodeFeatures:    strings.Join(graphenc.NodeFeatureNames[:], ","),
+		metaMean:            formatFloats(g.Mean[:]),
+		metaStd:             formatFloats(g.Std[:]),
+		metaTrainMin:        formatFloats(g.TrainMin[:]),
+		metaTrainMax:        formatFloats(g.TrainMax[:]),
 	}
 	for _, hd := range c.Heads {
 		headNames = append(headNames, hd.Name)

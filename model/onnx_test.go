@@ -163,6 +163,9 @@ func TestONNXErrors(t *testing.T) {
 		{"no-graph", editModel(t, data, func(mp *onnxpb.ModelProto) { mp.Graph = nil }), "no graph"},
 		{"inputs", editModel(t, data, func(mp *onnxpb.ModelProto) { mp.Graph.Input = mp.Graph.Input[1:] }), "graph has 5 inputs"},
 		{"operator", editModel(t, data, func(mp *onnxpb.ModelProto) { mp.Graph.Node[3].OpType = proto.String("NoSuchOp") }), "operator NoSuchOp is not one the builtin runtime runs"},
+		{"revision-newer", editModel(t, data, setMeta(metaFeatureRevision, "99")), "features of revision 99, and this build computes revision"},
+		{"revision-bad", editModel(t, data, setMeta(metaFeatureRevision, "two")), `sparsetune.feature_revision: "two" is not a feature revision`},
+		{"revision-old-mttkrp", editModel(t, editModel(t, data, setMeta(metaFeatureRevision, "")), setMeta(metaOp, "mttkrp")), "features of revision 1, whose MTTKRP fiber features describe other fibers"},
 		{"rule-heads", editModel(t, data, func(mp *onnxpb.ModelProto) {
 			mp.MetadataProps = append(mp.MetadataProps, &onnxpb.StringStringEntryProto{Key: proto.String(metaRuleHeads), Value: proto.String("cpu,tpu")})
 		}), `sparsetune.rule_heads names "tpu", which is not a head (cpu,gpu)`},
@@ -175,6 +178,15 @@ func TestONNXErrors(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.HasPrefix(err.Error(), "model "+path+": ") || strings.Contains(err.Error(), "\n") {
 			t.Errorf("%s: got %v, want one line starting with the path and containing %q", tc.name, err, tc.want)
 		}
+	}
+	// SpTTM's features are the same in revisions 1 and 2: a model written
+	// before files recorded the revision still loads.
+	old := filepath.Join(t.TempDir(), "revision-1-ttm.onnx")
+	if err := os.WriteFile(old, editModel(t, data, setMeta(metaFeatureRevision, "")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if m, err := LoadONNX(old); err != nil || m.Info.FeatureRevision != 1 {
+		t.Errorf("SpTTM model without a feature revision: %v, want it loaded as revision 1", err)
 	}
 	if _, err := LoadONNX(filepath.Join(t.TempDir(), "missing.onnx")); err == nil || !strings.Contains(err.Error(), "missing.onnx") {
 		t.Errorf("missing file: %v", err)

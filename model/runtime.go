@@ -32,11 +32,13 @@ type Info struct {
 	MLP           [2]int          `json:"mlp"`
 	Heads         []Head          `json:"heads"`
 	Features      []string        `json:"features"`
-	NodeFeatures  []string        `json:"node_features"`
-	Mean          features.Vector `json:"feature_mean"`
-	Std           features.Vector `json:"feature_std"`
-	TrainMin      features.Vector `json:"train_min"`
-	TrainMax      features.Vector `json:"train_max"`
+	// FeatureRevision is the features.Revision the model was trained on.
+	FeatureRevision int             `json:"feature_revision"`
+	NodeFeatures    []string        `json:"node_features"`
+	Mean            features.Vector `json:"feature_mean"`
+	Std             features.Vector `json:"feature_std"`
+	TrainMin        features.Vector `json:"train_min"`
+	TrainMax        features.Vector `json:"train_max"`
 	// RuleHeads are the heads that defer to the hand rule (GCN.RuleHeads).
 	RuleHeads []string `json:"rule_heads,omitempty"`
 	// CPUInnerLoops are the inner loops of the builds that measured the
@@ -244,6 +246,15 @@ func parseInfo(data []byte) (*Info, *onnxpb.ModelProto, error) {
 	if v, ok := meta[metaCPUInnerLoops]; ok && v != "" {
 		info.CPUInnerLoops = strings.Split(v, ",")
 	}
+	info.FeatureRevision = 1
+	if v, ok := meta[metaFeatureRevision]; ok {
+		if info.FeatureRevision, err = strconv.Atoi(v); err != nil || info.FeatureRevision < 1 {
+			return nil, nil, fmt.Errorf("metadata %s: %q is not a feature revision", metaFeatureRevision, v)
+		}
+	}
+	if err := checkFeatureRevision(info.Op, info.FeatureRevision); err != nil {
+		return nil, nil, err
+	}
 
 	// The graph must have the inputs and outputs the metadata implies.
 	br, bc, nf := info.Budget.Rows, info.Budget.Cols, features.Count
@@ -443,4 +454,20 @@ func (m *ONNXModel) runONNXGo(in *Input) (probs [][]float64, err error) {
 		probs = append(probs, p)
 	}
 	return probs, nil
+}
+
+// checkFeatureRevision reports whether a model for op trained on the
+// features of revision rev can be fed this build's (features.Revision).
+// Revision 2 changed what MTTKRP's fiber features describe, so an MTTKRP
+// model of revision 1 would be fed numbers of another meaning and answer
+// wrongly without a sign; a model of a later revision than this build
+// knows is refused too. SpTTM's features are the same in both.
+func checkFeatureRevision(op string, rev int) error {
+	switch {
+	case rev > features.Revision:
+		return fmt.Errorf("the model was trained on features of revision %d, and this build computes revision %d: use a newer sparsetune", rev, features.Revision)
+	case rev < 2 && op == "mttkrp":
+		return fmt.Errorf("the model was trained on features of revision %d, whose MTTKRP fiber features describe other fibers than this build's (revision %d): retrain it (sparsetune train, or sparsetune tune-model)", rev, features.Revision)
+	}
+	return nil
 }

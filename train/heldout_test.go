@@ -68,9 +68,10 @@ func TestDefaultModelsHeldOut(t *testing.T) {
 		score[s.Op+" "+s.DeviceClass+" "+s.Predictor] = s
 	}
 	// Measured with every tensor (docs/model.md, "Tensors never seen, of
-	// every size"): accuracy / oracle ratio 0.867 / 0.981 (MTTKRP, cpu),
-	// 0.884 / 0.974 (MTTKRP, PoCL), 0.952 / 0.993 (SpTTM, cpu), 0.962 /
-	// 0.998 (SpTTM, PoCL). The floors leave room for the noise of a
+	// every size"): accuracy / oracle ratio 0.876 / 0.984 (MTTKRP, cpu),
+	// 0.934 / 0.994 (MTTKRP, PoCL; 0.884 / 0.974 before the features of
+	// revision 2), 0.952 / 0.993 (SpTTM, cpu), 0.962 / 0.998 (SpTTM,
+	// PoCL). The floors leave room for the noise of a
 	// retrained model, not for a broken one.
 	var report []string
 	for _, head := range []struct {
@@ -78,8 +79,8 @@ func TestDefaultModelsHeldOut(t *testing.T) {
 		accuracy  float64
 		ratio     float64
 	}{
-		{"mttkrp", "cpu", 0.83, 0.97},
-		{"mttkrp", "opencl-cpu", 0.85, 0.96},
+		{"mttkrp", "cpu", 0.84, 0.97},
+		{"mttkrp", "opencl-cpu", 0.90, 0.98},
 		{"ttm", "cpu", 0.92, 0.98},
 		{"ttm", "opencl-cpu", 0.92, 0.98},
 	} {

@@ -43,6 +43,7 @@ ranges, and its format version.`,
 			fmt.Fprintf(tw, "file\t%s (%d bytes, %d weights)\n", info.Path, info.Bytes, info.Weights)
 			fmt.Fprintf(tw, "version\tsparsetune model format %d, ONNX IR %d, opset %d\n", info.FormatVersion, info.IRVersion, info.Opset)
 			fmt.Fprintf(tw, "op\t%s\n", info.Op)
+			fmt.Fprintf(tw, "features\trevision %d\n", info.FeatureRevision)
 			fmt.Fprintf(tw, "budget\t%d row x %d column nodes\n", info.Budget.Rows, info.Budget.Cols)
 			fmt.Fprintf(tw, "layers\t2 graph convolutions of width %d, heads %d -> %d -> classes\n", info.Hidden, info.MLP[0], info.MLP[1])
 			for _, h := range info.Heads {

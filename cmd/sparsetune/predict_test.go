@@ -181,11 +181,11 @@ func TestModelInspect(t *testing.T) {
 		t.Fatalf("%v\n%s", err, out)
 	}
 	if info.Op != "ttm" || info.Budget != (graphenc.Budget{Rows: 32, Cols: 32}) || len(info.Heads) != 1 || len(info.Heads[0].Classes) != 4 ||
-		info.FormatVersion != model.FormatVersion || len(info.Features) != features.Count {
+		info.FormatVersion != model.FormatVersion || len(info.Features) != features.Count || info.FeatureRevision != features.Revision {
 		t.Errorf("inspect: %+v", info)
 	}
 	out, _, err = run(t, "model", "inspect", "../../model/testdata/sanity.onnx")
-	if err != nil || !strings.Contains(out, "head cpu") || !strings.Contains(out, "log_fiber_nnz_cv") {
+	if err != nil || !strings.Contains(out, "head cpu") || !strings.Contains(out, "log_fiber_nnz_cv") || !strings.Contains(out, "revision "+strconv.Itoa(features.Revision)) {
 		t.Errorf("inspect text: %v\n%s", err, out)
 	}
 	bad := filepath.Join(t.TempDir(), "bad.onnx")
