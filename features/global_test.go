@@ -346,10 +346,18 @@ func TestSummaryConcurrent(t *testing.T) {
 			want[[2]int{int(op), m}], _ = seq.Global(op, m)
 		}
 	}
-	for _, prepare := range []bool{false, true} {
+	for _, prepare := range [][]hetero.Op{nil, {}, {hetero.MTTKRP}, {hetero.SpTTM}} {
 		s, _ := Summarize(x)
-		if prepare {
-			s.Prepare()
+		if prepare != nil {
+			s.Prepare(prepare...)
+		}
+		if len(prepare) == 1 && prepare[0] == hetero.MTTKRP {
+			// MTTKRP reads the fibers of the last two modes only.
+			for m, f := range s.fibers {
+				if counted := f != nil; counted != (m >= 2) {
+					t.Errorf("Prepare(mttkrp): mode %d fibers counted %v", m+1, counted)
+				}
+			}
 		}
 		var wg sync.WaitGroup
 		for _, op := range hetero.Ops {

@@ -400,15 +400,34 @@ func tableCounts(keys, table []uint64) []uint32 {
 	return out
 }
 
-// Prepare counts the groups of every mode at once: what Global needs for
-// any op and mode is then at hand. A caller that will ask for every mode
-// (predict --mode all, a decomposition) calls it once, so that a large
-// sample's work is spread over the cores; Global does the same work on
-// demand, one mode at a time, without it.
-func (s *Summary) Prepare() {
-	spread(len(s.fibers), s.Sample.NNZ(), func(m int) {
+// Prepare counts the groups of every mode at once, the slices of each and
+// the fibers that Global reads for ops (every op when none is named):
+// what Global needs for those ops along any mode is then at hand. A
+// caller that will ask for every mode (predict --mode all, a
+// decomposition) calls it once, so that a large sample's work is spread
+// over the cores; Global does the same work on demand, one mode at a
+// time, without it. MTTKRP along every mode of an order-N tensor reads
+// the fibers of two modes only (mttkrpFiberMode), SpTTM those of all.
+func (s *Summary) Prepare(ops ...hetero.Op) {
+	n := len(s.fibers)
+	if len(ops) == 0 {
+		ops = []hetero.Op{hetero.SpTTM, hetero.MTTKRP}
+	}
+	fibers := make([]bool, n)
+	for _, op := range ops {
+		for m := range n {
+			if op == hetero.MTTKRP {
+				fibers[mttkrpFiberMode(n, m)] = true
+			} else {
+				fibers[m] = true
+			}
+		}
+	}
+	spread(n, s.Sample.NNZ(), func(m int) {
 		s.modeRanks(m)
-		s.fiberCounts(m)
+		if fibers[m] {
+			s.fiberCounts(m)
+		}
 	})
 }
 

@@ -37,12 +37,22 @@ func UserModelPath(op hetero.Op) (string, error) {
 // embedded one. Labels belong to hardware, so the embedded model has a
 // head only for the device classes it was trained on; a device of another
 // class gets ErrNoHead from a prediction and is measured instead.
+//
+// A user's model trained on features of another revision than this
+// build's gives an error wrapping a *FeatureRevisionError, which says to
+// retrain it: sparsetune tune-model does, from EmbeddedModel.
 func DefaultModel(op hetero.Op) (*ONNXModel, error) {
 	if path, err := UserModelPath(op); err == nil {
 		if _, err := os.Stat(path); err == nil {
 			return LoadONNX(path)
 		}
 	}
+	return EmbeddedModel(op)
+}
+
+// EmbeddedModel returns the model for op embedded in this build, whatever
+// the user's own.
+func EmbeddedModel(op hetero.Op) (*ONNXModel, error) {
 	name := "default/" + op.String() + ".onnx"
 	data, err := defaultModels.ReadFile(name)
 	if errors.Is(err, fs.ErrNotExist) {

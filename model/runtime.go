@@ -456,6 +456,20 @@ func (m *ONNXModel) runONNXGo(in *Input) (probs [][]float64, err error) {
 	return probs, nil
 }
 
+// FeatureRevisionError is the error of loading a model trained on
+// features whose meaning differs from this build's (features.Revision).
+type FeatureRevisionError struct {
+	Op       string // the model's op
+	Revision int    // the revision it was trained on
+}
+
+func (e *FeatureRevisionError) Error() string {
+	if e.Revision > features.Revision {
+		return fmt.Sprintf("the model was trained on features of revision %d, and this build computes revision %d: use a newer sparsetune", e.Revision, features.Revision)
+	}
+	return fmt.Sprintf("the model was trained on features of revision %d, whose %s fiber features describe other fibers than this build's (revision %d): retrain it (sparsetune train, or sparsetune tune-model)", e.Revision, strings.ToUpper(e.Op), features.Revision)
+}
+
 // checkFeatureRevision reports whether a model for op trained on the
 // features of revision rev can be fed this build's (features.Revision).
 // Revision 2 changed what MTTKRP's fiber features describe, so an MTTKRP
@@ -463,11 +477,8 @@ func (m *ONNXModel) runONNXGo(in *Input) (probs [][]float64, err error) {
 // wrongly without a sign; a model of a later revision than this build
 // knows is refused too. SpTTM's features are the same in both.
 func checkFeatureRevision(op string, rev int) error {
-	switch {
-	case rev > features.Revision:
-		return fmt.Errorf("the model was trained on features of revision %d, and this build computes revision %d: use a newer sparsetune", rev, features.Revision)
-	case rev < 2 && op == "mttkrp":
-		return fmt.Errorf("the model was trained on features of revision %d, whose MTTKRP fiber features describe other fibers than this build's (revision %d): retrain it (sparsetune train, or sparsetune tune-model)", rev, features.Revision)
+	if rev > features.Revision || rev < 2 && op == "mttkrp" {
+		return &FeatureRevisionError{Op: op, Revision: rev}
 	}
 	return nil
 }

@@ -235,7 +235,7 @@ func runPredict(stdout, stderr io.Writer, name string, t *formats.COO, c predict
 		if c.mode == 0 {
 			// Every mode will be asked for: count them all at once, on
 			// every core, as part of the shared pass.
-			summary.Prepare()
+			summary.Prepare(c.op)
 		}
 		sampleTime = time.Since(start)
 		return nil

@@ -166,11 +166,19 @@ func runTuneModel(cmd *cobra.Command, v *viper.Viper) error {
 	// 4. The models in effect, scored on the held-out rows.
 	var before []*model.ONNXModel
 	initial := map[string]*model.GCN{}
+	stale := map[string]bool{} // ops whose user model this build cannot feed
 	for _, op := range hetero.Ops {
 		if !slices.ContainsFunc(rows, func(r train.LabelRow) bool { return r.Op == op.String() }) {
 			continue
 		}
 		m, err := model.DefaultModel(op)
+		if revErr := (*model.FeatureRevisionError)(nil); errors.As(err, &revErr) {
+			// The user's model was trained on features this build no
+			// longer computes: tune from the embedded one, and replace it.
+			fmt.Fprintf(stderr, "note: %v; tuning from the embedded %s model instead\n", err, op)
+			stale[op.String()] = true
+			m, err = model.EmbeddedModel(op)
+		}
 		if err != nil {
 			return err
 		}
@@ -261,6 +269,15 @@ func runTuneModel(cmd *cobra.Command, v *viper.Viper) error {
 			return err
 		}
 		if b < a-tuneInstallSlack && !force {
+			if stale[op] {
+				// The model in effect was the embedded one: the user's
+				// could not be loaded, so it goes.
+				if err := os.Remove(path); err != nil {
+					return err
+				}
+				fmt.Fprintf(w, "%s: removed %s, trained on features of another revision: the embedded model is in effect (the tuned one's held-out oracle ratio is %.3f against its %.3f; --force installs it anyway)\n", op, path, b, a)
+				continue
+			}
 			fmt.Fprintf(w, "%s: kept the model in effect: the tuned one's held-out oracle ratio is %.3f against %.3f (--force installs it anyway)\n", op, b, a)
 			continue
 		}

@@ -3,29 +3,50 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/sparsetune/sparsetune/hetero"
 	"github.com/sparsetune/sparsetune/model"
+	"github.com/sparsetune/sparsetune/model/onnxpb"
 )
 
 // TestTuneModel: the whole adaptation on a tiny generated set: generate,
 // label on the CPU, hold out, fine-tune, print before and after, and
 // install each op's model where it scores no worse (a file the default
 // lookup then loads), or say it kept the old one. A second run resumes:
-// it labels nothing new.
+// it labels nothing new. The user's MTTKRP model starts out trained on
+// features of an older revision, which this build refuses to feed:
+// tune-model tunes from the embedded model instead and replaces it (or
+// removes it, where the tuned one scores worse).
 func TestTuneModel(t *testing.T) {
 	from := filepath.Join(dataDir, "suitesparse")
 	if _, err := os.Stat(from); err != nil {
 		t.Skipf("real data absent (%v): skipping", err)
 	}
 	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
-	work := t.TempDir()
-	args := []string{"tune-model", "--from", from, "--count", "12", "--max-nnz", "5000", "--budget", "2m", "--work", work}
-	out, _, err := run(t, args...)
+	stalePath, err := model.UserModelPath(hetero.MTTKRP)
 	if err != nil {
 		t.Fatal(err)
+	}
+	writeStaleModel(t, "../../model/default/mttkrp.onnx", stalePath)
+	if _, err := model.DefaultModel(hetero.MTTKRP); err == nil || !strings.Contains(err.Error(), "retrain it") {
+		t.Fatalf("a user model of revision 1: %v, want an error saying to retrain it", err)
+	}
+	work := t.TempDir()
+	args := []string{"tune-model", "--from", from, "--count", "12", "--max-nnz", "5000", "--budget", "2m", "--work", work}
+	out, errOut, err := run(t, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(errOut, "tuning from the embedded mttkrp model instead") {
+		t.Errorf("stderr lacks the note on the stale mttkrp model:\n%s", errOut)
+	}
+	if _, err := model.DefaultModel(hetero.MTTKRP); err != nil {
+		t.Errorf("after tune-model, the default mttkrp model: %v", err)
 	}
 	for _, want := range []string{"before (the model in effect)", "after (fine-tuned here)", "oracle ratio", "of a 2m0s budget"} {
 		if !strings.Contains(out, want) {
@@ -39,8 +60,12 @@ func TestTuneModel(t *testing.T) {
 		}
 		installed := strings.Contains(out, op.String()+": installed "+path)
 		kept := strings.Contains(out, op.String()+": kept the model in effect")
+		if op == hetero.MTTKRP {
+			// The stale model is never kept: it is replaced or removed.
+			kept = strings.Contains(out, op.String()+": removed "+path)
+		}
 		if installed == kept {
-			t.Errorf("%s: installed %v, kept %v: want exactly one\n%s", op, installed, kept, out)
+			t.Errorf("%s: installed %v, kept or removed %v: want exactly one\n%s", op, installed, kept, out)
 		}
 		if !installed {
 			continue
@@ -66,5 +91,36 @@ func TestTuneModel(t *testing.T) {
 	}
 	if _, _, err := run(t, "tune-model", "--from", from, "--count", "3"); err == nil || !strings.Contains(err.Error(), "--count: expected at least 8") {
 		t.Errorf("--count 3: %v", err)
+	}
+}
+
+// writeStaleModel writes the model file src to dst as a file of feature
+// revision 1 (before files recorded one): without its
+// sparsetune.feature_revision entry.
+func writeStaleModel(t *testing.T, src, dst string) {
+	t.Helper()
+	data, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mp onnxpb.ModelProto
+	if err := proto.Unmarshal(data, &mp); err != nil {
+		t.Fatal(err)
+	}
+	n := len(mp.MetadataProps)
+	mp.MetadataProps = slices.DeleteFunc(mp.MetadataProps, func(p *onnxpb.StringStringEntryProto) bool {
+		return p.GetKey() == "sparsetune.feature_revision"
+	})
+	if len(mp.MetadataProps) != n-1 {
+		t.Fatalf("%s has no feature revision entry", src)
+	}
+	if data, err = proto.Marshal(&mp); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(dst, data, 0o644); err != nil {
+		t.Fatal(err)
 	}
 }
