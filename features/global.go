@@ -12,7 +12,7 @@ import (
 // one meaning is not fed another (a model file records the revision it
 // was trained on; package model refuses an MTTKRP model of an older one).
 //
-//  1. The features until 2026-11-26.
+//  1. The first features, until 2026-11-26.
 //  2. MTTKRP's fiber features describe the leaf runs of the CSF rooted at
 //     the mode (the fibers of the last mode of formats.RootedOrder), not
 //     the mode's own fibers. SpTTM's are unchanged.
@@ -29,8 +29,8 @@ type Feature int
 // fibers the op's kernels walk in their innermost loop (one per
 // combination of the other modes' indices): for SpTTM the mode's own, for
 // MTTKRP those of the last mode of formats.RootedOrder(order, mode), the
-// leaf runs of the CSF rooted at the mode. Both count only non-empty ones, and per-slice and per-fiber statistics are
-// over those. Rows are what the op's formats store as rows: the fibers of
+// leaf runs of the CSF rooted at the mode. Both count only non-empty
+// ones, and per-slice and per-fiber statistics are over those. Rows are what the op's formats store as rows: the fibers of
 // the mode for SpTTM (the rows of the fiber matrix), its slices for MTTKRP
 // (the rows of the output). Empty rows refer to the mapping matrix of
 // package graphenc: the fraction of its row mode's indices with no nonzero.

@@ -233,8 +233,9 @@ func runPredict(stdout, stderr io.Writer, name string, t *formats.COO, c predict
 			return err
 		}
 		if c.mode == 0 {
-			// Every mode will be asked for: count them all at once, on
-			// every core, as part of the shared pass.
+			// Every mode will be asked for: count what the op reads
+			// along all of them at once, on every core, as part of the
+			// shared pass.
 			summary.Prepare(c.op)
 		}
 		sampleTime = time.Since(start)
