@@ -431,3 +431,36 @@ func TestNoiseTop(t *testing.T) {
 		}
 	}
 }
+
+// MTTKRP's fiber features describe the fibers of the last mode of the
+// order its CSF is rooted in (revision 2), which are SpTTM's fiber
+// features of that mode; its slice features stay the mode's own.
+func TestMTTKRPFiberFeatures(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	for _, dims := range [][]int{{40, 50, 60}, {7, 300, 20, 9}} {
+		x := randomTensor(rng, dims, 5000, false)
+		s, err := Summarize(x)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for m := range dims {
+			rooted := formats.RootedOrder(len(dims), m)
+			leaf := rooted[len(rooted)-1]
+			got, err := s.Global(hetero.MTTKRP, m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ttmLeaf, _ := s.Global(hetero.SpTTM, leaf)
+			ttmOwn, _ := s.Global(hetero.SpTTM, m)
+			fibers := []Feature{LogFibers, LogFiberNNZMean, LogFiberNNZStd, LogFiberNNZMax, LogFiberNNZCV}
+			for _, f := range fibers {
+				if got[f] != ttmLeaf[f] {
+					t.Errorf("dims %v mode %d: mttkrp %s = %v, want mode %d's fibers' %v", dims, m+1, f, got[f], leaf+1, ttmLeaf[f])
+				}
+			}
+			if got[LogSlices] != ttmOwn[LogSlices] || got[LogSliceNNZMax] != ttmOwn[LogSliceNNZMax] {
+				t.Errorf("dims %v mode %d: mttkrp slices %v / %v, want the mode's own %v / %v", dims, m+1, got[LogSlices], got[LogSliceNNZMax], ttmOwn[LogSlices], ttmOwn[LogSliceNNZMax])
+			}
+		}
+	}
+}
