@@ -16,6 +16,7 @@ import (
 
 	"github.com/sparsetune/sparsetune/features"
 	"github.com/sparsetune/sparsetune/graphenc"
+	"github.com/sparsetune/sparsetune/hetero"
 	"github.com/sparsetune/sparsetune/model/onnxpb"
 )
 
@@ -477,7 +478,7 @@ func (e *FeatureRevisionError) Error() string {
 // wrongly without a sign; a model of a later revision than this build
 // knows is refused too. SpTTM's features are the same in both.
 func checkFeatureRevision(op string, rev int) error {
-	if rev > features.Revision || rev < 2 && op == "mttkrp" {
+	if rev > features.Revision || rev < 2 && op == hetero.MTTKRP.String() {
 		return &FeatureRevisionError{Op: op, Revision: rev}
 	}
 	return nil
