@@ -14,7 +14,10 @@ import (
 // knnAvailable: golearn's knn package compiles only with cgo.
 const knnAvailable = true
 
-// knnNeighbours is k: odd, so that two formats cannot tie.
+// knnNeighbours is k. Odd, but with three or four formats a vote can
+// still tie (2-2-1), and golearn then takes whichever tied format its map
+// yields first: the knn baseline's scores can move in the third decimal
+// between runs of the same seed (docs/model.md, "Baselines").
 const knnNeighbours = 5
 
 // knnClassifier is golearn's kNN on standardised features, so that no
