@@ -407,7 +407,7 @@ func tableCounts(keys, table []uint64) []uint32 {
 // decomposition) calls it once, so that a large sample's work is spread
 // over the cores; Global does the same work on demand, one mode at a
 // time, without it. MTTKRP along every mode of an order-N tensor reads
-// the fibers of two modes only (mttkrpFiberMode), SpTTM those of all.
+// the fibers of two modes only (fiberMode), SpTTM those of all.
 func (s *Summary) Prepare(ops ...hetero.Op) {
 	n := len(s.fibers)
 	if len(ops) == 0 {
@@ -416,11 +416,7 @@ func (s *Summary) Prepare(ops ...hetero.Op) {
 	fibers := make([]bool, n)
 	for _, op := range ops {
 		for m := range n {
-			if op == hetero.MTTKRP {
-				fibers[mttkrpFiberMode(n, m)] = true
-			} else {
-				fibers[m] = true
-			}
+			fibers[fiberMode(op, n, m)] = true
 		}
 	}
 	spread(n, s.Sample.NNZ(), func(m int) {
@@ -517,21 +513,18 @@ func (s *Summary) Global(op hetero.Op, mode int) (Vector, error) {
 	}
 
 	p := s.Rate()
-	fiberMode := mode
-	if op == hetero.MTTKRP {
-		fiberMode = mttkrpFiberMode(n, mode)
-	}
+	fm := fiberMode(op, n, mode)
 	fiberSpace := math.Inf(1)
-	if logVolume-math.Log10(float64(s.Dims[fiberMode])) < 18 {
+	if logVolume-math.Log10(float64(s.Dims[fm])) < 18 {
 		fiberSpace = 1
 		for k, d := range s.Dims {
-			if k != fiberMode {
+			if k != fm {
 				fiberSpace *= float64(d)
 			}
 		}
 	}
 	slc := estimate(s.sliceCounts(mode), p, nnz, float64(s.Dims[mode]))
-	fib := estimate(s.fiberCounts(fiberMode), p, nnz, fiberSpace)
+	fib := estimate(s.fiberCounts(fm), p, nnz, fiberSpace)
 	v[LogSlices] = log10(slc.count)
 	v[LogFibers] = log10(fib.count)
 	slc.put(v[LogSliceNNZMean : LogSliceNNZCV+1])
@@ -563,17 +556,22 @@ func (s *Summary) Global(op hetero.Op, mode int) (Vector, error) {
 	return v, nil
 }
 
-// mttkrpFiberMode returns the mode whose fibers the fiber features of an
-// MTTKRP of mode describe: the last mode of formats.RootedOrder, the one
-// the innermost loops of its CSF and of its sorted COO walk. A fiber of
-// that mode is a leaf run of the CSF rooted at mode (for order 3, the
-// fibers under one slice), so the features say how long the runs are
-// over which the kernels hoist the upper factor rows, and how many
-// partial products the COO flushes. The fibers of mode itself, which SpTTM
-// walks, are not a loop of any MTTKRP kernel: with them, gradient-boosted
-// trees on the global features alone told COO from CSF on PoCL for 0.80
-// of the training rows, and with these for 0.91 (docs/model.md).
-func mttkrpFiberMode(order, mode int) int {
+// fiberMode returns the mode whose fibers the fiber features of op along
+// mode of an order-order tensor describe. For SpTTM it is mode itself:
+// the rows of its fiber matrix. For MTTKRP it is the last mode of
+// formats.RootedOrder, the one the innermost loops of its CSF and of its
+// sorted COO walk. A fiber of that mode is a leaf run of the CSF rooted
+// at mode (for order 3, the fibers under one slice), so the features say
+// how long the runs are over which the kernels hoist the upper factor
+// rows, and how many partial products the COO flushes. The fibers of mode
+// itself, which SpTTM walks, are not a loop of any MTTKRP kernel: with
+// them, gradient-boosted trees on the global features alone told COO from
+// CSF on PoCL for 0.80 of the training rows, and with these for 0.91
+// (docs/model.md).
+func fiberMode(op hetero.Op, order, mode int) int {
+	if op != hetero.MTTKRP {
+		return mode
+	}
 	rooted := formats.RootedOrder(order, mode)
 	return rooted[len(rooted)-1]
 }
