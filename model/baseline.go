@@ -2,7 +2,6 @@ package model
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -20,11 +19,10 @@ import (
 )
 
 // The baselines classify a tensor by its global features alone
-// (features.Global), with golearn's classifiers: a CART decision tree, and
-// k nearest neighbours where the build has cgo (golearn's knn package holds
-// C code and does not compile without it). golearn's linear SVM is not
-// offered: it wraps liblinear through cgo and panics under Go's default
-// cgo pointer checks.
+// (features.Global): golearn's CART decision tree, and k nearest
+// neighbours (knnClassifier, our own: golearn's needs cgo and breaks ties
+// in map order). golearn's linear SVM is not offered: it wraps liblinear
+// through cgo and panics under Go's default cgo pointer checks.
 //
 // A baseline's saved form is its labelled examples, a BaselineSet file: a
 // kNN is its examples, and a tree is refitted from them when the file is
@@ -134,12 +132,7 @@ type BaselinePredictor struct {
 }
 
 // BaselineMethods lists the baselines this build offers.
-func BaselineMethods() []string {
-	if knnAvailable {
-		return []string{"tree", "knn"}
-	}
-	return []string{"tree"}
-}
+func BaselineMethods() []string { return []string{"tree", "knn"} }
 
 // NewBaselinePredictor fits the named baseline ("tree" or "knn") on every
 // op and device kind of the set.
@@ -147,11 +140,8 @@ func NewBaselinePredictor(method string, s *BaselineSet) (*BaselinePredictor, er
 	if err := s.Check(); err != nil {
 		return nil, err
 	}
-	if !slices.Contains([]string{"tree", "knn"}, method) {
-		return nil, fmt.Errorf("unknown baseline %q, expected tree or knn", method)
-	}
 	if !slices.Contains(BaselineMethods(), method) {
-		return nil, errors.New("the knn baseline needs a build with cgo: golearn's knn package holds C code")
+		return nil, fmt.Errorf("unknown baseline %q, expected tree or knn", method)
 	}
 	groups := map[string][]BaselineExample{}
 	for _, e := range s.Examples {

@@ -8,7 +8,7 @@ import (
 )
 
 // Predictor names in reports, besides "always FORMAT" for each fixed
-// format and the golearn baselines' method names ("tree", "knn").
+// format and the baselines' method names ("tree", "knn").
 const (
 	PredictorGCN     = "gcn"
 	PredictorRule    = "rule"

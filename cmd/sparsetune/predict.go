@@ -32,7 +32,8 @@ on a device, with one of the predictors:
   gcn      the SPT-GCN of a model file (--model; --runtime builtin or onnx-go)
   tree     golearn's CART decision tree on the global features, fitted on
            the labelled examples of --model (a baseline-set JSON file)
-  knn      golearn's k nearest neighbours (k = 5), likewise (cgo builds)
+  knn      k nearest neighbours (k = 5) on the standardised global
+           features, likewise (deterministic: docs/model.md, "Baselines")
   rule     a hand-written rule on the global features (docs/model.md)
   measure  time every format with the real kernels and rank by speed; the
            decision is cached per tensor, op, mode and device in the user

@@ -197,7 +197,7 @@ func TestModelInspect(t *testing.T) {
 	}
 }
 
-// TestPredictBaselines fits the tree (and kNN, in cgo builds) on a small
+// TestPredictBaselines fits the tree and the kNN on a small
 // labelled set and predicts for a tensor it has not seen.
 func TestPredictBaselines(t *testing.T) {
 	set := model.NewBaselineSet()
