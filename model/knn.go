@@ -2,6 +2,7 @@ package model
 
 import (
 	"errors"
+	"fmt"
 	"math"
 )
 
@@ -60,7 +61,7 @@ func fitKNN(names []string, ex []BaselineExample) (classifier, error) {
 			}
 		}
 		if c.label[i] < 0 {
-			return nil, errors.New("example " + e.Best + " is not a candidate format")
+			return nil, fmt.Errorf("example %d: format %q is not one of %v", i+1, e.Best, names)
 		}
 	}
 	return c, nil
