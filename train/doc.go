@@ -37,10 +37,10 @@
 //
 // Fit reads each labelled tensor once, computes the inputs exactly as a
 // prediction does (model.SummaryInput), cross-validates the SPT-GCN (one
-// head per op and device class), the golearn baselines, the hand rule and
-// each fixed format on folds grouped by source (GroupFolds), and trains
-// the final model of each op on every row. Evaluate scores model files on
-// a labels file the same way. Scores gives accuracy, tie-aware accuracy
+// head per op and device class), the baselines (golearn's tree, our kNN),
+// the hand rule and each fixed format on folds grouped by source
+// (GroupFolds), and trains the final model of each op on every row.
+// Evaluate scores model files on a labels file the same way. Scores gives accuracy, tie-aware accuracy
 // and the oracle ratio per (op, device class) and predictor, with
 // measure-all's cost; WritePlots draws training curves, confusion
 // matrices and the oracle ratio by nonzero bucket. docs/train.md defines

@@ -58,7 +58,7 @@ type FitOptions struct {
 	// Budget is the graph budget of new models (graphenc.DefaultBudget
 	// when zero).
 	Budget graphenc.Budget
-	// Baselines are the golearn methods compared (model.BaselineMethods()
+	// Baselines are the baseline methods compared (model.BaselineMethods()
 	// when nil).
 	Baselines []string
 	// Warn receives warnings: labels from several builds, rows left out.
@@ -117,7 +117,7 @@ type Report struct {
 	// Folds is the k used (1: none).
 	Folds int
 	// Picks holds each predictor's picks: the GCN (out-of-fold for Fit, the
-	// given model for Evaluate), the golearn baselines (out-of-fold), the
+	// given model for Evaluate), the baselines (out-of-fold), the
 	// hand rule and each fixed format.
 	Picks []Picks
 	// Scores are the table: per (op, device class) and predictor.
@@ -649,7 +649,7 @@ func cpuInnerLoops(rows []LabelRow) []string {
 	return kinds
 }
 
-// baselinesCV returns each golearn baseline's out-of-fold picks: for each
+// baselinesCV returns each baseline's out-of-fold picks: for each
 // fold and (op, device class), the baseline fitted on that group's rows
 // outside the fold picks for the rows inside it.
 func (d *dataset) baselinesCV(folds []int, k int, methods []string) ([]Picks, error) {
@@ -733,7 +733,7 @@ func (d *dataset) fixedPicks() []Picks {
 // Evaluate scores trained models on labelled rows: the GCN picks of the
 // model file for each row's op (models, one per op; a row whose op has no
 // model, or whose class has no head, gets no GCN pick and a warning), the
-// golearn baselines cross-validated on the rows themselves (grouped folds,
+// baselines cross-validated on the rows themselves (grouped folds,
 // FitOptions.Folds; they have no model file), the hand rule, each fixed
 // format and measure-all. The inputs are computed at the models' budget,
 // which must be the same for all.

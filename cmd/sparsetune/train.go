@@ -33,9 +33,9 @@ sparsetune label, with one head per op and device class.
 
 First, --folds-fold cross-validation grouped by source matrix (tensors
 derived from one matrix never sit on both sides of a split) scores the GCN,
-the golearn baselines trained on the same folds, the hand rule, each fixed
-format and measure-all per op and device class: accuracy, tie-aware
-accuracy (the pick within 3% of the fastest) and the oracle ratio
+the baselines (golearn's tree, our kNN) trained on the same folds, the hand
+rule, each fixed format and measure-all per op and device class: accuracy,
+tie-aware accuracy (the pick within 3% of the fastest) and the oracle ratio
 (geometric mean of t(best)/t(picked)). Then the final model is trained on
 every row and written to --out (one ONNX file per op: with rows of several
 ops, MODEL.onnx becomes MODEL.ttm.onnx and MODEL.mttkrp.onnx). A head for
@@ -75,9 +75,9 @@ func newEvalCmd(v *viper.Viper) *cobra.Command {
 		Long: `Score the predictors on the rows of a labels file, per op and device class:
 the GCN of --model (one file per op, comma-separated or repeated; a row
 whose op or device class has no head gets no gcn score, with a warning),
-the golearn baselines cross-validated on the labels themselves (grouped by
-source, --folds; they have no model file), the hand rule, each fixed
-format and measure-all with its cost. --json prints an array of objects
+the baselines (golearn's tree, our kNN) cross-validated on the labels
+themselves (grouped by source, --folds; they have no model file), the hand
+rule, each fixed format and measure-all with its cost. --json prints an array of objects
 with op, device_class, predictor, n, accuracy, tie_accuracy and
 oracle_ratio (measure_cost for measure-all). docs/train.md defines them.
 --by-nnz adds the same scores for each nonzero range of the paper's Table
