@@ -30,10 +30,11 @@ type Feature int
 // combination of the other modes' indices): for SpTTM the mode's own, for
 // MTTKRP those of the last mode of formats.RootedOrder(order, mode), the
 // leaf runs of the CSF rooted at the mode. Both count only non-empty
-// ones, and per-slice and per-fiber statistics are over those. Rows are what the op's formats store as rows: the fibers of
-// the mode for SpTTM (the rows of the fiber matrix), its slices for MTTKRP
-// (the rows of the output). Empty rows refer to the mapping matrix of
-// package graphenc: the fraction of its row mode's indices with no nonzero.
+// ones, and per-slice and per-fiber statistics are over those. Rows are
+// what the op's formats store as rows: the fibers of the mode for SpTTM
+// (the rows of the fiber matrix), its slices for MTTKRP (the rows of the
+// output). Empty rows refer to the mapping matrix of package graphenc:
+// the fraction of its row mode's indices with no nonzero.
 const (
 	Order           Feature = iota // tensor order N
 	LogNNZ                         // log10 nonzeros

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 )
 
 // knnNeighbours is k of the kNN baseline.
@@ -54,13 +55,7 @@ func fitKNN(names []string, ex []BaselineExample) (classifier, error) {
 	}
 	for i, e := range ex {
 		c.x = append(c.x, c.standardise(e.Features)...)
-		c.label[i] = -1
-		for k, f := range names {
-			if f == e.Best {
-				c.label[i] = k
-			}
-		}
-		if c.label[i] < 0 {
+		if c.label[i] = slices.Index(names, e.Best); c.label[i] < 0 {
 			return nil, fmt.Errorf("example %d: format %q is not one of %v", i+1, e.Best, names)
 		}
 	}

@@ -40,9 +40,9 @@
 // head per op and device class), the baselines (golearn's tree, our kNN),
 // the hand rule and each fixed format on folds grouped by source
 // (GroupFolds), and trains the final model of each op on every row.
-// Evaluate scores model files on a labels file the same way. Scores gives accuracy, tie-aware accuracy
-// and the oracle ratio per (op, device class) and predictor, with
-// measure-all's cost; WritePlots draws training curves, confusion
-// matrices and the oracle ratio by nonzero bucket. docs/train.md defines
-// the report.
+// Evaluate scores model files on a labels file the same way. Scores
+// gives accuracy, tie-aware accuracy and the oracle ratio per (op, device
+// class) and predictor, with measure-all's cost; WritePlots draws
+// training curves, confusion matrices and the oracle ratio by nonzero
+// bucket. docs/train.md defines the report.
 package train

@@ -77,9 +77,9 @@ the GCN of --model (one file per op, comma-separated or repeated; a row
 whose op or device class has no head gets no gcn score, with a warning),
 the baselines (golearn's tree, our kNN) cross-validated on the labels
 themselves (grouped by source, --folds; they have no model file), the hand
-rule, each fixed format and measure-all with its cost. --json prints an array of objects
-with op, device_class, predictor, n, accuracy, tie_accuracy and
-oracle_ratio (measure_cost for measure-all). docs/train.md defines them.
+rule, each fixed format and measure-all with its cost. --json prints an
+array of objects with op, device_class, predictor, n, accuracy,
+tie_accuracy and oracle_ratio (measure_cost for measure-all). docs/train.md defines them.
 --by-nnz adds the same scores for each nonzero range of the paper's Table
 4 (0-100, 100-1K, 1K-10K, 10K-100K, >100K): a second table, or in JSON
 more objects, each with nnz_bucket.`,
