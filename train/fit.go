@@ -761,7 +761,10 @@ func Evaluate(rows []LabelRow, models []*model.ONNXModel, o FitOptions) (*Report
 	}
 	if len(models) > 0 {
 		gcn := Picks{Predictor: PredictorGCN, Formats: make([]string, len(d.rows))}
-		def := Picks{Predictor: PredictorDefault}
+		// The default is the network, or the rule for a rule head: it
+		// is reported whether or not any row's head is a rule head, so
+		// that a report always says what the model answers.
+		def := Picks{Predictor: PredictorDefault, Formats: make([]string, len(d.rows))}
 		missing := map[string]int{}
 		for i, r := range d.rows {
 			m := byOp[r.Op]
@@ -781,10 +784,8 @@ func Evaluate(rows []LabelRow, models []*model.ONNXModel, o FitOptions) (*Report
 				return nil, fmt.Errorf("tensor %s %s mode %d: %w", r.Tensor, r.Op, r.Mode, err)
 			}
 			gcn.Formats[i] = m.Info.Heads[h].Classes[argmax(probs[h])]
+			def.Formats[i] = gcn.Formats[i]
 			if slices.Contains(m.Info.RuleHeads, m.Info.Heads[h].Name) {
-				if def.Formats == nil {
-					def.Formats = make([]string, len(d.rows))
-				}
 				op, _ := hetero.ParseOp(r.Op)
 				def.Formats[i] = model.RuleChoice(op, classKind(r.DeviceClass))
 			}
@@ -798,16 +799,7 @@ func Evaluate(rows []LabelRow, models []*model.ONNXModel, o FitOptions) (*Report
 		for _, k := range keys {
 			o.Warn(fmt.Sprintf("%s: %d rows have no gcn score", k, missing[k]))
 		}
-		rep.Picks = append(rep.Picks, gcn)
-		if def.Formats != nil {
-			// Rows of the other heads: the default is the network.
-			for i, f := range gcn.Formats {
-				if def.Formats[i] == "" {
-					def.Formats[i] = f
-				}
-			}
-			rep.Picks = append(rep.Picks, def)
-		}
+		rep.Picks = append(rep.Picks, gcn, def)
 	}
 	if o.Folds > 1 {
 		folds, err := GroupFolds(d.rows, o.Folds, o.Seed)

@@ -256,6 +256,24 @@ func TestFitPipeline(t *testing.T) {
 	if gcn.Predictor != PredictorGCN || slices.Contains(gcn.Formats, "") {
 		t.Fatalf("evaluate: gcn picks %+v", gcn)
 	}
+	// The default is always reported, rule heads or none: the rule's
+	// choice on a rule head's rows, the network's on the others.
+	if def := ev.Picks[1]; def.Predictor != PredictorDefault || len(def.Formats) != len(rows) {
+		t.Errorf("evaluate: the second picks are %s of %d rows, want %s of %d", def.Predictor, len(def.Formats), PredictorDefault, len(rows))
+	} else {
+		for i, r := range rows {
+			want := gcn.Formats[i]
+			for _, m := range models {
+				if m.Info.Op == r.Op && slices.Contains(m.Info.RuleHeads, "cpu") {
+					op, _ := hetero.ParseOp(r.Op)
+					want = model.RuleChoice(op, hetero.CPU)
+				}
+			}
+			if def.Formats[i] != want {
+				t.Errorf("row %d (%s): default %s, want %s", i+1, r.Op, def.Formats[i], want)
+			}
+		}
+	}
 	// Rows of a class the models have no head for get no gcn pick, and a
 	// warning: never another class's head.
 	other := slices.Clone(rows)
