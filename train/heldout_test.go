@@ -87,7 +87,7 @@ func TestDefaultModelsHeldOut(t *testing.T) {
 			{"ttm", "cpu", 0.92, 0.98},
 		}},
 		// An NVIDIA H200 (cuda:0), interleaved protocol: 0.976 / 0.997
-		// (MTTKRP), 0.630 / 0.988 (SpTTM; 0.554 / 0.991 with -short).
+		// (MTTKRP), 0.634 / 0.988 (SpTTM; 0.564 / 0.991 with -short).
 		// SpTTM's strict labels repeat on about 3 rows in 4 on a GPU
 		// (docs/gpu.md), so its floor is on the oracle ratio.
 		{"labels-cuda.jsonl", []floor{
