@@ -74,7 +74,7 @@ func TestDefaultModelsHeldOut(t *testing.T) {
 		// / 0.983 (MTTKRP, cpu), 0.936 / 0.993 (MTTKRP, PoCL; 0.884 /
 		// 0.974 before the features of revision 2), 0.952 / 0.993
 		// (SpTTM, cpu), 0.962 / 0.998 (SpTTM, PoCL).
-		{"labels.jsonl", []floor{
+		{"labels.jsonl.gz", []floor{
 			{"mttkrp", "cpu", 0.84, 0.97},
 			{"mttkrp", "opencl-cpu", 0.90, 0.98},
 			{"ttm", "cpu", 0.92, 0.98},
@@ -82,7 +82,7 @@ func TestDefaultModelsHeldOut(t *testing.T) {
 		}},
 		// The AVX-512 EPYC VM: 0.898 / 0.986 (MTTKRP, cpu), 0.953 /
 		// 0.993 (SpTTM, cpu: the rule).
-		{"labels-avx512.jsonl", []floor{
+		{"labels-avx512.jsonl.gz", []floor{
 			{"mttkrp", "cpu", 0.86, 0.975},
 			{"ttm", "cpu", 0.92, 0.98},
 		}},
@@ -90,7 +90,7 @@ func TestDefaultModelsHeldOut(t *testing.T) {
 		// (MTTKRP), 0.634 / 0.988 (SpTTM; 0.564 / 0.991 with -short).
 		// SpTTM's strict labels repeat on about 3 rows in 4 on a GPU
 		// (docs/gpu.md), so its floor is on the oracle ratio.
-		{"labels-cuda.jsonl", []floor{
+		{"labels-cuda.jsonl.gz", []floor{
 			{"mttkrp", "cuda-gpu", 0.95, 0.99},
 			{"ttm", "cuda-gpu", 0.50, 0.975},
 		}},

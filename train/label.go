@@ -330,7 +330,7 @@ func (in LabelInput) estimatedNNZ() float64 {
 // timed runs interleaved, opt.Runs each, more for short kernels as
 // DefaultMinTime says and fewer for long ones as DefaultRunBudget says;
 // the median is kept), and appends one LabelRow per (tensor, op, mode,
-// device) to the labels file out.
+// device) to the labels file out, which may not be gzip-compressed.
 //
 // It is resumable and safe to kill at any moment: each row is written as
 // one line and synced before the next is measured; on start the rows
@@ -344,6 +344,9 @@ func (in LabelInput) estimatedNNZ() float64 {
 func Label(ctx context.Context, in, out string, opt LabelOptions) (*LabelSummary, error) {
 	if err := opt.defaults(); err != nil {
 		return nil, err
+	}
+	if IsGzipLabels(out) {
+		return nil, fmt.Errorf("labels file %s: a gzip file cannot be appended to and synced row by row; label into a .jsonl file and gzip it once done (train, eval and tune-model read .jsonl.gz)", out)
 	}
 	inputs, err := LabelInputs(in)
 	if err != nil {

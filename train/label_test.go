@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io/fs"
 	"math"
 	"os"
 	"path"
@@ -329,6 +330,16 @@ func TestLabelErrors(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "\n") {
 			t.Errorf("%s: error %v, want one line containing %q", tc.name, err, tc.want)
 		}
+	}
+	// A gzip file cannot be appended to row by row: refused before any
+	// measuring, and nothing is written.
+	gz := out + ".gz"
+	_, err := Label(context.Background(), empty, gz, LabelOptions{})
+	if err == nil || !strings.Contains(err.Error(), gz+": a gzip file cannot be appended") || strings.Contains(err.Error(), "\n") {
+		t.Errorf("gzip out: error %v", err)
+	}
+	if _, err := os.Stat(gz); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("gzip out: %s written (%v)", gz, err)
 	}
 }
 

@@ -2,10 +2,12 @@ package train
 
 import (
 	"bytes"
+	"compress/gzip"
 	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -130,6 +132,61 @@ func TestReadLabels(t *testing.T) {
 	r.Skipped = map[string]string{"coo": "a", "csf": "b", "hicoo": "c", "alto": "d"}
 	if _, err := ReadLabels(writeLines(t, marshalRow(t, r))); err != nil {
 		t.Errorf("all skipped: %v", err)
+	}
+}
+
+// TestReadLabelsGzip reads a labels file stored gzip-compressed (the
+// committed ones are) as its plain twin, and names the file when the
+// compressed stream is not gzip or is cut short.
+func TestReadLabelsGzip(t *testing.T) {
+	good := marshalRow(t, validRow())
+	content := good + strings.Replace(good, `"mode":2`, `"mode":3`, 1)
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	if _, err := zw.Write([]byte(content)); err != nil {
+		t.Fatal(err)
+	}
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	write := func(name string, data []byte) string {
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	want, err := ReadLabels(write("labels.jsonl", []byte(content)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := ReadLabels(write("labels.jsonl.gz", buf.Bytes()))
+	if err != nil || !reflect.DeepEqual(got, want) {
+		t.Fatalf("gzip: %v, %d rows, want the plain file's %d", err, len(got), len(want))
+	}
+	// A row error inside a gzip file names the file and line.
+	var bad bytes.Buffer
+	zw = gzip.NewWriter(&bad)
+	zw.Write([]byte(good + strings.Replace(good, `"mode":2`, `"mode":9`, 1)))
+	zw.Close()
+	path := write("bad.jsonl.gz", bad.Bytes())
+	if _, err := ReadLabels(path); err == nil || !strings.HasPrefix(err.Error(), path+":2: mode:") {
+		t.Errorf("row error in gzip: %v", err)
+	}
+	for _, tc := range []struct {
+		name string
+		data []byte
+		want string
+	}{
+		{"plain.jsonl.gz", []byte(content), "not a gzip file"},
+		{"cut.jsonl.gz", buf.Bytes()[:buf.Len()/2], "reading gzip data"},
+	} {
+		path := write(tc.name, tc.data)
+		_, err := ReadLabels(path)
+		if err == nil || !strings.HasPrefix(err.Error(), path+": "+tc.want) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("%s: error %v, want one line starting %s: %s", tc.name, err, path, tc.want)
+		}
 	}
 }
 

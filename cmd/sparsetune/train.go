@@ -52,7 +52,7 @@ docs/train.md defines the report.`,
 		},
 	}
 	f := cmd.Flags()
-	f.String("labels", "", "labels file (JSON lines) written by sparsetune label")
+	f.String("labels", "", "labels file (JSON lines; gzip-compressed when it ends in .gz) written by sparsetune label")
 	f.String("out", "", "model file to write (ONNX); one per op, named MODEL.OP.onnx, when the labels hold several ops")
 	f.Int("folds", train.DefaultFolds, "k of the grouped k-fold cross-validation (1: none)")
 	f.Int("epochs", model.DefaultFitOptions.Epochs, "most passes over the training rows")
@@ -89,7 +89,7 @@ more objects, each with nnz_bucket.`,
 		},
 	}
 	f := cmd.Flags()
-	f.String("labels", "", "labels file (JSON lines) written by sparsetune label")
+	f.String("labels", "", "labels file (JSON lines; gzip-compressed when it ends in .gz) written by sparsetune label")
 	f.StringSlice("model", nil, "model files (ONNX) written by sparsetune train, one per op")
 	f.Int("folds", train.DefaultFolds, "k of the grouped cross-validation of the baselines (1: no baselines)")
 	f.Uint64("seed", 1, "seed of the baselines' folds")
