@@ -1,0 +1,56 @@
+#!/bin/bash
+# label.sh labels tensors on a lent GPU machine (docs/gpu.md, "Labelling on
+# a lease"). It runs there from the repository root, with the folder gpu/
+# carried, and reads:
+#
+#   gpu/sparsetune.gz  the binary, built here with CGO_ENABLED=0 and gzipped
+#   gpu/cuda.test      optional: hetero/cuda's test binary, run first
+#   gpu/mats.tgz       the source matrices (tar czf of ../shared/data/suitesparse)
+#   gpu/jobs           one labelling run per line: SET MANIFEST LABELS OPS,
+#                      e.g. "trainset gpu/sel.jsonl ttm-cuda.jsonl ttm";
+#                      MANIFEST is relative to the repository root
+#   gpu/prev/*.jsonl   optional: labels files of an earlier call, resumed
+#
+# Each SET is rebuilt with gen --manifest (checked against its lines),
+# then labelled on $DEVICE (default cuda:0) until BUDGET seconds (default
+# 500) have passed since the start. The labels files are written beside
+# the sets, so their rows name tensors as SET/FILE, and copied to $OUT
+# after each run; a run cut short by the budget resumes in the next call
+# once its files are put in gpu/prev.
+set -u
+exec > >(tee -a "$OUT/log.txt") 2>&1
+t0=$(date +%s)
+end=$((t0 + ${BUDGET:-500}))
+date -u
+cd gpu || exit 1
+[ -x sparsetune ] || { gunzip -kf sparsetune.gz && chmod +x sparsetune; } || exit 1
+[ -d mats ] || { mkdir -p mats && tar xzf mats.tgz -C mats; } || exit 1
+# NVRTC: CUDA's own, else the one the image's Python packages carry.
+for f in /usr/local/cuda/lib64/libnvrtc.so* /opt/torch/.venv/lib/python3*/site-packages/nvidia/*/lib/libnvrtc.so*; do
+	[ -e "$f" ] && { export SPARSETUNE_NVRTC_LIB=$f; break; }
+done
+echo "NVRTC: ${SPARSETUNE_NVRTC_LIB:-the default search}"
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv
+./sparsetune devices
+if [ -x cuda.test ] && [ "${TESTS:-1}" = 1 ]; then
+	SPARSETUNE_GPU_TESTS=1 timeout 60 ./cuda.test -test.v > "$OUT/cuda-test.txt" 2>&1
+	echo "cuda.test: rc $?, $(grep -c '^--- PASS' "$OUT/cuda-test.txt") passed"
+	grep '^--- FAIL\|^FAIL' "$OUT/cuda-test.txt"
+fi
+mkdir -p w && cd w || exit 1
+cp ../prev/*.jsonl . 2>/dev/null
+while read -r set manifest labels ops; do
+	[ -n "$set" ] && [ "${set#\#}" = "$set" ] || continue
+	../sparsetune gen --from ../mats --out "$set" --manifest "../../$manifest" > /dev/null 2> gen.err ||
+		{ echo "gen $set failed:"; tail -3 gen.err; continue; }
+	left=$((end - $(date +%s)))
+	if [ "$left" -le 5 ]; then
+		echo "label $set: no time left"
+		continue
+	fi
+	t=$(date +%s)
+	timeout "$left" ../sparsetune label --in "$set" --out "$labels" --ops "$ops" --devices "${DEVICE:-cuda:0}" >> "$OUT/label-log.txt" 2>&1
+	echo "label $set $ops: rc $? in $(($(date +%s) - t)) s; $(wc -l < "$labels") rows in $labels"
+	cp "$labels" "$OUT/"
+done < ../jobs
+echo "done after $(($(date +%s) - t0)) s"
