@@ -345,7 +345,7 @@ func Label(ctx context.Context, in, out string, opt LabelOptions) (*LabelSummary
 	if err := opt.defaults(); err != nil {
 		return nil, err
 	}
-	if IsGzipLabels(out) {
+	if gzipped(out) {
 		return nil, fmt.Errorf("labels file %s: a gzip file cannot be appended to and synced row by row; label into a .jsonl file and gzip it once done (train, eval and tune-model read .jsonl.gz)", out)
 	}
 	inputs, err := LabelInputs(in)

@@ -195,23 +195,18 @@ func ReadLabels(path string) ([]LabelRow, error) {
 }
 
 // readLabelsFile returns the content of a labels file, decompressed when
-// its name ends in .gz.
+// it is stored gzip-compressed.
 func readLabelsFile(path string) ([]byte, error) {
-	if !IsGzipLabels(path) {
+	if !gzipped(path) {
 		return os.ReadFile(path)
 	}
-	f, err := os.Open(path)
+	r, err := openFile(path)
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
-	zr, err := gzip.NewReader(f)
-	if err != nil {
-		return nil, fmt.Errorf("%s: not a gzip file: %w", path, err)
-	}
-	data, err := io.ReadAll(zr)
-	if err == nil {
-		err = zr.Close()
+	data, err := io.ReadAll(r)
+	if cerr := r.Close(); err == nil {
+		err = cerr
 	}
 	if err != nil {
 		return nil, fmt.Errorf("%s: reading gzip data: %w", path, err)
@@ -219,10 +214,33 @@ func readLabelsFile(path string) ([]byte, error) {
 	return data, nil
 }
 
-// IsGzipLabels reports whether a labels file is stored gzip-compressed,
-// by its name: such a file can be read (ReadLabels) but not appended to
-// row by row (Label refuses it).
-func IsGzipLabels(path string) bool { return strings.HasSuffix(path, ".gz") }
+// gzipped reports whether a file is stored gzip-compressed, by its name:
+// labels files and source matrices may be. Such a labels file can be read
+// (ReadLabels) but not appended to row by row (Label refuses it).
+func gzipped(path string) bool { return strings.HasSuffix(path, ".gz") }
+
+// openFile opens path for reading, through gzip when it is gzipped;
+// closing the reader closes the file.
+func openFile(path string) (io.ReadCloser, error) {
+	f, err := os.Open(path)
+	if err != nil || !gzipped(path) {
+		return f, err
+	}
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("%s: expected a gzip stream: %v", path, err)
+	}
+	return gzipFile{zr, f}, nil
+}
+
+// gzipFile is a gzip stream that closes its file with it.
+type gzipFile struct {
+	*gzip.Reader
+	file *os.File
+}
+
+func (g gzipFile) Close() error { return errors.Join(g.Reader.Close(), g.file.Close()) }
 
 // truncatedError is an unterminated last line that is not a valid row: a
 // labelling run killed while writing it.

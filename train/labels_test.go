@@ -179,7 +179,7 @@ func TestReadLabelsGzip(t *testing.T) {
 		data []byte
 		want string
 	}{
-		{"plain.jsonl.gz", []byte(content), "not a gzip file"},
+		{"plain.jsonl.gz", []byte(content), "expected a gzip stream"},
 		{"cut.jsonl.gz", buf.Bytes()[:buf.Len()/2], "reading gzip data"},
 	} {
 		path := write(tc.name, tc.data)

@@ -2,10 +2,8 @@ package train
 
 import (
 	"bufio"
-	"compress/gzip"
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -56,20 +54,11 @@ func ScanMatrices(dir string) ([]Matrix, error) {
 
 // scanMatrix reads the banner and size line of a MatrixMarket file.
 func scanMatrix(path string) (Matrix, error) {
-	f, err := os.Open(path)
+	r, err := openFile(path)
 	if err != nil {
 		return Matrix{}, err
 	}
-	defer f.Close()
-	var r io.Reader = f
-	if strings.HasSuffix(path, ".gz") {
-		zr, err := gzip.NewReader(f)
-		if err != nil {
-			return Matrix{}, fmt.Errorf("%s: expected a gzip stream: %v", path, err)
-		}
-		defer zr.Close()
-		r = zr
-	}
+	defer r.Close()
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	line := 0
