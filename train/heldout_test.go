@@ -71,18 +71,19 @@ func TestDefaultModelsHeldOut(t *testing.T) {
 		floors []floor
 	}{
 		// The AVX2 EPYC VM and PoCL on it: accuracy / oracle ratio 0.877
-		// / 0.986 (MTTKRP, cpu; 0.864-0.877 / 0.983-0.986 over three
-		// training seeds), 0.926 / 0.993 (MTTKRP, PoCL; 0.884 / 0.974
-		// before the features of revision 2), 0.952 / 0.993 (SpTTM,
-		// cpu), 0.962 / 0.998 (SpTTM, PoCL).
+		// / 0.986 (MTTKRP, cpu; 0.861-0.877 / 0.981-0.986 over four
+		// trainings, docs/model.md; 0.925 / 0.992 with -short), 0.926 /
+		// 0.993 (MTTKRP, PoCL; 0.884 / 0.974 before the features of
+		// revision 2), 0.952 / 0.993 (SpTTM, cpu), 0.962 / 0.998 (SpTTM,
+		// PoCL).
 		{"labels.jsonl.gz", []floor{
 			{"mttkrp", "cpu", 0.85, 0.975},
 			{"mttkrp", "opencl-cpu", 0.90, 0.98},
 			{"ttm", "cpu", 0.92, 0.98},
 			{"ttm", "opencl-cpu", 0.92, 0.98},
 		}},
-		// The AVX-512 EPYC VM: 0.912 / 0.987 (MTTKRP, cpu; 0.902-0.912 /
-		// 0.987-0.988 over three training seeds; 0.946 / 0.996 with
+		// The AVX-512 EPYC VM: 0.912 / 0.987 (MTTKRP, cpu; 0.900-0.912 /
+		// 0.986-0.988 over four trainings; 0.946 / 0.996 with
 		// -short), 0.953 / 0.993 (SpTTM, cpu: the rule).
 		{"labels-avx512.jsonl.gz", []floor{
 			{"mttkrp", "cpu", 0.88, 0.98},
