@@ -90,12 +90,14 @@ func TestDefaultModelsHeldOut(t *testing.T) {
 			{"ttm", "cpu", 0.92, 0.98},
 		}},
 		// An NVIDIA H200 (cuda:0), interleaved protocol: 0.970 / 0.997
-		// (MTTKRP), 0.634 / 0.988 (SpTTM; 0.564 / 0.991 with -short).
-		// SpTTM's strict labels repeat on about 3 rows in 4 on a GPU
-		// (docs/gpu.md), so its floor is on the oracle ratio.
+		// (MTTKRP), 0.650 / 0.990 (SpTTM; 0.637-0.654 / 0.988-0.990
+		// over six trainings, docs/model.md; 0.555 / 0.992 with
+		// -short). SpTTM's strict labels repeat on about 3 rows in 4 on
+		// a GPU (docs/gpu.md), so its floor is on the oracle ratio, above
+		// the rule's 0.977.
 		{"labels-cuda.jsonl.gz", []floor{
 			{"mttkrp", "cuda-gpu", 0.95, 0.99},
-			{"ttm", "cuda-gpu", 0.50, 0.975},
+			{"ttm", "cuda-gpu", 0.50, 0.985},
 		}},
 	} {
 		t.Run(file.name, func(t *testing.T) {

@@ -41,8 +41,10 @@ mkdir -p w && cd w || exit 1
 cp ../prev/*.jsonl . 2>/dev/null
 while read -r set manifest labels ops; do
 	[ -n "$set" ] && [ "${set#\#}" = "$set" ] || continue
-	../sparsetune gen --from ../mats --out "$set" --manifest "../../$manifest" > /dev/null 2> gen.err ||
-		{ echo "gen $set failed:"; tail -3 gen.err; continue; }
+	left=$((end - $(date +%s)))
+	# gen too stops at the budget: a set of large tensors can take minutes.
+	[ "$left" -gt 5 ] && timeout "$left" ../sparsetune gen --from ../mats --out "$set" --manifest "../../$manifest" > /dev/null 2> gen.err ||
+		{ echo "gen $set failed or ran out of time:"; tail -3 gen.err; continue; }
 	left=$((end - $(date +%s)))
 	if [ "$left" -le 5 ]; then
 		echo "label $set: no time left"
