@@ -42,8 +42,12 @@ cp ../prev/*.jsonl . 2>/dev/null
 while read -r set manifest labels ops; do
 	[ -n "$set" ] && [ "${set#\#}" = "$set" ] || continue
 	left=$((end - $(date +%s)))
+	if [ "$left" -le 5 ]; then
+		echo "gen $set: no time left"
+		continue
+	fi
 	# gen too stops at the budget: a set of large tensors can take minutes.
-	[ "$left" -gt 5 ] && timeout "$left" ../sparsetune gen --from ../mats --out "$set" --manifest "../../$manifest" > /dev/null 2> gen.err ||
+	timeout "$left" ../sparsetune gen --from ../mats --out "$set" --manifest "../../$manifest" > /dev/null 2> gen.err ||
 		{ echo "gen $set failed or ran out of time:"; tail -3 gen.err; continue; }
 	left=$((end - $(date +%s)))
 	if [ "$left" -le 5 ]; then
