@@ -37,23 +37,21 @@ if [ -x cuda.test ] && [ "${TESTS:-1}" = 1 ]; then
 	echo "cuda.test: rc $?, $(grep -c '^--- PASS' "$OUT/cuda-test.txt") passed"
 	grep '^--- FAIL\|^FAIL' "$OUT/cuda-test.txt"
 fi
+# time_left STEP sets left to the seconds the budget still holds, and
+# fails, saying so, when they are too few for STEP.
+time_left() {
+	left=$((end - $(date +%s)))
+	[ "$left" -gt 5 ] || { echo "$1: no time left"; return 1; }
+}
 mkdir -p w && cd w || exit 1
 cp ../prev/*.jsonl . 2>/dev/null
 while read -r set manifest labels ops; do
 	[ -n "$set" ] && [ "${set#\#}" = "$set" ] || continue
-	left=$((end - $(date +%s)))
-	if [ "$left" -le 5 ]; then
-		echo "gen $set: no time left"
-		continue
-	fi
 	# gen too stops at the budget: a set of large tensors can take minutes.
+	time_left "gen $set" || continue
 	timeout "$left" ../sparsetune gen --from ../mats --out "$set" --manifest "../../$manifest" > /dev/null 2> gen.err ||
 		{ echo "gen $set failed or ran out of time:"; tail -3 gen.err; continue; }
-	left=$((end - $(date +%s)))
-	if [ "$left" -le 5 ]; then
-		echo "label $set: no time left"
-		continue
-	fi
+	time_left "label $set" || continue
 	t=$(date +%s)
 	timeout "$left" ../sparsetune label --in "$set" --out "$labels" --ops "$ops" --devices "${DEVICE:-cuda:0}" >> "$OUT/label-log.txt" 2>&1
 	echo "label $set $ops: rc $? in $(($(date +%s) - t)) s; $(wc -l < "$labels") rows in $labels"
