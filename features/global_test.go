@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -220,12 +221,18 @@ func TestGlobalRealData(t *testing.T) {
 }
 
 func TestGlobalEdgeCases(t *testing.T) {
-	for _, x := range []*formats.COO{
+	cases := []*formats.COO{
 		coo(t, []int{1, 1}, nil),
 		coo(t, []int{1, 1}, [][]uint32{{0, 0}}),
-		coo(t, []int{4000000000, 3, 4000000000}, [][]uint32{{3999999999, 2, 0}, {0, 0, 3999999999}}),
-		coo(t, []int{1 << 31, 1 << 31, 1 << 31, 1 << 31}, [][]uint32{{1, 2, 3, 4}, {1, 2, 3, 5}}),
-	} {
+		coo(t, []int{formats.MaxDim, 3, formats.MaxDim}, [][]uint32{{formats.MaxDim - 1, 2, 0}, {0, 0, formats.MaxDim - 1}}),
+	}
+	if strconv.IntSize == 64 {
+		// Dims past int32, as a 64-bit int holds them; the literal 1 << 31
+		// would not compile for 32-bit targets.
+		const w31 = 1 << (strconv.IntSize/2 - 1)
+		cases = append(cases, coo(t, []int{w31, w31, w31, w31}, [][]uint32{{1, 2, 3, 4}, {1, 2, 3, 5}}))
+	}
+	for _, x := range cases {
 		for _, op := range hetero.Ops {
 			for mode := range x.Order() {
 				v, err := Global(x, op, mode)
@@ -380,7 +387,7 @@ func TestSummaryConcurrent(t *testing.T) {
 // any size: the bucket sort must give what sorting them gives.
 func TestSamplePositions(t *testing.T) {
 	for _, c := range []struct{ nnz, n int }{
-		{2, 1}, {100, 99}, {70000, 16384}, {1 << 20, 2048}, {3_000_001, 2048}, {1 << 40, 16384},
+		{2, 1}, {100, 99}, {70000, 16384}, {1 << 20, 2048}, {3_000_001, 2048}, {min(1<<40, math.MaxInt), 16384},
 	} {
 		got := samplePositions(c.nnz, make([]uint64, 3*c.n))
 		want := make([]uint64, c.n)

@@ -4,6 +4,7 @@ import (
 	"math/rand/v2"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -411,13 +412,19 @@ func BenchmarkALTOExtract(b *testing.B) {
 // TestFormatsAtWordBoundary builds every format for dims whose index bits
 // total 63, 64, 65 and 128, where the 64-bit key paths switch to two words.
 func TestFormatsAtWordBoundary(t *testing.T) {
+	if strconv.IntSize < 64 {
+		t.Skip("dims of 2^32 need a 64-bit int")
+	}
+	// w32 is 2^32 where int has 64 bits; written as 1 << 32 the literal
+	// would not compile for 32-bit targets.
+	const w32 = 1 << (strconv.IntSize - 32)
 	rng := rand.New(rand.NewPCG(17, 18))
 	for _, dims := range [][]int{
-		{1 << 31, 1 << 32},
-		{1 << 32, 1 << 32},
-		{1 << 32, 1 << 32, 2},
-		{3, 1 << 32, 1 << 32},
-		{1 << 32, 1 << 32, 1 << 32, 1 << 32},
+		{w32 / 2, w32},
+		{w32, w32},
+		{w32, w32, 2},
+		{3, w32, w32},
+		{w32, w32, w32, w32},
 	} {
 		x := genCOO(rng, dims, 500)
 		// Extreme coordinates too: all zeros and all maximal.

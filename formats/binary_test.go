@@ -137,10 +137,10 @@ func TestSTBConsistentButInvalid(t *testing.T) {
 		{"version 2", stbBytes(2, []uint64{2, 2}, 0, [][]uint32{{}, {}, {}}), "b.stb: offset 8: unsupported format version 2, this build reads 1"},
 		{"order 1", stbBytes(1, []uint64{2}, 0, [][]uint32{{}, {}}), "b.stb: offset 10: expected an order of 2 to 8, found 1"},
 		{"order 9", stbBytes(1, []uint64{2, 2, 2, 2, 2, 2, 2, 2, 2}, 0, nil), "b.stb: offset 10: expected an order of 2 to 8, found 9"},
-		{"dim 0", stbBytes(1, []uint64{2, 0}, 0, [][]uint32{{}, {}, {}}), "b.stb: offset 32: expected dim of mode 2 to be 1 to 4294967296, found 0"},
-		{"dim beyond 2^32", stbBytes(1, []uint64{big + 1, 2}, 0, [][]uint32{{}, {}, {}}), "b.stb: offset 24: expected dim of mode 1 to be 1 to 4294967296, found 4294967297"},
-		{"dims product overflows", stbBytes(1, []uint64{big, big, big, big, big, big, big, big}, 0, nil), "b.stb: offset 24: product of dims"},
-		{"nnz beyond limit", stbBytes(1, []uint64{2, 2}, 1<<32, [][]uint32{{}, {}, {}}), "b.stb: offset 16: expected at most 4294967295 nonzeros, found 4294967296"},
+		{"dim 0", stbBytes(1, []uint64{2, 0}, 0, [][]uint32{{}, {}, {}}), "b.stb: offset 32: expected dim of mode 2 to be 1 to " + maxDimText + ", found 0"},
+		{"dim beyond 2^32", stbBytes(1, []uint64{big + 1, 2}, 0, [][]uint32{{}, {}, {}}), "b.stb: offset 24: expected dim of mode 1 to be 1 to " + maxDimText + ", found 4294967297"},
+		{"dims product overflows", stbBytes(1, []uint64{MaxDim, MaxDim, MaxDim, MaxDim, MaxDim, MaxDim, MaxDim, MaxDim}, 0, nil), "b.stb: offset 24: product of dims"},
+		{"nnz beyond limit", stbBytes(1, []uint64{2, 2}, 1<<32, [][]uint32{{}, {}, {}}), "b.stb: offset 16: expected at most " + maxNNZText + " nonzeros, found 4294967296"},
 		{"index equals dim", stbBytes(1, []uint64{3, 2}, 2, [][]uint32{{0, 1}, {1, 2}, {one, one}}), "b.stb: offset 56: mode 2: expected an index below the dim 2, found 2 (0-based)"},
 		{"nan value", stbBytes(1, []uint64{3, 2}, 2, [][]uint32{{0, 1}, {1, 1}, {one, nan}}), "b.stb: offset 64: expected a finite value, found NaN"},
 		{"inf value", stbBytes(1, []uint64{3, 2}, 2, [][]uint32{{0, 1}, {1, 1}, {inf, one}}), "b.stb: offset 60: expected a finite value, found -Inf"},
@@ -180,14 +180,14 @@ func TestSTBLyingHeaderCostsLittle(t *testing.T) {
 		t.Fatalf("allocated %d bytes for a 1 KB stream", got)
 	}
 	// With the size known, the header is refused before any array is read.
-	if _, err := readSTB(data, true); err == nil || !strings.Contains(err.Error(), "b.stb: offset 16: header says 4294967295 nonzeros of order 8") {
+	if _, err := readSTB(data, true); err == nil || !strings.Contains(err.Error(), "b.stb: offset 16: header says "+maxNNZText+" nonzeros of order 8") {
 		t.Fatalf("sized: %v", err)
 	}
 }
 
 // TestSTBEmptyTensor round-trips a tensor without nonzeros.
 func TestSTBEmptyTensor(t *testing.T) {
-	x, _ := NewCOO([]int{3, 1 << 32}, 0)
+	x, _ := NewCOO([]int{3, MaxDim}, 0)
 	var b bytes.Buffer
 	if err := WriteBinary(&b, x); err != nil {
 		t.Fatal(err)

@@ -4,6 +4,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -25,6 +26,13 @@ func genCOO(rng *rand.Rand, dims []int, nnz int) *COO {
 	return t
 }
 
+// maxDimText and maxNNZText are the limits as the messages that name them
+// write them: where int has 32 bits they are 2^31-1, not 2^32 and 2^32-1.
+var (
+	maxDimText = strconv.Itoa(MaxDim)
+	maxNNZText = strconv.Itoa(MaxNNZ)
+)
+
 func TestCheckDims(t *testing.T) {
 	tests := []struct {
 		dims []int
@@ -37,10 +45,20 @@ func TestCheckDims(t *testing.T) {
 		{[]int{2, 2, 2, 2, 2, 2, 2, 2, 2}, "order must be 2 to 8"},
 		{[]int{3, 0}, "dim of mode 2 must be"},
 		{[]int{3, -1}, "dim of mode 2 must be"},
-		{[]int{MaxDim + 1, 2}, "dim of mode 1 must be"},
-		{[]int{MaxDim, MaxDim, MaxDim, MaxDim, 2}, "overflows"},
+		// One bit past 128, whatever the width of int.
+		{[]int{MaxDim, MaxDim, MaxDim, MaxDim, 1<<(MaxIndexBits-4*ModeBits(MaxDim)) + 1}, "overflows"},
 		{[]int{1 << 16, 1 << 16, 1 << 16, 1 << 16, 1 << 16, 1 << 16, 1 << 16, 1 << 16}, ""},
 		{[]int{1<<16 + 1, 1<<16 + 1, 1<<16 + 1, 1<<16 + 1, 1<<16 + 1, 1<<16 + 1, 1<<16 + 1, 1<<16 + 1}, "overflows"},
+	}
+	if MaxDim < math.MaxInt {
+		// A dim past MaxDim exists only where int is wider than 32 bits
+		// (MaxDim+1 as a constant would not compile elsewhere).
+		beyond := MaxDim
+		beyond++
+		tests = append(tests, struct {
+			dims []int
+			want string
+		}{[]int{beyond, 2}, "dim of mode 1 must be"})
 	}
 	for _, tc := range tests {
 		err := CheckDims(tc.dims)
@@ -54,7 +72,7 @@ func TestCheckDims(t *testing.T) {
 }
 
 func TestModeBits(t *testing.T) {
-	for _, tc := range []struct{ dim, bits int }{{1, 0}, {2, 1}, {3, 2}, {4, 2}, {5, 3}, {1 << 20, 20}, {1<<20 + 1, 21}, {MaxDim, 32}} {
+	for _, tc := range []struct{ dim, bits int }{{1, 0}, {2, 1}, {3, 2}, {4, 2}, {5, 3}, {1 << 20, 20}, {1<<20 + 1, 21}, {MaxDim, min(32, strconv.IntSize-1)}} {
 		if got := ModeBits(tc.dim); got != tc.bits {
 			t.Errorf("ModeBits(%d) = %d, want %d", tc.dim, got, tc.bits)
 		}

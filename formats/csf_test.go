@@ -109,13 +109,14 @@ func loadRealTensor(tb testing.TB, path string) *COO {
 
 // randomFormatTensor returns a deduplicated random tensor of the given
 // order whose dims mix 1, small and large values; with wide set, the dims
-// are large enough that the index bits exceed 64 (but not 128).
+// are large enough that the index bits exceed 64 (but not 128), for
+// orders above 2 where int has 32 bits (dims are then below 2^31).
 func randomFormatTensor(rng *rand.Rand, order int, wide bool) *COO {
 	dims := make([]int, order)
 	for m := range dims {
 		switch r := rng.IntN(6); {
 		case wide:
-			dims[m] = 1<<(min(32, 128/order)-rng.IntN(3)) - rng.IntN(5)
+			dims[m] = int(min(MaxDim, uint64(1)<<(min(32, 128/order)-rng.IntN(3)))) - rng.IntN(5)
 		case r == 0:
 			dims[m] = 1
 		case r <= 3:
@@ -125,8 +126,8 @@ func randomFormatTensor(rng *rand.Rand, order int, wide bool) *COO {
 		}
 	}
 	if wide {
-		dims[rng.IntN(order)] = 1 // a dim of 1 among the wide ones
-		dims[rng.IntN(order)] = 1 << 31
+		dims[rng.IntN(order)] = 1          // a dim of 1 among the wide ones
+		dims[rng.IntN(order)] = MaxDim / 2 // 2^31 with a 64-bit int
 	}
 	x := genCOO(rng, dims, rng.IntN(3000))
 	if _, err := x.Dedup(); err != nil {

@@ -88,7 +88,7 @@ func TestReadErrors(t *testing.T) {
 		{"index 0", "a.tns", "# c\n1 2 3 1.0\n0 2 3 1.0\n", "a.tns:3: mode 1: expected a 1-based index (>= 1), found 0"},
 		{"negative index", "a.tns", "1 -2 3 1.0\n", "a.tns:1: mode 2: expected a positive 1-based index, found \"-2\""},
 		{"non-numeric index", "a.tns", "1 2 x 1.0\n", "a.tns:1: mode 3: expected an integer index, found \"x\""},
-		{"index too large", "a.tns", "1 4294967297 1.0\n", "a.tns:1: mode 2: expected an index of at most 4294967296"},
+		{"index too large", "a.tns", "1 4294967297 1.0\n", "a.tns:1: mode 2: expected an index of at most " + maxDimText},
 		{"beyond declared dim", "a.tns", "3\n2 2 2\n1 3 1 1.0\n", "a.tns:3: mode 2: expected an index of at most 2 (the declared dim), found 3"},
 		{"nan", "a.tns", "1 1 NaN\n", "a.tns:1: value: expected a finite value, found \"NaN\""},
 		{"inf", "a.tns", "1 1 -inf\n", "a.tns:1: value: expected a finite value"},
@@ -99,8 +99,8 @@ func TestReadErrors(t *testing.T) {
 		{"order 1", "a.tns", "1 1.0\n", "a.tns:1: expected at least 2 indices"},
 		{"order 9", "a.tns", "1 1 1 1 1 1 1 1 1 1.0\n", "a.tns:1: expected at most 8 indices"},
 		{"header dims count", "a.tns", "3\n2 2\n", "a.tns:2: expected 3 dims"},
-		{"header dims overflow", "a.tns", "8\n4294967296 4294967296 4294967296 4294967296 4294967296 4294967296 4294967296 4294967296\n", "a.tns:2: product of dims"},
-		{"header dim too large", "a.tns", "2\n4294967297 3\n", "a.tns:2: expected dims of at most 4294967296"},
+		{"header dims overflow", "a.tns", "8\n" + strings.Repeat(maxDimText+" ", 8) + "\n", "a.tns:2: product of dims"},
+		{"header dim too large", "a.tns", "2\n4294967297 3\n", "a.tns:2: expected dims of at most " + maxDimText},
 		{"mtx banner", "m.mtx", "%%MatrixMarket matrix coordinate\n", "m.mtx:1: expected the banner"},
 		{"mtx complex", "m.mtx", "%%MatrixMarket matrix coordinate complex general\n1 1 1\n1 1 1 0\n", "m.mtx:1: expected a real, integer or pattern field, found complex"},
 		{"mtx array", "m.mtx", "%%MatrixMarket matrix array real general\n1 1\n1\n", "m.mtx:1: expected a coordinate (sparse) matrix, found \"array\""},
@@ -121,7 +121,7 @@ func TestReadErrors(t *testing.T) {
 		{"stb corrupted header", "b.stb", flip(16), "header checksum mismatch"},
 		// A header that is consistent but lies about nnz: refused by size
 		// (plain file) or as truncated (gzip), never allocated.
-		{"stb huge nnz", "b.stb", withNNZ(bin, 1<<31), "b.stb: offset 16: header says 2147483648 nonzeros"},
+		{"stb huge nnz", "b.stb", withNNZ(bin, MaxNNZ), "b.stb: offset 16: header says " + maxNNZText + " nonzeros"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

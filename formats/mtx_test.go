@@ -2,7 +2,7 @@ package formats
 
 import (
 	"bytes"
-	"math"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -36,8 +36,8 @@ func TestMTXAccepts(t *testing.T) {
 			&COO{Dims: []int{2, 2}, Inds: [][]uint32{{0, 1}, {0, 1}}, Vals: []float32{1, 2}}},
 		{"no entries", "%%MatrixMarket matrix coordinate real general\n4 3 0\n",
 			&COO{Dims: []int{4, 3}, Inds: [][]uint32{{}, {}}, Vals: []float32{}}},
-		{"largest dims", "%%MatrixMarket matrix coordinate real general\n4294967296 4294967296 1\n4294967296 1 1\n",
-			&COO{Dims: []int{1 << 32, 1 << 32}, Inds: [][]uint32{{math.MaxUint32}, {0}}, Vals: []float32{1}}},
+		{"largest dims", fmt.Sprintf("%%%%MatrixMarket matrix coordinate real general\n%d %d 1\n%d 1 1\n", MaxDim, MaxDim, MaxDim),
+			&COO{Dims: []int{MaxDim, MaxDim}, Inds: [][]uint32{{MaxDim - 1}, {0}}, Vals: []float32{1}}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -67,15 +67,15 @@ func TestMTXRefuses(t *testing.T) {
 		{"no size line", gen + "% only comments\n", "m.mtx:3: expected the size line \"rows cols nnz\", found the end of the file"},
 		{"size line two fields", gen + "2 2\n", "m.mtx:2: expected the size line \"rows cols nnz\", found \"2 2\""},
 		{"size line negative", gen + "2 -2 1\n", "m.mtx:2: size line: expected a non-negative integer, found \"-2\""},
-		{"size zero rows", gen + "0 2 0\n", "m.mtx:2: size line: expected rows and cols of 1 to 4294967296, found 0 x 2"},
-		{"size beyond 2^32", gen + "4294967297 2 1\n", "m.mtx:2: size line: expected rows and cols of 1 to 4294967296, found 4294967297 x 2"},
-		{"size nnz too large", gen + "2 2 4294967296\n", "m.mtx:2: size line: expected at most 4294967295 entries, found 4294967296"},
+		{"size zero rows", gen + "0 2 0\n", "m.mtx:2: size line: expected rows and cols of 1 to " + maxDimText + ", found 0 x 2"},
+		{"size beyond 2^32", gen + "4294967297 2 1\n", "m.mtx:2: size line: expected rows and cols of 1 to " + maxDimText + ", found 4294967297 x 2"},
+		{"size nnz too large", gen + "2 2 4294967296\n", "m.mtx:2: size line: expected at most " + maxNNZText + " entries, found 4294967296"},
 		{"skew not square", "%%MatrixMarket matrix coordinate real skew-symmetric\n2 3 1\n", "m.mtx:2: expected a square skew-symmetric matrix, found 2 x 3"},
 		{"index 0", gen + "2 2 1\n0 1 1\n", "m.mtx:3: row: expected a 1-based index (>= 1), found 0"},
 		{"negative col", gen + "2 2 1\n1 -1 1\n", "m.mtx:3: col: expected a positive 1-based index, found \"-1\""},
 		{"non-numeric row", gen + "2 2 1\nx 1 1\n", "m.mtx:3: row: expected an integer index, found \"x\""},
 		{"col beyond size", gen + "% c\n2 2 2\n1 1 1\n1 3 1\n", "m.mtx:5: col: expected an index of at most 2 (the size line), found 3"},
-		{"index beyond 2^32", gen + "2 2 1\n4294967297 1 1\n", "m.mtx:3: row: expected an index of at most 4294967296, found \"4294967297\""},
+		{"index beyond 2^32", gen + "2 2 1\n4294967297 1 1\n", "m.mtx:3: row: expected an index of at most " + maxDimText + ", found \"4294967297\""},
 		{"missing value", gen + "2 2 1\n1 1\n", "m.mtx:3: value: expected a value, found the end of the line"},
 		{"extra field", gen + "2 2 1\n1 1 1 1\n", "m.mtx:3: expected 3 fields for a real matrix, found 4"},
 		{"pattern extra fields", "%%MatrixMarket matrix coordinate pattern general\n2 2 1\n1 1 1 1\n", "m.mtx:3: expected 2 fields for a pattern matrix, found 4"},
@@ -107,9 +107,9 @@ func TestMTXRefuses(t *testing.T) {
 // entries in a short file is refused for the missing entries, without first
 // allocating for them.
 func TestMTXHugeDeclaredCount(t *testing.T) {
-	in := "%%MatrixMarket matrix coordinate real symmetric\n4294967296 4294967296 4294967295\n1 1 1\n"
+	in := "%%MatrixMarket matrix coordinate real symmetric\n" + maxDimText + " " + maxDimText + " " + maxNNZText + "\n1 1 1\n"
 	_, err := ReadMTX(strings.NewReader(in), "h.mtx")
-	if want := "h.mtx:4: expected 4294967295 entries (the size line), found 1 before the end of the file"; err == nil || err.Error() != want {
+	if want := "h.mtx:4: expected " + maxNNZText + " entries (the size line), found 1 before the end of the file"; err == nil || err.Error() != want {
 		t.Fatalf("error %v, want %q", err, want)
 	}
 }

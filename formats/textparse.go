@@ -54,7 +54,7 @@ func parseIndex(f []byte) (uint32, string) {
 		}
 		v = v*10 + uint64(c-'0')
 		if v > MaxDim {
-			return 0, "expected an index of at most 4294967296, found " + quoteField(f)
+			return 0, "expected an index of at most " + strconv.Itoa(MaxDim) + ", found " + quoteField(f)
 		}
 	}
 	if v == 0 {

@@ -180,8 +180,8 @@ func TestTNSMoreErrors(t *testing.T) {
 		{"wrong field count later", "1 1 1\n\n# c\n1 1 1 1\n", "e.tns:4: expected 2 indices and a value (3 fields), found 4 fields"},
 		{"missing value", "1 1 1 1\n1 1 1\n", "e.tns:2: expected 3 indices and a value (4 fields), found 3 fields"},
 		{"index 0 last mode", "1 1 1\n1 0 1\n", "e.tns:2: mode 2: expected a 1-based index (>= 1), found 0"},
-		{"index 2^32+1", "1 4294967297 1\n", "e.tns:1: mode 2: expected an index of at most 4294967296, found \"4294967297\""},
-		{"huge index", "99999999999999999999999 1 1\n", "e.tns:1: mode 1: expected an index of at most 4294967296"},
+		{"index 2^32+1", "1 4294967297 1\n", "e.tns:1: mode 2: expected an index of at most " + maxDimText + ", found \"4294967297\""},
+		{"huge index", "99999999999999999999999 1 1\n", "e.tns:1: mode 1: expected an index of at most " + maxDimText},
 		{"float index", "1.5 1 1\n", "e.tns:1: mode 1: expected an integer index, found \"1.5\""},
 		{"nan lower", "1 1 nan\n", "e.tns:1: value: expected a finite value, found \"nan\""},
 		{"inf", "1 1 inf\n", "e.tns:1: value: expected a finite value, found \"inf\""},
@@ -197,9 +197,9 @@ func TestTNSMoreErrors(t *testing.T) {
 		{"header dim 0", "2\n3 0\n", "e.tns:2: expected a positive integer dim, found \"0\""},
 		{"header negative dim", "2\n3 -4\n", "e.tns:2: expected a positive integer dim, found \"-4\""},
 		{"header wrong field count", "2\n3 3\n1 1 1 1\n", "e.tns:3: expected 2 indices and a value (3 fields), found 4 fields"},
-		{"inferred dims at 128 bits", "4294967296 4294967296 4294967296 4294967296 1\n", ""},
-		{"inferred dims overflow 8 modes", "4294967296 4294967296 4294967296 4294967296 4294967296 4294967296 4294967296 4294967296 1\n",
-			"e.tns: product of dims 4294967296x4294967296x4294967296x4294967296x4294967296x4294967296x4294967296x4294967296 overflows"},
+		{"inferred dims at 128 bits", strings.Repeat(maxDimText+" ", 4) + "1\n", ""},
+		{"inferred dims overflow 8 modes", strings.Repeat(maxDimText+" ", 8) + "1\n",
+			"e.tns: product of dims " + strings.Repeat(maxDimText+"x", 7) + maxDimText + " overflows"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

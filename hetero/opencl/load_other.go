@@ -7,6 +7,9 @@ import (
 	"runtime"
 )
 
+// runtimeLoading says whether loadFrom can load a library on this platform.
+const runtimeLoading = false
+
 // loadFrom fails on platforms purego cannot load libraries on without cgo;
 // the package still compiles there, with no runtime.
 func loadFrom(names []string) (*api, error) {

@@ -8,6 +8,9 @@ import (
 	"github.com/sparsetune/sparsetune/internal/dynlib"
 )
 
+// runtimeLoading says whether loadFrom can load a library on this platform.
+const runtimeLoading = true
+
 // loadFrom opens the first library in names that loads and resolves every
 // entry point of api from it.
 func loadFrom(names []string) (*api, error) {
