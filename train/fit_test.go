@@ -422,3 +422,62 @@ func TestSoftTarget(t *testing.T) {
 		}
 	}
 }
+
+// TestFitRefit: with Refit, the final network is trained again on every
+// row, the validation part too, for the epochs early stopping chose.
+func TestFitRefit(t *testing.T) {
+	dir := tinySet(t)
+	out := filepath.Join(filepath.Dir(dir), "labels.jsonl")
+	if _, err := Label(context.Background(), dir, out, cpuOptions()); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := ReadLabels(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Early stopping's validation part is a group of sources, and needs
+	// three or more: the rows again under more source names.
+	var many []LabelRow
+	for _, src := range []string{"a", "b", "c", "d"} {
+		for _, r := range rows {
+			r.Source = src + r.Source
+			many = append(many, r)
+		}
+	}
+	fit := func(refit bool) (*Report, []string) {
+		o := FitOptions{Dir: filepath.Dir(out), Folds: 1, Seed: 5, Model: model.DefaultFitOptions, Refit: refit}
+		o.Model.Epochs = 4
+		var stages []string
+		o.Progress = func(p FitProgress) {
+			if len(stages) == 0 || stages[len(stages)-1] != p.Stage {
+				stages = append(stages, p.Stage)
+			}
+		}
+		rep, err := Fit(many, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rep, stages
+	}
+	plain, _ := fit(false)
+	rep, stages := fit(true)
+	if !slices.Contains(stages, "final refit") {
+		t.Errorf("progress stages %v, want a final refit", stages)
+	}
+	for i, c := range rep.Curves {
+		if c.ValExamples == 0 || c.RefitExamples != c.TrainExamples+c.ValExamples || c.RefitEpoch < 1 || c.RefitEpoch > c.BestEpoch {
+			t.Errorf("%s: %d training, %d validation examples, best epoch %d; refit on %d, epoch %d", c.Op, c.TrainExamples, c.ValExamples, c.BestEpoch, c.RefitExamples, c.RefitEpoch)
+		}
+		if p := plain.Curves[i]; p.RefitExamples != 0 || p.BestEpoch != c.BestEpoch {
+			t.Errorf("%s without refit: refit on %d, best epoch %d (with: %d)", p.Op, p.RefitExamples, p.BestEpoch, c.BestEpoch)
+		}
+	}
+	for op, g := range rep.Models {
+		if slices.Equal(g.Params, plain.Models[op].Params) {
+			t.Errorf("%s: the refit left the weights as they were", op)
+		}
+		if _, err := g.ExportONNX(); err != nil {
+			t.Errorf("%s: %v", op, err)
+		}
+	}
+}

@@ -62,7 +62,8 @@ docs/train.md defines the report.`,
 	f.Float64("soft", train.DefaultSoft, "temperature of the soft targets the GCN trains on (a format t/t_best slower weighs exp(-ln(t/t_best)/soft)); 0 trains on the fastest format alone")
 	f.Float64("average", train.DefaultAverage, "decay per step of the moving average of the weights that each epoch evaluates and training keeps (0: the last step's weights)")
 	f.Int("hidden", model.DefaultConfig("").Hidden, "width of the network's graph layers (inference costs about its square)")
-	for _, name := range []string{"labels", "out", "folds", "epochs", "patience", "seed", "plots", "soft", "average", "hidden"} {
+	f.Bool("refit", false, "once early stopping has chosen the epochs, train each network again on every row, its validation part too, for that many epochs")
+	for _, name := range []string{"labels", "out", "folds", "epochs", "patience", "seed", "plots", "soft", "average", "hidden", "refit"} {
 		_ = v.BindPFlag("train."+name, f.Lookup(name))
 	}
 	return cmd
@@ -150,6 +151,7 @@ func runTrain(cmd *cobra.Command, v *viper.Viper) error {
 	o.Folds, o.Seed = v.GetInt("train.folds"), v.GetUint64("train.seed")
 	o.Soft = v.GetFloat64("train.soft")
 	o.Hidden = v.GetInt("train.hidden")
+	o.Refit = v.GetBool("train.refit")
 	o.Model = model.DefaultFitOptions
 	o.Model.Epochs, o.Model.Patience = v.GetInt("train.epochs"), v.GetInt("train.patience")
 	o.Model.Average = v.GetFloat64("train.average")
@@ -195,6 +197,9 @@ func runTrain(cmd *cobra.Command, v *viper.Viper) error {
 	}
 	for _, c := range rep.Curves {
 		fmt.Fprintf(w, "%s model: %d training and %d validation examples, best epoch %d of %d\n", c.Op, c.TrainExamples, c.ValExamples, c.BestEpoch, len(c.TrainLoss))
+		if c.RefitExamples > 0 {
+			fmt.Fprintf(w, "%s model: refit on all %d examples for %d epochs, kept epoch %d\n", c.Op, c.RefitExamples, c.BestEpoch, c.RefitEpoch)
+		}
 	}
 	for _, op := range slices.Sorted(maps.Keys(rep.RuleHeads)) {
 		fmt.Fprintf(w, "%s model: the hand rule scores above the gcn for %s: those heads answer with the rule\n", op, strings.Join(rep.RuleHeads[op], ", "))
@@ -360,6 +365,12 @@ func (p *fitProgress) update(e train.FitProgress) {
 	case "final":
 		stage = fmt.Sprintf("final model: training the %s GCN on every row", e.Op)
 		status = fmt.Sprintf("%s, epoch %d/%d, loss %.4f, validation %.4f", stage, e.Epoch, e.Epochs, e.TrainLoss, e.ValLoss)
+	case "fold refit":
+		stage = fmt.Sprintf("fold %d/%d: refitting the %s GCN on the validation rows too", e.Fold, e.Folds, e.Op)
+		status = fmt.Sprintf("%s, epoch %d/%d, loss %.4f", stage, e.Epoch, e.Epochs, e.TrainLoss)
+	case "final refit":
+		stage = fmt.Sprintf("final model: refitting the %s GCN on the validation rows too", e.Op)
+		status = fmt.Sprintf("%s, epoch %d/%d, loss %.4f", stage, e.Epoch, e.Epochs, e.TrainLoss)
 	}
 	if p.tty {
 		fmt.Fprintf(p.w, "\r\033[K%s", status)
