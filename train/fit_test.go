@@ -159,11 +159,10 @@ func TestFitWarnings(t *testing.T) {
 	}
 }
 
-// TestFitPipeline runs the whole pipeline on the tiny set: label on the
-// CPU, cross-validate and fit, export the models, load them back and
-// evaluate them on the same labels.
-func TestFitPipeline(t *testing.T) {
-	start := time.Now()
+// labelTinySet labels the tiny set on the CPU and returns its rows and
+// the labels file's directory, which the rows' tensor paths are relative to.
+func labelTinySet(t *testing.T) ([]LabelRow, string) {
+	t.Helper()
 	dir := tinySet(t)
 	out := filepath.Join(filepath.Dir(dir), "labels.jsonl")
 	if _, err := Label(context.Background(), dir, out, cpuOptions()); err != nil {
@@ -173,15 +172,31 @@ func TestFitPipeline(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	labelled := time.Since(start)
-	o := FitOptions{Dir: filepath.Dir(out), Folds: 2, Seed: 3, Model: model.DefaultFitOptions}
-	o.Model.Epochs = 6
-	var stages []string
+	return rows, filepath.Dir(out)
+}
+
+// recordStages sets o.Progress to note each stage Fit reports, once per
+// run of reports, in order.
+func recordStages(o *FitOptions) *[]string {
+	stages := new([]string)
 	o.Progress = func(p FitProgress) {
-		if len(stages) == 0 || stages[len(stages)-1] != p.Stage {
-			stages = append(stages, p.Stage)
+		if n := len(*stages); n == 0 || (*stages)[n-1] != p.Stage {
+			*stages = append(*stages, p.Stage)
 		}
 	}
+	return stages
+}
+
+// TestFitPipeline runs the whole pipeline on the tiny set: label on the
+// CPU, cross-validate and fit, export the models, load them back and
+// evaluate them on the same labels.
+func TestFitPipeline(t *testing.T) {
+	start := time.Now()
+	rows, labelsDir := labelTinySet(t)
+	labelled := time.Since(start)
+	o := FitOptions{Dir: labelsDir, Folds: 2, Seed: 3, Model: model.DefaultFitOptions}
+	o.Model.Epochs = 6
+	stages := recordStages(&o)
 	rep, err := Fit(rows, o)
 	if err != nil {
 		t.Fatal(err)
@@ -208,8 +223,8 @@ func TestFitPipeline(t *testing.T) {
 			t.Errorf("%s model: cpu inner loops %v, want %v", op, m.CPUInnerLoops, want)
 		}
 	}
-	if !slices.Equal(stages, []string{"features", "fold", "final"}) {
-		t.Errorf("progress stages %v", stages)
+	if !slices.Equal(*stages, []string{"features", "fold", "final"}) {
+		t.Errorf("progress stages %v", *stages)
 	}
 	if rep.Tensors != 3 || rep.Sources != 2 || len(rep.Rows) != len(rows) || len(rep.Models) != 2 || len(rep.Curves) != 2 {
 		t.Fatalf("report: %d tensors, %d sources, %d rows of %d, %d models, %d curves", rep.Tensors, rep.Sources, len(rep.Rows), len(rows), len(rep.Models), len(rep.Curves))
@@ -248,7 +263,7 @@ func TestFitPipeline(t *testing.T) {
 		}
 		models = append(models, m)
 	}
-	ev, err := Evaluate(rows, models, FitOptions{Dir: filepath.Dir(out), Folds: 2, Seed: 3})
+	ev, err := Evaluate(rows, models, FitOptions{Dir: labelsDir, Folds: 2, Seed: 3})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -281,7 +296,7 @@ func TestFitPipeline(t *testing.T) {
 		other[i].Device, other[i].DeviceClass = "opencl:0", "opencl-cpu"
 	}
 	var warned []string
-	ev2, err := Evaluate(other, models, FitOptions{Dir: filepath.Dir(out), Folds: 1, Warn: func(s string) { warned = append(warned, s) }})
+	ev2, err := Evaluate(other, models, FitOptions{Dir: labelsDir, Folds: 1, Warn: func(s string) { warned = append(warned, s) }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -290,7 +305,7 @@ func TestFitPipeline(t *testing.T) {
 		t.Errorf("another class: picks %v, warnings %q", ev2.Picks[0].Formats, warned)
 	}
 	// The picks agree with the Go model's, which saw the same inputs.
-	x, err := formats.ReadFile(filepath.Join(filepath.Dir(out), filepath.FromSlash(rows[0].Tensor)))
+	x, err := formats.ReadFile(filepath.Join(labelsDir, filepath.FromSlash(rows[0].Tensor)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -426,15 +441,7 @@ func TestSoftTarget(t *testing.T) {
 // TestFitRefit: with Refit, the final network is trained again on every
 // row, the validation part too, for the epochs early stopping chose.
 func TestFitRefit(t *testing.T) {
-	dir := tinySet(t)
-	out := filepath.Join(filepath.Dir(dir), "labels.jsonl")
-	if _, err := Label(context.Background(), dir, out, cpuOptions()); err != nil {
-		t.Fatal(err)
-	}
-	rows, err := ReadLabels(out)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rows, labelsDir := labelTinySet(t)
 	// Early stopping's validation part is a group of sources, and needs
 	// three or more: the rows again under more source names.
 	var many []LabelRow
@@ -445,19 +452,14 @@ func TestFitRefit(t *testing.T) {
 		}
 	}
 	fit := func(refit bool) (*Report, []string) {
-		o := FitOptions{Dir: filepath.Dir(out), Folds: 1, Seed: 5, Model: model.DefaultFitOptions, Refit: refit}
+		o := FitOptions{Dir: labelsDir, Folds: 1, Seed: 5, Model: model.DefaultFitOptions, Refit: refit}
 		o.Model.Epochs = 4
-		var stages []string
-		o.Progress = func(p FitProgress) {
-			if len(stages) == 0 || stages[len(stages)-1] != p.Stage {
-				stages = append(stages, p.Stage)
-			}
-		}
+		stages := recordStages(&o)
 		rep, err := Fit(many, o)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return rep, stages
+		return rep, *stages
 	}
 	plain, _ := fit(false)
 	rep, stages := fit(true)
