@@ -509,16 +509,27 @@ func (d *dataset) trainGCN(op hetero.Op, heads []model.Head, trainIdx []int, o *
 	if o.Hidden > 0 {
 		cfg.Hidden = o.Hidden
 	}
-	g, err := model.NewGCN(cfg, rand.New(rand.NewPCG(seed, 0x6763)))
+	// newNet makes the network that trains on ex: fresh weights from the
+	// seed, standardised on ex, started from o.Init where it has this op.
+	newNet := func(ex []model.Example) (*model.GCN, []string, error) {
+		g, err := model.NewGCN(cfg, rand.New(rand.NewPCG(seed, 0x6763)))
+		if err != nil {
+			return nil, nil, err
+		}
+		g.Standardize(ex)
+		g.CPUInnerLoops = slices.Clone(d.cpuLoops)
+		var copied []string
+		if init := o.Init[op.String()]; init != nil {
+			copied = g.StartFrom(init)
+		}
+		return g, copied, nil
+	}
+	g, copied, err := newNet(train)
 	if err != nil {
 		return nil, curve, err
 	}
-	g.Standardize(train)
-	g.CPUInnerLoops = slices.Clone(d.cpuLoops)
-	if init := o.Init[op.String()]; init != nil {
-		if copied := g.StartFrom(init); len(copied) > 0 {
-			curve.StartedFrom = copied
-		}
+	if len(copied) > 0 {
+		curve.StartedFrom = copied
 	}
 	mo := o.Model
 	mo.Seed = seed
@@ -548,13 +559,8 @@ func (d *dataset) trainGCN(op hetero.Op, heads []model.Head, trainIdx []int, o *
 	// least training loss, which with the weights' moving average is
 	// about always the last.
 	all := slices.Concat(train, val)
-	if g, err = model.NewGCN(cfg, rand.New(rand.NewPCG(seed, 0x6763))); err != nil {
+	if g, _, err = newNet(all); err != nil {
 		return nil, curve, err
-	}
-	g.Standardize(all)
-	g.CPUInnerLoops = slices.Clone(d.cpuLoops)
-	if init := o.Init[op.String()]; init != nil {
-		g.StartFrom(init)
 	}
 	mo.Epochs = res.BestEpoch
 	mo.Progress = func(epoch int, trainLoss, _ float64) {
