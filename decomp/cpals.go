@@ -101,6 +101,20 @@ func CPALS(x *formats.COO, opts Options) (*CPResult, error) {
 		ranks[m] = R
 	}
 
+	// Per mode: the factor and the MTTKRP output, and with the line
+	// search the trial factor.
+	copies := 2
+	if o.LineSearch {
+		copies = 3
+	}
+	cols := make([]int, N)
+	for m := range cols {
+		cols[m] = copies * R
+	}
+	if err := checkDense(x, "CP-ALS", cols); err != nil {
+		return nil, err
+	}
+
 	kern := o.MTTKRP
 	res := &CPResult{}
 	if kern == nil {

@@ -112,6 +112,15 @@ func CPAPR(x *formats.COO, opts Options) (*CPResult, error) {
 	for m := range ranks {
 		ranks[m] = R
 	}
+	// Per mode: the float32 start, the float64 factor and Φ (two float32
+	// columns each per rank).
+	cols := make([]int, N)
+	for m := range cols {
+		cols[m] = 5 * R
+	}
+	if err := checkDense(x, "CP-APR", cols); err != nil {
+		return nil, err
+	}
 	init, err := initCP(x, o, ranks)
 	if err != nil {
 		return nil, err

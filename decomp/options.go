@@ -232,3 +232,15 @@ func normSq(x *formats.COO) float64 {
 	}
 	return s
 }
+
+// checkDense refuses a decomposition whose dense matrices would not fit in
+// memory, before any is allocated (kernels.CheckDenseFits): cols[m] float32
+// columns of Dims[m] rows per mode, all the copies of a mode's matrices
+// the method keeps counted together.
+func checkDense(x *formats.COO, method string, cols []int) error {
+	shapes := make([][2]int, x.Order())
+	for m, d := range x.Dims {
+		shapes[m] = [2]int{d, cols[m]}
+	}
+	return kernels.CheckDenseFits(x, method+": the factor matrices and their work copies", shapes...)
+}

@@ -89,6 +89,15 @@ func TuckerHOOI(x *formats.COO, opts Options) (*TuckerResult, error) {
 		opts.Init = InitHOSVD
 	}
 	o := opts.resolve()
+	// Per mode: the factor (Dims[n] x R_n) and the TTM chain's result
+	// (Dims[n] x the product of the other ranks).
+	perMode := make([]int, N)
+	for n := range perMode {
+		perMode[n] = ranks[n] + P[n]
+	}
+	if err := checkDense(x, "Tucker", perMode); err != nil {
+		return nil, err
+	}
 
 	res := &TuckerResult{Ranks: ranks}
 	kern := o.TTMChain

@@ -83,6 +83,9 @@ func (e *Engine) planTTM(ctx context.Context, x *formats.COO, mode, sliceMode, r
 	if err != nil {
 		return nil, fmt.Errorf("ttm: %w", err)
 	}
+	if err := kernels.CheckDenseFits(x, "ttm: the plan's operand and output", [2]int{x.Dims[mode], rank}, [2]int{fm.Rows(), rank}); err != nil {
+		return nil, err
+	}
 	ut := placeholders(x.Dims, rank, []int{mode})[mode]
 	b := &ttmBinder{fm: fm, slices: fm.Slices(), ut: ut, direct: kernels.NewMatrix(fm.Rows(), rank)}
 	p := &Plan{e: e, op: hetero.SpTTM, mode: mode, rank: rank, dims: slices.Clone(x.Dims), nnz: x.NNZ(), b: b, fibers: fm,
@@ -200,6 +203,17 @@ func (e *Engine) planMTTKRP(ctx context.Context, x *formats.COO, mode, rank int,
 		if m != mode {
 			modes = append(modes, m)
 		}
+	}
+	// What the plan allocates by dims: the operands' shared placeholder
+	// (the largest dim's), the output, and the binder's count of nonzeros
+	// per output index (ints, two float32s each).
+	most := 0
+	for _, m := range modes {
+		most = max(most, x.Dims[m])
+	}
+	if err := kernels.CheckDenseFits(x, fmt.Sprintf("mttkrp mode %d: the plan's operands and output", mode+1),
+		[2]int{most, rank}, [2]int{x.Dims[mode], rank}, [2]int{x.Dims[mode], 2}); err != nil {
+		return nil, err
 	}
 	operands := placeholders(x.Dims, rank, modes)
 	b := newMTTKRPBinder(x, mode, operands, rank)

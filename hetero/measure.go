@@ -161,6 +161,19 @@ func MeasureFormats(d Device, x *formats.COO, op Op, mode int, formatNames []str
 func bind(d Device, x *formats.COO, op Op, mode int, format string, rank int) (*Measurement, Job, error) {
 	m := &Measurement{Op: op, Mode: mode, Format: format, Device: d.Info().Name, Rank: rank}
 	rng := rand.New(rand.NewPCG(uint64(mode), uint64(rank)))
+	// The random operands and MTTKRP's output are sized by the dims, not
+	// the nonzeros (SpTTM's output, fibers x R, is at most nonzeros x R).
+	shapes := [][2]int{{x.Dims[mode], rank}}
+	if op == MTTKRP {
+		for k, dim := range x.Dims {
+			if k != mode {
+				shapes = append(shapes, [2]int{dim, rank})
+			}
+		}
+	}
+	if err := kernels.CheckDenseFits(x, fmt.Sprintf("%s mode %d: the random operands", op, mode+1), shapes...); err != nil {
+		return nil, nil, err
+	}
 	switch op {
 	case SpTTM:
 		start := time.Now()

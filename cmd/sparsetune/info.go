@@ -1,10 +1,12 @@
 package main
 
 import (
+	"bufio"
 	"encoding/json"
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"text/tabwriter"
 	"time"
 
@@ -12,6 +14,7 @@ import (
 	"github.com/spf13/viper"
 
 	"github.com/sparsetune/sparsetune/formats"
+	"github.com/sparsetune/sparsetune/internal/atomicfile"
 	"github.com/sparsetune/sparsetune/internal/sample"
 )
 
@@ -162,10 +165,23 @@ func (r *infoReport) writeTable(out io.Writer) error {
 }
 
 func newConvertCmd(v *viper.Viper) *cobra.Command {
-	return &cobra.Command{
-		Use:   "convert IN OUT",
+	var compact bool
+	cmd := &cobra.Command{
+		Use:   "convert IN OUT [--compact]",
 		Short: "Convert a tensor between file formats, chosen by extension (.tns, .mtx, .stb, each optionally .gz)",
-		Args:  cobra.ExactArgs(2),
+		Long: `Convert a tensor between file formats, chosen by extension (.tns, .mtx,
+.stb, each optionally .gz).
+
+--compact renumbers each mode's indices 1, 2, … in increasing order of the
+ones the nonzeros use, leaving out the unused ones, so the dims shrink to
+the non-empty slices. Kernels and decompositions size their dense factors
+by the dims: a tensor whose indices are identifiers (dims of 10^9, a few
+thousand used) needs far less memory compacted. OUT.index.tsv then maps
+the new indices back: one line per (mode, new index) with the original,
+all 1-based, under a header "mode	index	original". Row j of a factor of
+the compact tensor is row original of the tensor's, and the rows of unused
+indices are zero.`,
+		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			start := time.Now()
 			t, err := readTensor(cmd.ErrOrStderr(), args[0])
@@ -173,8 +189,17 @@ func newConvertCmd(v *viper.Viper) *cobra.Command {
 				return err
 			}
 			read := time.Since(start)
+			var orig [][]uint32
+			if compact {
+				t, orig = t.Compact()
+			}
 			if err := formats.WriteFile(args[1], t); err != nil {
 				return err
+			}
+			if compact {
+				if err := writeIndexMap(args[1]+".index.tsv", orig); err != nil {
+					return err
+				}
 			}
 			st, err := os.Stat(args[1])
 			if err != nil {
@@ -182,14 +207,48 @@ func newConvertCmd(v *viper.Viper) *cobra.Command {
 			}
 			rep := convertReport{In: args[0], Out: args[1], Dims: t.Dims, NNZ: t.NNZ(), Bytes: st.Size(),
 				ReadSeconds: read.Seconds(), WriteSeconds: (time.Since(start) - read).Seconds()}
+			if compact {
+				rep.IndexMap = args[1] + ".index.tsv"
+			}
 			if v.GetBool("json") {
 				return json.NewEncoder(cmd.OutOrStdout()).Encode(rep)
 			}
 			_, err = fmt.Fprintf(cmd.OutOrStdout(), "%s -> %s: %s, %d nonzeros, %d bytes (read %.3fs, write %.3fs)\n",
 				rep.In, rep.Out, formats.FormatDims(rep.Dims), rep.NNZ, rep.Bytes, rep.ReadSeconds, rep.WriteSeconds)
+			if err == nil && rep.IndexMap != "" {
+				_, err = fmt.Fprintf(cmd.OutOrStdout(), "original indices of the compact ones: %s\n", rep.IndexMap)
+			}
 			return err
 		},
 	}
+	cmd.Flags().BoolVar(&compact, "compact", false, "renumber each mode's used indices 1, 2, … and write OUT.index.tsv, the map back to the original ones")
+	return cmd
+}
+
+// writeIndexMap writes the original index of each compact index, 1-based,
+// one line per (mode, index), atomically.
+func writeIndexMap(path string, orig [][]uint32) error {
+	return atomicfile.Write(path, func(w io.Writer) error {
+		bw := bufio.NewWriterSize(w, 1<<16)
+		if _, err := io.WriteString(bw, "mode\tindex\toriginal\n"); err != nil {
+			return err
+		}
+		var line []byte
+		for m, inds := range orig {
+			for j, i := range inds {
+				line = strconv.AppendInt(line[:0], int64(m+1), 10)
+				line = append(line, '\t')
+				line = strconv.AppendInt(line, int64(j+1), 10)
+				line = append(line, '\t')
+				line = strconv.AppendUint(line, uint64(i)+1, 10)
+				line = append(line, '\n')
+				if _, err := bw.Write(line); err != nil {
+					return err
+				}
+			}
+		}
+		return bw.Flush()
+	})
 }
 
 type convertReport struct {
@@ -200,4 +259,5 @@ type convertReport struct {
 	Bytes        int64   `json:"bytes"`
 	ReadSeconds  float64 `json:"read_seconds"`
 	WriteSeconds float64 `json:"write_seconds"`
+	IndexMap     string  `json:"index_map,omitempty"` // --compact: the map back to the original indices
 }

@@ -1,0 +1,76 @@
+package formats
+
+import (
+	"math/rand/v2"
+	"slices"
+	"testing"
+)
+
+func TestCompact(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	tests := []struct {
+		name string
+		dims []int
+		nnz  int
+		pick func(m, dim int) uint32 // index of a nonzero in mode m
+	}{
+		{"every index used", []int{4, 3, 2}, 200, func(_, dim int) uint32 { return uint32(rng.IntN(dim)) }},
+		{"identifiers (sorted map)", []int{MaxDim, 1 << 30, 7}, 500, func(m, dim int) uint32 {
+			if m == 2 {
+				return uint32(rng.IntN(dim))
+			}
+			return uint32(rng.IntN(40)) * uint32(dim/40)
+		}},
+		{"gaps (array map)", []int{1000, 50, 9}, 300, func(_, dim int) uint32 { return uint32(rng.IntN(dim/3)) * 3 }},
+		{"one nonzero", []int{10, 10, 10}, 1, func(_, dim int) uint32 { return uint32(dim - 1) }},
+	}
+	for _, tt := range tests {
+		x, err := NewCOO(tt.dims, tt.nnz)
+		if err != nil {
+			t.Fatalf("%s: %v", tt.name, err)
+		}
+		idx := make([]uint32, len(tt.dims))
+		for range tt.nnz {
+			for m, d := range tt.dims {
+				idx[m] = tt.pick(m, d)
+			}
+			x.Append(idx, rng.Float32())
+		}
+		c, orig := x.Compact()
+		if err := c.Validate(); err != nil {
+			t.Fatalf("%s: compact copy invalid: %v", tt.name, err)
+		}
+		if !slices.Equal(c.Vals, x.Vals) {
+			t.Errorf("%s: values changed", tt.name)
+		}
+		for m := range tt.dims {
+			if c.Dims[m] != len(orig[m]) || c.Dims[m] != x.UsedIndices(m) {
+				t.Errorf("%s mode %d: dim %d, %d originals, %d used", tt.name, m+1, c.Dims[m], len(orig[m]), x.UsedIndices(m))
+			}
+			if !slices.IsSorted(orig[m]) || len(slices.Compact(slices.Clone(orig[m]))) != len(orig[m]) {
+				t.Errorf("%s mode %d: originals not strictly increasing", tt.name, m+1)
+			}
+			seen := make([]bool, c.Dims[m])
+			for k, j := range c.Inds[m] {
+				if orig[m][j] != x.Inds[m][k] {
+					t.Fatalf("%s mode %d nonzero %d: new index %d maps to %d, was %d", tt.name, m+1, k, j, orig[m][j], x.Inds[m][k])
+				}
+				seen[j] = true
+			}
+			if slices.Contains(seen, false) {
+				t.Errorf("%s mode %d: a new index no nonzero uses", tt.name, m+1)
+			}
+		}
+	}
+}
+
+func TestCompactKeepsUsedDims(t *testing.T) {
+	x, _ := NewCOO([]int{3, 3}, 3)
+	for i := range uint32(3) {
+		x.Append([]uint32{i, 2 - i}, 1)
+	}
+	c, _ := x.Compact()
+	if !slices.Equal(c.Dims, x.Dims) || !c.Equal(x) {
+		t.Errorf("a tensor using every index changed: %v -> %v", x.Dims, c.Dims)
+	}
+}
