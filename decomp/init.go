@@ -126,16 +126,51 @@ const (
 
 // hosvdFactor returns the R leading left singular vectors of x's mode-n
 // unfolding as an I_n x R matrix.
+//
+// An index that no nonzero uses is a zero column of F, so its row of every
+// singular vector with a non-zero singular value is zero: when a tenth or
+// more of the mode's indices are unused, the iteration runs on the mode
+// compacted (formats.COO.CompactMode), in memory and time of the used
+// indices, and the rows are put back in place. Columns past the used
+// indices' count are unit vectors on unused indices, orthogonal to the
+// rest, as any basis of the null space would be.
 func hosvdFactor(x *formats.COO, n, R int, seed uint64, threads int) (*kernels.Matrix, error) {
 	I := x.Dims[n]
 	if R > I {
 		return nil, fmt.Errorf("hosvd init: rank %d exceeds dim %d of mode %d (use random init)", R, I, n+1)
 	}
+	if used := x.UsedIndices(n); used < I-I/10 {
+		c, orig := x.CompactMode(n)
+		f, err := hosvdFactor(c, n, min(R, c.Dims[n]), seed, threads)
+		if err != nil {
+			return nil, err
+		}
+		out := kernels.NewMatrix(I, R)
+		for j, i := range orig {
+			copy(out.Row(int(i)), f.Row(j))
+		}
+		// The null space's columns: unit vectors on the first unused
+		// indices.
+		col, next := f.Cols, 0
+		for i := 0; i < I && col < R; i++ {
+			if next < len(orig) && int(orig[next]) == i {
+				next++
+				continue
+			}
+			out.Data[i*R+col] = 1
+			col++
+		}
+		return out, nil
+	}
+	k := min(R+hosvdOversample, I)
+	// q and w, and orthoDense's copy of q, in float64.
+	if err := kernels.CheckDenseFits(x, fmt.Sprintf("hosvd init of mode %d", n+1), [2]int{I, 6 * k}); err != nil {
+		return nil, err
+	}
 	fm, err := formats.NewFiberMatrix(x, n, formats.DefaultSliceMode(n))
 	if err != nil {
 		return nil, fmt.Errorf("hosvd init: fiber matrix of mode %d: %w", n+1, err)
 	}
-	k := min(R+hosvdOversample, I)
 	q := mat.NewDense(I, k, nil)
 	iters := hosvdPowerIters
 	if k == I {

@@ -56,30 +56,47 @@ func (t *COO) Compact() (c *COO, orig [][]uint32) {
 		used := t.usedIndices(m)
 		orig[m] = used
 		c.Dims[m] = max(len(used), 1) // an empty tensor keeps dims of 1
-		out := make([]uint32, len(inds))
-		c.Inds[m] = out
-		if len(used) == t.Dims[m] {
-			copy(out, inds)
-			continue
-		}
-		if denseMap(t.Dims[m], len(inds)) {
-			renumber := make([]uint32, t.Dims[m])
-			for j, i := range used {
-				renumber[i] = uint32(j)
-			}
-			parallelChunks(len(inds), workers(len(inds), 1<<16), func(_, lo, hi int) {
-				for k := lo; k < hi; k++ {
-					out[k] = renumber[inds[k]]
-				}
-			})
-			continue
+		c.Inds[m] = renumbered(inds, used, t.Dims[m])
+	}
+	return c, orig
+}
+
+// CompactMode returns t with mode m's indices renumbered as Compact does,
+// and the original index of each new one. The other modes' index arrays
+// and the values are shared with t, not copied.
+func (t *COO) CompactMode(m int) (c *COO, orig []uint32) {
+	c = &COO{Dims: slices.Clone(t.Dims), Inds: slices.Clone(t.Inds), Vals: t.Vals}
+	orig = t.usedIndices(m)
+	c.Dims[m] = max(len(orig), 1)
+	c.Inds[m] = renumbered(t.Inds[m], orig, t.Dims[m])
+	return c, orig
+}
+
+// renumbered returns inds with each index replaced by its position in
+// used, the sorted distinct indices of a mode of dim dim.
+func renumbered(inds, used []uint32, dim int) []uint32 {
+	out := make([]uint32, len(inds))
+	if len(used) == dim {
+		copy(out, inds)
+		return out
+	}
+	if denseMap(dim, len(inds)) {
+		renumber := make([]uint32, dim)
+		for j, i := range used {
+			renumber[i] = uint32(j)
 		}
 		parallelChunks(len(inds), workers(len(inds), 1<<16), func(_, lo, hi int) {
 			for k := lo; k < hi; k++ {
-				j, _ := slices.BinarySearch(used, inds[k])
-				out[k] = uint32(j)
+				out[k] = renumber[inds[k]]
 			}
 		})
+		return out
 	}
-	return c, orig
+	parallelChunks(len(inds), workers(len(inds), 1<<16), func(_, lo, hi int) {
+		for k := lo; k < hi; k++ {
+			j, _ := slices.BinarySearch(used, inds[k])
+			out[k] = uint32(j)
+		}
+	})
+	return out
 }

@@ -37,6 +37,20 @@ func TestCompact(t *testing.T) {
 			x.Append(idx, rng.Float32())
 		}
 		c, orig := x.Compact()
+		for m := range tt.dims {
+			cm, om := x.CompactMode(m)
+			if !slices.Equal(om, orig[m]) || !slices.Equal(cm.Inds[m], c.Inds[m]) || cm.Dims[m] != c.Dims[m] {
+				t.Errorf("%s: CompactMode(%d) differs from Compact's mode", tt.name, m)
+			}
+			for k := range tt.dims {
+				if k != m && (cm.Dims[k] != x.Dims[k] || &cm.Inds[k][0] != &x.Inds[k][0]) {
+					t.Errorf("%s: CompactMode(%d) changed or copied mode %d", tt.name, m, k)
+				}
+			}
+			if err := cm.Validate(); err != nil {
+				t.Errorf("%s: CompactMode(%d): %v", tt.name, m, err)
+			}
+		}
 		if err := c.Validate(); err != nil {
 			t.Fatalf("%s: compact copy invalid: %v", tt.name, err)
 		}
