@@ -13,8 +13,10 @@ import (
 // A plan whose output or operands are sized past memory by the dims fails
 // with an error, before it allocates them.
 func TestPlanRefusesDimsPastMemory(t *testing.T) {
-	if avail, ok := sysmem.Available(); ok && avail > 1<<40 {
-		t.Skip("more than 1 TiB available")
+	// Where the available memory is unknown (outside Linux) only sizes past
+	// the address space are refused, and this one is within it.
+	if avail, ok := sysmem.Available(); !ok || avail > 1<<40 {
+		t.Skipf("needs a Linux machine with less than 1 TiB available (have %d, known %v)", avail, ok)
 	}
 	x, err := formats.NewCOO([]int{formats.MaxDim, formats.MaxDim, 4}, 50)
 	if err != nil {
