@@ -139,8 +139,11 @@ func hosvdFactor(x *formats.COO, n, R int, seed uint64, threads int) (*kernels.M
 	if R > I {
 		return nil, fmt.Errorf("hosvd init: rank %d exceeds dim %d of mode %d (use random init)", R, I, n+1)
 	}
-	if used := x.UsedIndices(n); used < I-I/10 {
-		c, orig := x.CompactMode(n)
+	c, orig, err := x.CompactMode(n)
+	if err != nil {
+		return nil, fmt.Errorf("hosvd init: %w", err)
+	}
+	if len(orig) < I-I/10 {
 		f, err := hosvdFactor(c, n, min(R, c.Dims[n]), seed, threads)
 		if err != nil {
 			return nil, err

@@ -94,7 +94,7 @@ type Summary struct {
 	// mode m (index of the mode), in rank order; both made on first use,
 	// once (rankOnce[m]): a decision for one mode of an order-3 tensor
 	// needs two modes' ranks, not three.
-	ranks    []graphenc.Ranks
+	ranks    []formats.Ranks
 	slices   [][]uint32
 	rankOnce []sync.Once
 
@@ -136,11 +136,11 @@ func summarize(x *formats.COO, n int) (*Summary, error) {
 		}
 	}
 	order := x.Order()
-	s := &Summary{Dims: slices.Clone(x.Dims), NNZ: nnz, ranks: make([]graphenc.Ranks, order), slices: make([][]uint32, order), rankOnce: make([]sync.Once, order), fibers: make([][]uint32, order), fiberOnce: make([]sync.Once, order)}
+	s := &Summary{Dims: slices.Clone(x.Dims), NNZ: nnz, ranks: make([]formats.Ranks, order), slices: make([][]uint32, order), rankOnce: make([]sync.Once, order), fibers: make([][]uint32, order), fiberOnce: make([]sync.Once, order)}
 	if n == nnz {
 		s.Sample, s.Exact = x, true
 		for m, ind := range x.Inds {
-			if k := graphenc.IndexBeyond(ind, s.Dims[m]); k >= 0 {
+			if k := formats.IndexBeyond(ind, s.Dims[m]); k >= 0 {
 				return nil, fmt.Errorf("tensor summary: nonzero %d has an index beyond the dims", k+1)
 			}
 		}
@@ -163,7 +163,7 @@ func summarize(x *formats.COO, n int) (*Summary, error) {
 	}
 	gather(s.Sample.Inds, x.Inds, pos)
 	for m, ind := range s.Sample.Inds {
-		if k := graphenc.IndexBeyond(ind, s.Dims[m]); k >= 0 {
+		if k := formats.IndexBeyond(ind, s.Dims[m]); k >= 0 {
 			return nil, fmt.Errorf("tensor summary: nonzero %d has an index beyond the dims", pos[k]+1)
 		}
 	}
@@ -199,12 +199,12 @@ func gather(dst, src [][]uint32, pos []uint64) {
 	}
 }
 
-// modeRanks returns mode m's ranks (graphenc.RankIndices of the sample's
+// modeRanks returns mode m's ranks (formats.RankIndices of the sample's
 // indices, checked in range when the summary was made), made on first
 // use along with the mode's slice counts.
-func (s *Summary) modeRanks(m int) graphenc.Ranks {
+func (s *Summary) modeRanks(m int) formats.Ranks {
 	s.rankOnce[m].Do(func() {
-		r, _ := graphenc.RankIndices(s.Sample.Inds[m], s.Dims[m])
+		r, _ := formats.RankIndices(s.Sample.Inds[m], s.Dims[m])
 		s.ranks[m], s.slices[m] = r, r.Counts()
 	})
 	return s.ranks[m]

@@ -3,6 +3,7 @@ package formats
 import (
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -15,13 +16,13 @@ func TestCompact(t *testing.T) {
 		pick func(m, dim int) uint32 // index of a nonzero in mode m
 	}{
 		{"every index used", []int{4, 3, 2}, 200, func(_, dim int) uint32 { return uint32(rng.IntN(dim)) }},
-		{"identifiers (sorted map)", []int{MaxDim, 1 << 30, 7}, 500, func(m, dim int) uint32 {
+		{"identifiers (radix-sorted ranks)", []int{MaxDim, 1 << 30, 7}, 500, func(m, dim int) uint32 {
 			if m == 2 {
 				return uint32(rng.IntN(dim))
 			}
 			return uint32(rng.IntN(40)) * uint32(dim/40)
 		}},
-		{"gaps (array map)", []int{1000, 50, 9}, 300, func(_, dim int) uint32 { return uint32(rng.IntN(dim/3)) * 3 }},
+		{"gaps (bitmap ranks)", []int{1000, 50, 9}, 300, func(_, dim int) uint32 { return uint32(rng.IntN(dim/3)) * 3 }},
 		{"one nonzero", []int{10, 10, 10}, 1, func(_, dim int) uint32 { return uint32(dim - 1) }},
 	}
 	for _, tt := range tests {
@@ -36,9 +37,15 @@ func TestCompact(t *testing.T) {
 			}
 			x.Append(idx, rng.Float32())
 		}
-		c, orig := x.Compact()
+		c, orig, err := x.Compact()
+		if err != nil {
+			t.Fatalf("%s: %v", tt.name, err)
+		}
 		for m := range tt.dims {
-			cm, om := x.CompactMode(m)
+			cm, om, err := x.CompactMode(m)
+			if err != nil {
+				t.Fatalf("%s: %v", tt.name, err)
+			}
 			if !slices.Equal(om, orig[m]) || !slices.Equal(cm.Inds[m], c.Inds[m]) || cm.Dims[m] != c.Dims[m] {
 				t.Errorf("%s: CompactMode(%d) differs from Compact's mode", tt.name, m)
 			}
@@ -83,8 +90,21 @@ func TestCompactKeepsUsedDims(t *testing.T) {
 	for i := range uint32(3) {
 		x.Append([]uint32{i, 2 - i}, 1)
 	}
-	c, _ := x.Compact()
+	c, _, err := x.Compact()
+	if err != nil {
+		t.Fatal(err)
+	}
 	if !slices.Equal(c.Dims, x.Dims) || !c.Equal(x) {
 		t.Errorf("a tensor using every index changed: %v -> %v", x.Dims, c.Dims)
+	}
+}
+
+func TestCompactRefusesIndexPastDim(t *testing.T) {
+	x := &COO{Dims: []int{4, 4}, Inds: [][]uint32{{0, 1}, {2, 4}}, Vals: []float32{1, 2}}
+	if _, _, err := x.Compact(); err == nil || !strings.Contains(err.Error(), "nonzero 1 has mode-2 index 4, not below the dim 4") {
+		t.Errorf("Compact: %v", err)
+	}
+	if _, _, err := x.CompactMode(1); err == nil {
+		t.Error("CompactMode of the bad mode succeeded")
 	}
 }

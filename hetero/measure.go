@@ -87,6 +87,14 @@ func MeasureFormats(d Device, x *formats.COO, op Op, mode int, formatNames []str
 	if runs == nil {
 		return nil, errors.New("no rule for the number of runs")
 	}
+	// Every format is bound, with operands of its own, before any is timed.
+	var shapes [][2]int
+	for range formatNames {
+		shapes = append(shapes, DenseShapes(op, x.Dims, mode, rank)...)
+	}
+	if err := kernels.CheckDenseFits(x, fmt.Sprintf("%s mode %d: the random operands", op, mode+1), shapes...); err != nil {
+		return nil, err
+	}
 	ms := make([]*Measurement, len(formatNames))
 	jobs := make([]Job, len(formatNames))
 	defer func() {
@@ -161,19 +169,6 @@ func MeasureFormats(d Device, x *formats.COO, op Op, mode int, formatNames []str
 func bind(d Device, x *formats.COO, op Op, mode int, format string, rank int) (*Measurement, Job, error) {
 	m := &Measurement{Op: op, Mode: mode, Format: format, Device: d.Info().Name, Rank: rank}
 	rng := rand.New(rand.NewPCG(uint64(mode), uint64(rank)))
-	// The random operands and MTTKRP's output are sized by the dims, not
-	// the nonzeros (SpTTM's output, fibers x R, is at most nonzeros x R).
-	shapes := [][2]int{{x.Dims[mode], rank}}
-	if op == MTTKRP {
-		for k, dim := range x.Dims {
-			if k != mode {
-				shapes = append(shapes, [2]int{dim, rank})
-			}
-		}
-	}
-	if err := kernels.CheckDenseFits(x, fmt.Sprintf("%s mode %d: the random operands", op, mode+1), shapes...); err != nil {
-		return nil, nil, err
-	}
 	switch op {
 	case SpTTM:
 		start := time.Now()
@@ -225,6 +220,24 @@ func bind(d Device, x *formats.COO, op Op, mode int, format string, rank int) (*
 	default:
 		return nil, nil, fmt.Errorf("unknown op %v", op)
 	}
+}
+
+// DenseShapes returns the {rows, cols} of the dense matrices of op along
+// mode at rank R whose size follows the dims, not the nonzeros: the
+// operand (SpTTM) or the output (MTTKRP), Dims[mode] x R, and MTTKRP's
+// factors of the other modes. SpTTM's output, fibers x R, is at most
+// nonzeros x R. Callers that make them check them first
+// (kernels.CheckDenseFits).
+func DenseShapes(op Op, dims []int, mode, rank int) [][2]int {
+	shapes := [][2]int{{dims[mode], rank}}
+	if op == MTTKRP {
+		for m, d := range dims {
+			if m != mode {
+				shapes = append(shapes, [2]int{d, rank})
+			}
+		}
+	}
+	return shapes
 }
 
 // randomMatrix returns a rows x cols matrix with entries in [-1, 1).

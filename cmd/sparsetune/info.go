@@ -191,7 +191,9 @@ indices are zero.`,
 			read := time.Since(start)
 			var orig [][]uint32
 			if compact {
-				t, orig = t.Compact()
+				if t, orig, err = t.Compact(); err != nil {
+					return fmt.Errorf("%s: %w", args[0], err)
+				}
 			}
 			if err := formats.WriteFile(args[1], t); err != nil {
 				return err

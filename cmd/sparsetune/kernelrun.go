@@ -287,15 +287,7 @@ func runKernel(ctx context.Context, stdout, stderr io.Writer, v *viper.Viper, ar
 	// The dense operands, and MTTKRP's output, are Dims[m] x R whatever
 	// the nonzeros: refuse a tensor whose dims would not fit before
 	// allocating them ends the process.
-	shapes := [][2]int{{x.Dims[mode], c.rank}}
-	if c.op == hetero.MTTKRP {
-		for m, d := range x.Dims {
-			if m != mode {
-				shapes = append(shapes, [2]int{d, c.rank})
-			}
-		}
-	}
-	if err := kernels.CheckDenseFits(x, fmt.Sprintf("%s: the random operands of %s", name, c.op), shapes...); err != nil {
+	if err := kernels.CheckDenseFits(x, fmt.Sprintf("%s: the random operands of %s", name, c.op), hetero.DenseShapes(c.op, x.Dims, mode, c.rank)...); err != nil {
 		return err
 	}
 	var operands []*kernels.Matrix
