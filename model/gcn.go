@@ -83,6 +83,12 @@ type GCN struct {
 	// (RuleChoice) better than the network: the model file records them,
 	// and GCNPredictor answers for them with the rule.
 	RuleHeads []string
+	// Trees are the heads, by name, for which evaluation found boosted
+	// trees on the global features (FitTrees) at least as good as the
+	// network: the model file holds them beside the network, and
+	// GCNPredictor answers for those heads with them. A rule head has
+	// none.
+	Trees map[string]*Trees
 	// CPUInnerLoops are the inner loops (kernels.InnerLoops) of the builds
 	// that measured the cpu head's labels. Which format is fastest on a
 	// CPU depends on them: a prediction on a CPU that runs others carries

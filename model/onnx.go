@@ -270,13 +270,41 @@ func (g *GCN) ExportONNX() ([]byte, error) {
 	if len(g.CPUInnerLoops) > 0 {
 		meta[metaCPUInnerLoops] = strings.Join(g.CPUInnerLoops, ",")
 	}
+	opsets := []*onnxpb.OperatorSetIdProto{{Domain: proto.String(""), Version: proto.Int64(opsetVersion)}}
+	var treeHeads []string
+	for _, hd := range c.Heads { // in head order, so the file does not depend on map order
+		t := g.Trees[hd.Name]
+		if t == nil {
+			continue
+		}
+		if slices.Contains(g.RuleHeads, hd.Name) {
+			return nil, fmt.Errorf("head %s defers to the rule and has trees: one answer per head", hd.Name)
+		}
+		if err := t.Check(nf); err != nil {
+			return nil, fmt.Errorf("head %s: %w", hd.Name, err)
+		}
+		if !slices.Equal(t.Classes, hd.Classes) {
+			return nil, fmt.Errorf("head %s: trees of classes %v, the head's are %v", hd.Name, t.Classes, hd.Classes)
+		}
+		node, outs := treesNode(hd.Name, t)
+		b.nodes = append(b.nodes, node)
+		outputs = append(outputs, outs...)
+		treeHeads = append(treeHeads, hd.Name)
+	}
+	if len(treeHeads) != len(g.Trees) {
+		return nil, fmt.Errorf("trees for %d heads, of which %d are heads of the model", len(g.Trees), len(treeHeads))
+	}
+	if len(treeHeads) > 0 {
+		meta[metaTreeHeads] = strings.Join(treeHeads, ",")
+		opsets = append(opsets, &onnxpb.OperatorSetIdProto{Domain: proto.String(mlDomain), Version: proto.Int64(mlOpsetVersion)})
+	}
 	var props []*onnxpb.StringStringEntryProto
 	for _, k := range sortedKeys(meta) {
 		props = append(props, &onnxpb.StringStringEntryProto{Key: proto.String(k), Value: proto.String(meta[k])})
 	}
 	m := &onnxpb.ModelProto{
 		IrVersion:       proto.Int64(irVersion),
-		OpsetImport:     []*onnxpb.OperatorSetIdProto{{Domain: proto.String(""), Version: proto.Int64(opsetVersion)}},
+		OpsetImport:     opsets,
 		ProducerName:    proto.String("sparsetune"),
 		ProducerVersion: proto.String(strconv.Itoa(FormatVersion)),
 		DocString:       proto.String("SPT-GCN format predictor for " + c.Op + "; see sparsetune's docs/model.md"),

@@ -38,7 +38,8 @@ type Prediction struct {
 	Warnings []string `json:"warnings,omitempty"`
 	// By names what decided when a predictor can answer in more than one
 	// way: "rule" for a model head that defers to the hand rule
-	// (Info.RuleHeads), else empty.
+	// (Info.RuleHeads), "trees" for one answered by its boosted trees
+	// (Info.TreeHeads), else empty.
 	By string `json:"by,omitempty"`
 }
 
@@ -235,22 +236,40 @@ func (p GCNPredictor) PredictSummary(s *features.Summary, op hetero.Op, mode int
 		}
 		return pr, nil
 	}
-	in, feat, enc, err := SummaryInput(s, op, mode, info.Budget)
-	if err != nil {
-		return nil, err
+	var pr *Prediction
+	var v features.Vector
+	if t := info.Trees[info.Heads[head].Name]; t != nil {
+		// Evaluation found the trees on the global features at least as
+		// good as the network for this head: they need no graph and no
+		// network run.
+		start := time.Now()
+		var err error
+		if v, err = s.Global(op, mode); err != nil {
+			return nil, err
+		}
+		pr = &Prediction{Features: time.Since(start), By: "trees"}
+		start = time.Now()
+		probs := t.Probs(v[:])
+		pr.Infer = time.Since(start)
+		pr.Formats = rank(t.Classes, probs)
+	} else {
+		in, feat, enc, err := SummaryInput(s, op, mode, info.Budget)
+		if err != nil {
+			return nil, err
+		}
+		pr = &Prediction{Features: feat, Encoding: enc}
+		start := time.Now()
+		probs, err := p.Model.RunHead(in, head)
+		if err != nil {
+			return nil, err
+		}
+		pr.Infer = time.Since(start)
+		pr.Formats = rank(info.Heads[head].Classes, probs)
+		v = in.Global
 	}
-	pr := &Prediction{Features: feat, Encoding: enc}
-	start := time.Now()
-	probs, err := p.Model.RunHead(in, head)
-	if err != nil {
-		return nil, err
-	}
-	pr.Infer = time.Since(start)
-	pr.Formats = rank(info.Heads[head].Classes, probs)
 	if warning != "" {
 		pr.Warnings = append(pr.Warnings, warning)
 	}
-	v := in.Global
 	for i := range features.Count {
 		if v[i] < info.TrainMin[i] || v[i] > info.TrainMax[i] {
 			pr.Warnings = append(pr.Warnings, fmt.Sprintf("feature %s = %.4g is outside the training range [%.4g, %.4g]", features.Names[i], v[i], info.TrainMin[i], info.TrainMax[i]))

@@ -42,6 +42,12 @@ type Info struct {
 	TrainMax        features.Vector `json:"train_max"`
 	// RuleHeads are the heads that defer to the hand rule (GCN.RuleHeads).
 	RuleHeads []string `json:"rule_heads,omitempty"`
+	// TreeHeads are the heads answered by boosted trees (GCN.Trees), in
+	// head order, and Trees the trees of each; TreeNodes counts their
+	// nodes.
+	TreeHeads []string          `json:"tree_heads,omitempty"`
+	TreeNodes int               `json:"tree_nodes,omitempty"`
+	Trees     map[string]*Trees `json:"-"`
 	// CPUInnerLoops are the inner loops of the builds that measured the
 	// cpu head's labels (GCN.CPUInnerLoops); empty when not recorded.
 	CPUInnerLoops []string `json:"cpu_inner_loops,omitempty"`
@@ -60,6 +66,9 @@ func (in *Info) HeadIndex(name string) int {
 type ONNXModel struct {
 	Info Info
 	data []byte
+	// netData is the file without its trees (networkGraph), for onnx-go;
+	// data itself when it has none.
+	netData []byte
 
 	runtime  string
 	prog     *program
@@ -99,6 +108,15 @@ func ParseONNX(name string, data []byte) (*ONNXModel, error) {
 		return nil, fmt.Errorf("model %s: %w", name, err)
 	}
 	info.Path = name
+	// The network's runtimes run the graph without the trees, which
+	// this package evaluates itself (Trees).
+	netData := data
+	if hasTrees(mp.Graph) {
+		mp.Graph = networkGraph(mp.Graph)
+		if netData, err = (proto.MarshalOptions{Deterministic: true}).Marshal(mp); err != nil {
+			return nil, fmt.Errorf("model %s: %w", name, err)
+		}
+	}
 	prog, err := compile(mp.Graph)
 	if err != nil {
 		return nil, fmt.Errorf("model %s: %w", name, err)
@@ -108,7 +126,7 @@ func ParseONNX(name string, data []byte) (*ONNXModel, error) {
 	}
 	// One machine (the buffers of every value) is made now: the first
 	// prediction should not pay for allocating and faulting them in.
-	return &ONNXModel{Info: *info, data: data, runtime: "builtin", prog: prog, machines: []*machine{prog.newMachine()}}, nil
+	return &ONNXModel{Info: *info, data: data, netData: netData, runtime: "builtin", prog: prog, machines: []*machine{prog.newMachine()}}, nil
 }
 
 // UseRuntime selects how Run executes the graph, one of Runtimes. For
@@ -272,8 +290,20 @@ func parseInfo(data []byte) (*Info, *onnxpb.ModelProto, error) {
 			return nil, nil, fmt.Errorf("input %s has shape %v, expected %v for a %dx%d budget", name, got, wantIn[i], br, bc)
 		}
 	}
-	if len(mp.Graph.Output) != len(info.Heads) {
-		return nil, nil, fmt.Errorf("graph has %d outputs for %d heads", len(mp.Graph.Output), len(info.Heads))
+	if info.Trees, err = parseTrees(mp.Graph, meta[metaTreeHeads], info.Heads); err != nil {
+		return nil, nil, err
+	}
+	for _, h := range info.Heads {
+		if t := info.Trees[h.Name]; t != nil {
+			if slices.Contains(info.RuleHeads, h.Name) {
+				return nil, nil, fmt.Errorf("head %s is listed both in %s and in %s", h.Name, metaRuleHeads, metaTreeHeads)
+			}
+			info.TreeHeads = append(info.TreeHeads, h.Name)
+			info.TreeNodes += t.Nodes()
+		}
+	}
+	if want := len(info.Heads) + 2*len(info.TreeHeads); len(mp.Graph.Output) != want {
+		return nil, nil, fmt.Errorf("graph has %d outputs for %d heads, %d of them with trees", len(mp.Graph.Output), len(info.Heads), len(info.TreeHeads))
 	}
 	for k, h := range info.Heads {
 		vi := mp.Graph.Output[k]
@@ -309,7 +339,7 @@ func (m *ONNXModel) newInstance() (inst *onnxInstance, err error) {
 	}()
 	backend := gorgonnx.NewGraph()
 	model := onnx.NewModel(backend)
-	if err := model.UnmarshalBinary(m.data); err != nil {
+	if err := model.UnmarshalBinary(m.netData); err != nil {
 		return nil, fmt.Errorf("onnx-go cannot load this graph: %v", err)
 	}
 	br, bc, f := m.Info.Budget.Rows, m.Info.Budget.Cols, graphenc.NodeFeatures

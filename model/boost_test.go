@@ -1,0 +1,304 @@
+package model
+
+import (
+	"math"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/sparsetune/sparsetune/features"
+	"github.com/sparsetune/sparsetune/hetero"
+)
+
+// treeRows draws n rows of features.Count features and labels them by a
+// rule no single split can express: class 0 where f0 + f1 > 1, else class
+// 1 where f2 > 0.5, else class 2 (f3 and the rest are noise). Targets
+// are one-hot.
+func treeRows(rng *rand.Rand, n int) (x, y [][]float64, label []int) {
+	for range n {
+		v := make([]float64, features.Count)
+		for f := range v {
+			v[f] = rng.Float64()
+		}
+		c := 2
+		switch {
+		case v[0]+v[1] > 1:
+			c = 0
+		case v[2] > 0.5:
+			c = 1
+		}
+		t := make([]float64, 3)
+		t[c] = 1
+		x, y, label = append(x, v), append(y, t), append(label, c)
+	}
+	return x, y, label
+}
+
+func treeAccuracy(t *Trees, x [][]float64, label []int) float64 {
+	ok := 0
+	for i, v := range x {
+		p := t.Probs(v)
+		if slices.Index(p, slices.Max(p)) == label[i] {
+			ok++
+		}
+	}
+	return float64(ok) / float64(len(x))
+}
+
+// TestFitTrees: boosting learns a rule of three classes that needs
+// several splits, far better than one round does, and is deterministic
+// for a seed; probabilities sum to 1; bad options and rows are refused.
+func TestFitTrees(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	x, y, _ := treeRows(rng, 3000)
+	tx, _, tl := treeRows(rng, 2000)
+	classes := []string{"a", "b", "c"}
+	one, err := FitTrees(x, y, classes, TreeOptions{Rounds: 1, Depth: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := FitTrees(x, y, classes, TreeOptions{Rounds: 60})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a1, a := treeAccuracy(one, tx, tl), treeAccuracy(tr, tx, tl)
+	t.Logf("held-out accuracy: one stump %.3f, 60 rounds %.3f (%d nodes)", a1, a, tr.Nodes())
+	if a < 0.95 || a1 > 0.8 {
+		t.Errorf("held-out accuracy %.3f after 60 rounds (want ≥ 0.95), %.3f after one stump (want < 0.8)", a, a1)
+	}
+	if err := tr.Check(features.Count); err != nil {
+		t.Fatal(err)
+	}
+	if len(tr.Roots) != 60*3 {
+		t.Errorf("%d trees, want one per class and round (180)", len(tr.Roots))
+	}
+	again, _ := FitTrees(x, y, classes, TreeOptions{Rounds: 60})
+	if !slices.Equal(again.Value, tr.Value) || !slices.Equal(again.Threshold, tr.Threshold) {
+		t.Error("two fits with one seed differ")
+	}
+	p := tr.Probs(tx[0])
+	if s := p[0] + p[1] + p[2]; math.Abs(s-1) > 1e-9 {
+		t.Errorf("probabilities sum to %g", s)
+	}
+	for _, c := range []struct {
+		name string
+		o    TreeOptions
+		x, y [][]float64
+		cl   []string
+		want string
+	}{
+		{"no rows", TreeOptions{}, nil, nil, classes, "no rows"},
+		{"one class", TreeOptions{}, x, y, []string{"a"}, "1 classes"},
+		{"ragged", TreeOptions{}, append(slices.Clone(x[:2]), x[2][:3]), y[:3], classes, "row 2"},
+		{"rate", TreeOptions{Rate: 2}, x, y, classes, "rate"},
+		{"depth", TreeOptions{Depth: 40}, x, y, classes, "depth"},
+		{"bins", TreeOptions{Bins: 1000}, x, y, classes, "bins"},
+	} {
+		if _, err := FitTrees(c.x, c.y, c.cl, c.o); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: error %v, want one saying %q", c.name, err, c.want)
+		}
+	}
+}
+
+// TestFitTreesSoftTargets: a soft target spreads probability the way it
+// is given: rows whose target is (0.7, 0.3) everywhere get about that.
+func TestFitTreesSoftTargets(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	var x, y [][]float64
+	for range 500 {
+		v := make([]float64, 4)
+		for f := range v {
+			v[f] = rng.Float64()
+		}
+		x, y = append(x, v), append(y, []float64{0.7, 0.3})
+	}
+	tr, err := FitTrees(x, y, []string{"a", "b"}, TreeOptions{Rounds: 50})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := tr.Probs(x[0]); math.Abs(p[0]-0.7) > 0.02 {
+		t.Errorf("probabilities %v, want about [0.7 0.3]", p)
+	}
+}
+
+// treesGCN returns randomGCN with trees fitted (on synthetic rows) for
+// its cpu head.
+func treesGCN(t testing.TB) (*GCN, *Trees) {
+	g := randomGCN(t, 23)
+	rng := rand.New(rand.NewPCG(7, 8))
+	var x, y [][]float64
+	for range 400 {
+		v := make([]float64, features.Count)
+		for f := range v {
+			v[f] = 4 * rng.Float64()
+		}
+		c := int(v[1]+v[7]) % 4
+		tg := make([]float64, 4)
+		tg[c] = 1
+		x, y = append(x, v), append(y, tg)
+	}
+	tr, err := FitTrees(x, y, g.Config.Heads[0].Classes, TreeOptions{Rounds: 20, Depth: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.Trees = map[string]*Trees{"cpu": tr}
+	return g, tr
+}
+
+// TestTreesInModelFile: trees exported with a model come back node for
+// node from the file, answer for their head (By "trees", no graph, no
+// network run) with the trees' probabilities, leave the other head to
+// the network, and both runtimes still run the network; the file
+// describes itself; bad combinations are refused.
+func TestTreesInModelFile(t *testing.T) {
+	g, tr := treesGCN(t)
+	m := exportParsed(t, g, "trees.onnx")
+	if !slices.Equal(m.Info.TreeHeads, []string{"cpu"}) || m.Info.TreeNodes != tr.Nodes() {
+		t.Fatalf("tree heads %v with %d nodes, want [cpu] with %d", m.Info.TreeHeads, m.Info.TreeNodes, tr.Nodes())
+	}
+	back := m.Info.Trees["cpu"]
+	for _, c := range []struct {
+		name string
+		a, b any
+	}{
+		{"classes", back.Classes, tr.Classes}, {"base", back.Base, tr.Base}, {"roots", back.Roots, tr.Roots},
+		{"root classes", back.RootClass, tr.RootClass}, {"features", back.Feature, tr.Feature},
+		{"thresholds", back.Threshold, tr.Threshold}, {"values", back.Value, tr.Value},
+	} {
+		if !reflectEqual(c.a, c.b) {
+			t.Errorf("%s differ after the round trip", c.name)
+		}
+	}
+	rng := rand.New(rand.NewPCG(5, 6))
+	s, err := features.Summarize(familyTensor(rng, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := GCNPredictor{Model: m}
+	pr, err := p.PredictDevice(s, hetero.SpTTM, 0, hetero.Info{Name: "cpu", Kind: hetero.CPU})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, _ := s.Global(hetero.SpTTM, 0)
+	want := tr.Probs(v[:])
+	if pr.By != "trees" || pr.Encoding != 0 || len(pr.Formats) != 4 {
+		t.Fatalf("tree head: by %q, encoding %v, %d formats", pr.By, pr.Encoding, len(pr.Formats))
+	}
+	for _, f := range pr.Formats {
+		if k := slices.Index(tr.Classes, f.Format); f.Score != want[k] {
+			t.Errorf("%s scored %g, the trees give %g", f.Format, f.Score, want[k])
+		}
+	}
+	p.Class = "gpu"
+	if pr, err = p.PredictSummary(s, hetero.SpTTM, 0, hetero.GPU); err != nil || pr.By != "" || pr.Encoding == 0 {
+		t.Errorf("network head: %+v, %v", pr, err)
+	}
+	if err := m.UseRuntime("onnx-go"); err != nil {
+		t.Fatalf("onnx-go on a file with trees: %v", err)
+	}
+	if _, err := p.PredictSummary(s, hetero.SpTTM, 0, hetero.GPU); err != nil {
+		t.Fatalf("onnx-go: %v", err)
+	}
+	// Read back into a GCN (tune-model starts from a file), the trees
+	// stay; exported again, the file is the same.
+	g2, err := m.GCN()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g2.Trees["cpu"] == nil {
+		t.Error("GCN read from the file lost its trees")
+	}
+
+	g.RuleHeads = []string{"cpu"}
+	if _, err := g.ExportONNX(); err == nil || !strings.Contains(err.Error(), "one answer per head") {
+		t.Errorf("a rule head with trees: %v", err)
+	}
+	g.RuleHeads = nil
+	g.Trees = map[string]*Trees{"tpu": tr}
+	if _, err := g.ExportONNX(); err == nil {
+		t.Error("trees of a head the model lacks were exported")
+	}
+	g.Trees = map[string]*Trees{"cpu": {Classes: []string{"coo", "csr"}, Base: []float32{0, 0}, Roots: []int32{0}, RootClass: []int32{0},
+		Feature: []int32{-1}, Threshold: []float32{0}, Left: []int32{-1}, Right: []int32{-1}, Value: []float32{1}}}
+	if _, err := g.ExportONNX(); err == nil || !strings.Contains(err.Error(), "classes") {
+		t.Errorf("trees of other classes than the head's: %v", err)
+	}
+}
+
+func reflectEqual(a, b any) bool {
+	switch a := a.(type) {
+	case []string:
+		return slices.Equal(a, b.([]string))
+	case []float32:
+		return slices.Equal(a, b.([]float32))
+	case []int32:
+		return slices.Equal(a, b.([]int32))
+	}
+	return false
+}
+
+// TestTreesCheck: malformed ensembles, as a hand-edited file could hold
+// them, are refused before use.
+func TestTreesCheck(t *testing.T) {
+	good := func() *Trees {
+		return &Trees{Classes: []string{"a", "b"}, Base: []float32{0, 0}, Roots: []int32{0, 3}, RootClass: []int32{0, 1},
+			Feature: []int32{2, -1, -1, -1}, Threshold: []float32{0.5, 0, 0, 0}, Left: []int32{1, -1, -1, -1}, Right: []int32{2, -1, -1, -1},
+			Value: []float32{0, 1, -1, 0.5}}
+	}
+	if err := good().Check(features.Count); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		edit func(*Trees)
+	}{
+		{"child before parent", func(t *Trees) { t.Left[0] = 0 }},
+		{"child in next tree", func(t *Trees) { t.Right[0] = 3 }},
+		{"feature out of range", func(t *Trees) { t.Feature[0] = int32(features.Count) }},
+		{"class out of range", func(t *Trees) { t.RootClass[1] = 2 }},
+		{"roots out of order", func(t *Trees) { t.Roots[1] = 0 }},
+		{"NaN leaf", func(t *Trees) { t.Value[1] = float32(math.NaN()) }},
+		{"short arrays", func(t *Trees) { t.Value = t.Value[:3] }},
+		{"base", func(t *Trees) { t.Base = t.Base[:1] }},
+	} {
+		tr := good()
+		c.edit(tr)
+		if err := tr.Check(features.Count); err == nil {
+			t.Errorf("%s: accepted", c.name)
+		}
+	}
+}
+
+// TestTreesONNXChecker: onnx's own checker accepts a model file with
+// trees (the ai.onnx.ml TreeEnsembleClassifier node and its outputs).
+// Skips like TestONNXChecker where python3-onnx is missing.
+func TestTreesONNXChecker(t *testing.T) {
+	const python = "/usr/bin/python3"
+	if err := exec.Command(python, "-c", "import onnx").Run(); err != nil {
+		if os.Getenv("SPARSETUNE_ONNX_CHECKER") == "1" {
+			t.Fatalf("SPARSETUNE_ONNX_CHECKER=1 but %s cannot import onnx: %v (apt-get install python3-onnx)", python, err)
+		}
+		t.Skipf("%s cannot import onnx (%v): skipping the ONNX checker; apt-get install python3-onnx", python, err)
+	}
+	g, _ := treesGCN(t)
+	data, err := g.ExportONNX()
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "model.onnx")
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(python, "-c", `import onnx, sys
+m = onnx.load(sys.argv[1])
+onnx.checker.check_model(m, full_check=True)
+print("ok", [n.op_type for n in m.graph.node if n.domain == "ai.onnx.ml"])`, path).CombinedOutput()
+	if err != nil {
+		t.Fatalf("onnx.checker rejects the export with trees: %v\n%s", err, out)
+	}
+	t.Logf("onnx.checker: %s", strings.TrimSpace(string(out)))
+}
