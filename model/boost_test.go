@@ -150,7 +150,7 @@ func treesGCN(t testing.TB) (*GCN, *Trees) {
 }
 
 // TestTreesInModelFile: trees exported with a model come back node for
-// node from the file, answer for their head (By "trees", no graph, no
+// node from the file, answer for their head (By "boosted", no graph, no
 // network run) with the trees' probabilities, leave the other head to
 // the network, and both runtimes still run the network; the file
 // describes itself; bad combinations are refused.
@@ -185,7 +185,7 @@ func TestTreesInModelFile(t *testing.T) {
 	}
 	v, _ := s.Global(hetero.SpTTM, 0)
 	want := tr.Probs(v[:])
-	if pr.By != "trees" || pr.Encoding != 0 || len(pr.Formats) != 4 {
+	if pr.By != "boosted" || pr.Encoding != 0 || len(pr.Formats) != 4 {
 		t.Fatalf("tree head: by %q, encoding %v, %d formats", pr.By, pr.Encoding, len(pr.Formats))
 	}
 	for _, f := range pr.Formats {

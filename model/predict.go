@@ -38,7 +38,7 @@ type Prediction struct {
 	Warnings []string `json:"warnings,omitempty"`
 	// By names what decided when a predictor can answer in more than one
 	// way: "rule" for a model head that defers to the hand rule
-	// (Info.RuleHeads), "trees" for one answered by its boosted trees
+	// (Info.RuleHeads), "boosted" for one answered by its boosted trees
 	// (Info.TreeHeads), else empty.
 	By string `json:"by,omitempty"`
 }
@@ -247,7 +247,7 @@ func (p GCNPredictor) PredictSummary(s *features.Summary, op hetero.Op, mode int
 		if v, err = s.Global(op, mode); err != nil {
 			return nil, err
 		}
-		pr = &Prediction{Features: time.Since(start), By: "trees"}
+		pr = &Prediction{Features: time.Since(start), By: "boosted"}
 		start = time.Now()
 		probs := t.Probs(v[:])
 		pr.Infer = time.Since(start)

@@ -14,10 +14,47 @@ const (
 	PredictorRule    = "rule"
 	PredictorMeasure = "measure-all"
 	// PredictorDefault is what a model file answers as the default
-	// predictor: its network, or the rule for its rule heads
-	// (model.Info.RuleHeads). Evaluate scores it when a model has any.
+	// predictor: its network, the rule for its rule heads
+	// (model.Info.RuleHeads) or the trees for its tree heads
+	// (model.Info.TreeHeads).
 	PredictorDefault = "default"
+	// PredictorBoosted is boosted trees on the global features
+	// (model.FitTrees): cross-validated by Fit for every head, and a
+	// model file's own for its tree heads in Evaluate.
+	PredictorBoosted = "boosted"
 )
+
+// TreeHeads returns, per op, the device classes for which the scores put
+// the boosted trees level with or ahead of the GCN, in oracle ratio and
+// in accuracy both, leaving out the rule heads given (the rule costs
+// nothing to ask). The model answers for them with trees
+// (model.GCN.Trees): a decision that needs neither graph nor network.
+func TreeHeads(scores []Score, ruleHeads map[string][]string) map[string][]string {
+	type key struct{ op, class string }
+	gcn, boosted := map[key]Score{}, map[key]Score{}
+	for _, s := range scores {
+		if s.NNZBucket != "" {
+			continue
+		}
+		switch s.Predictor {
+		case PredictorGCN:
+			gcn[key{s.Op, s.DeviceClass}] = s
+		case PredictorBoosted:
+			boosted[key{s.Op, s.DeviceClass}] = s
+		}
+	}
+	out := map[string][]string{}
+	for k, g := range gcn {
+		b, ok := boosted[k]
+		if ok && b.N > 0 && b.N == g.N && b.OracleRatio >= g.OracleRatio && b.Accuracy >= g.Accuracy && !slices.Contains(ruleHeads[k.op], k.class) {
+			out[k.op] = append(out[k.op], k.class)
+		}
+	}
+	for _, cs := range out {
+		slices.Sort(cs)
+	}
+	return out
+}
 
 // RuleHeads returns, per op, the device classes for which the scores put
 // the hand rule level with or ahead of the GCN: an oracle ratio (the run

@@ -71,6 +71,10 @@ type FitOptions struct {
 	// needs rows it does not train on; the refit puts them back, a quarter
 	// more rows at 5 folds.
 	Refit bool
+	// Trees sets the boosting of the trees cross-validated beside the
+	// network (model.DefaultTreeOptions where zero); its Seed, when zero,
+	// is Seed.
+	Trees model.TreeOptions
 	// Init, when set, holds a network per op to start from instead of
 	// random weights (fine-tuning: sparsetune tune-model): its layers,
 	// its standardisation and every head of the same class and formats
@@ -83,7 +87,9 @@ const DefaultFolds = 5
 
 // FitProgress reports Fit's and Evaluate's progress. Stage is "features"
 // while the tensors are read (Done of Total tensors), then "fold" (Fold of
-// Folds, 1-based) or "final" while a GCN trains (Epoch, with its losses).
+// Folds, 1-based) or "final" while a GCN trains (Epoch, with its losses),
+// and "trees" while the boosted trees are cross-validated (Done of Total
+// folds).
 type FitProgress struct {
 	Stage       string
 	Done, Total int
@@ -142,6 +148,10 @@ type Report struct {
 	// hand rule (RuleHeads of the cross-validated scores): Fit records
 	// them in Models.
 	RuleHeads map[string][]string
+	// TreeHeads are, per op, the device classes whose head answers with
+	// boosted trees (TreeHeads of the cross-validated scores): Fit fits
+	// them on every row of the head and records them in Models.
+	TreeHeads map[string][]string
 }
 
 func (o *FitOptions) defaults() error {
@@ -651,6 +661,11 @@ func Fit(rows []LabelRow, o FitOptions) (*Report, error) {
 			}
 		}
 		rep.Picks = append(rep.Picks, gcn)
+		boosted, err := d.treesCV(ops, folds, &o)
+		if err != nil {
+			return nil, err
+		}
+		rep.Picks = append(rep.Picks, boosted)
 		bl, err := d.baselinesCV(folds, o.Folds, o.Baselines)
 		if err != nil {
 			return nil, err
@@ -665,16 +680,100 @@ func Fit(rows []LabelRow, o FitOptions) (*Report, error) {
 	}
 	if o.Folds > 1 {
 		rep.RuleHeads = RuleHeads(rep.Scores)
+		rep.TreeHeads = TreeHeads(rep.Scores, rep.RuleHeads)
 	}
 	for _, op := range ops {
-		g, curve, err := d.trainGCN(op, d.heads(op), all, &o, o.Seed, "final", 0, true)
+		heads := d.heads(op)
+		g, curve, err := d.trainGCN(op, heads, all, &o, o.Seed, "final", 0, true)
 		if err != nil {
 			return nil, fmt.Errorf("final model: %w", err)
 		}
 		g.RuleHeads = rep.RuleHeads[op.String()]
+		for _, class := range rep.TreeHeads[op.String()] {
+			h := headIndex(heads, class)
+			x, y, _ := d.treeRows(op, class, heads[h].Classes, all, o.Soft)
+			t, err := model.FitTrees(x, y, heads[h].Classes, o.treeOptions())
+			if err != nil {
+				return nil, fmt.Errorf("final model: %s %s trees: %w", op, class, err)
+			}
+			if g.Trees == nil {
+				g.Trees = map[string]*model.Trees{}
+			}
+			g.Trees[class] = t
+		}
 		rep.Models[op.String()], rep.Curves = g, append(rep.Curves, curve)
 	}
 	return rep, nil
+}
+
+// treeOptions returns the trees' options with the seed filled in.
+func (o *FitOptions) treeOptions() model.TreeOptions {
+	t := o.Trees
+	if t.Seed == 0 {
+		t.Seed = o.Seed
+	}
+	return t
+}
+
+// treeRows returns the boosting rows of one head among the rows idx: the
+// global features of each row of op and class, and its target over
+// classes: the soft target at temperature soft when it is positive, as
+// the network trains on, else the label one-hot. at[j] is the row of
+// x[j]. A row whose label is not one of classes is left out.
+func (d *dataset) treeRows(op hetero.Op, class string, classes []string, idx []int, soft float64) (x, y [][]float64, at []int) {
+	for _, i := range idx {
+		r := &d.rows[i]
+		if r.Op != op.String() || r.DeviceClass != class {
+			continue
+		}
+		l := slices.Index(classes, r.Label)
+		if l < 0 {
+			continue
+		}
+		q := softTarget(classes, r.Times, soft)
+		if q == nil {
+			q = make([]float64, len(classes))
+			q[l] = 1
+		}
+		x, y, at = append(x, d.inputs[i].Global[:]), append(y, q), append(at, i)
+	}
+	return x, y, at
+}
+
+// treesCV returns the boosted trees' out-of-fold picks: for each fold,
+// op and head, trees fitted on the head's rows outside the fold pick for
+// its rows inside it, as the network's picks are made.
+func (d *dataset) treesCV(ops []hetero.Op, folds []int, o *FitOptions) (Picks, error) {
+	p := Picks{Predictor: PredictorBoosted, Formats: make([]string, len(d.rows))}
+	for f := range o.Folds {
+		var trainIdx, testIdx []int
+		for i, k := range folds {
+			if k == f {
+				testIdx = append(testIdx, i)
+			} else {
+				trainIdx = append(trainIdx, i)
+			}
+		}
+		for _, op := range ops {
+			for _, h := range d.heads(op) {
+				x, y, _ := d.treeRows(op, h.Name, h.Classes, trainIdx, o.Soft)
+				if len(x) == 0 {
+					continue // no training rows for this head in the fold: no picks
+				}
+				o.Progress(FitProgress{Stage: "trees", Done: f, Total: o.Folds})
+				t, err := model.FitTrees(x, y, h.Classes, o.treeOptions())
+				if err != nil {
+					return p, fmt.Errorf("fold %d: %s %s trees: %w", f+1, op, h.Name, err)
+				}
+				for _, i := range testIdx {
+					if r := &d.rows[i]; r.Op == op.String() && r.DeviceClass == h.Name {
+						p.Formats[i] = h.Classes[argmax(t.Probs(d.inputs[i].Global[:]))]
+					}
+				}
+			}
+		}
+	}
+	return p, nil
 }
 
 // cpuInnerLoops returns the distinct inner loops of the builds that
@@ -806,6 +905,8 @@ func Evaluate(rows []LabelRow, models []*model.ONNXModel, o FitOptions) (*Report
 		// is reported whether or not any row's head is a rule head, so
 		// that a report always says what the model answers.
 		def := Picks{Predictor: PredictorDefault, Formats: make([]string, len(d.rows))}
+		// The model's boosted trees, for the heads that have them.
+		boosted := Picks{Predictor: PredictorBoosted, Formats: make([]string, len(d.rows))}
 		missing := map[string]int{}
 		for i, r := range d.rows {
 			m := byOp[r.Op]
@@ -826,6 +927,10 @@ func Evaluate(rows []LabelRow, models []*model.ONNXModel, o FitOptions) (*Report
 			}
 			gcn.Formats[i] = m.Info.Heads[h].Classes[argmax(probs[h])]
 			def.Formats[i] = gcn.Formats[i]
+			if t := m.Info.Trees[m.Info.Heads[h].Name]; t != nil {
+				boosted.Formats[i] = t.Classes[argmax(t.Probs(d.inputs[i].Global[:]))]
+				def.Formats[i] = boosted.Formats[i]
+			}
 			if slices.Contains(m.Info.RuleHeads, m.Info.Heads[h].Name) {
 				op, _ := hetero.ParseOp(r.Op)
 				def.Formats[i] = model.RuleChoice(op, classKind(r.DeviceClass))
@@ -841,6 +946,9 @@ func Evaluate(rows []LabelRow, models []*model.ONNXModel, o FitOptions) (*Report
 			o.Warn(fmt.Sprintf("%s: %d rows have no gcn score", k, missing[k]))
 		}
 		rep.Picks = append(rep.Picks, gcn, def)
+		if slices.ContainsFunc(models, func(m *model.ONNXModel) bool { return len(m.Info.TreeHeads) > 0 }) {
+			rep.Picks = append(rep.Picks, boosted)
+		}
 	}
 	if o.Folds > 1 {
 		folds, err := GroupFolds(d.rows, o.Folds, o.Seed)

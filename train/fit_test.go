@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
@@ -223,7 +224,7 @@ func TestFitPipeline(t *testing.T) {
 			t.Errorf("%s model: cpu inner loops %v, want %v", op, m.CPUInnerLoops, want)
 		}
 	}
-	if !slices.Equal(*stages, []string{"features", "fold", "final"}) {
+	if !slices.Equal(*stages, []string{"features", "fold", "trees", "final"}) {
 		t.Errorf("progress stages %v", *stages)
 	}
 	if rep.Tensors != 3 || rep.Sources != 2 || len(rep.Rows) != len(rows) || len(rep.Models) != 2 || len(rep.Curves) != 2 {
@@ -241,7 +242,7 @@ func TestFitPipeline(t *testing.T) {
 			t.Errorf("score %+v", s)
 		}
 	}
-	for _, p := range []string{PredictorGCN, "tree", PredictorRule, "always coo", "always csf", PredictorMeasure} {
+	for _, p := range []string{PredictorGCN, PredictorBoosted, "tree", PredictorRule, "always coo", "always csf", PredictorMeasure} {
 		if !have[p] {
 			t.Errorf("no score for %s: %+v", p, rep.Scores)
 		}
@@ -277,12 +278,29 @@ func TestFitPipeline(t *testing.T) {
 	if def.Predictor != PredictorDefault || len(def.Formats) != len(rows) {
 		t.Fatalf("evaluate: the second picks are %s of %d rows, want %s of %d", def.Predictor, len(def.Formats), PredictorDefault, len(rows))
 	}
+	// A tree head's rows get the trees' pick; the trees are there for
+	// exactly the heads the report names.
+	for op, g := range rep.Models {
+		if got, want := slices.Sorted(maps.Keys(g.Trees)), rep.TreeHeads[op]; !slices.Equal(got, want) {
+			t.Errorf("%s model: trees for %v, tree heads %v", op, got, want)
+		}
+	}
 	for i, r := range rows {
 		want := gcn.Formats[i]
 		for _, m := range models {
-			if m.Info.Op == r.Op && slices.Contains(m.Info.RuleHeads, "cpu") {
+			if m.Info.Op != r.Op {
+				continue
+			}
+			if slices.Contains(m.Info.RuleHeads, "cpu") {
 				op, _ := hetero.ParseOp(r.Op)
 				want = model.RuleChoice(op, hetero.CPU)
+			}
+			if m.Info.Trees["cpu"] != nil {
+				k := slices.IndexFunc(ev.Picks, func(p Picks) bool { return p.Predictor == PredictorBoosted })
+				if k < 0 || ev.Picks[k].Formats[i] == "" {
+					t.Fatalf("row %d (%s): a tree head, but no boosted pick", i+1, r.Op)
+				}
+				want = ev.Picks[k].Formats[i]
 			}
 		}
 		if def.Formats[i] != want {
@@ -406,6 +424,28 @@ func TestRuleHeads(t *testing.T) {
 	want := map[string][]string{"ttm": {"cpu"}, "mttkrp": {"cpu", "opencl-cpu"}}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("RuleHeads = %v, want %v", got, want)
+	}
+}
+
+func TestTreeHeads(t *testing.T) {
+	sc := func(op, class, pred string, acc, oracle float64) Score {
+		return Score{Op: op, DeviceClass: class, Predictor: pred, N: 10, Accuracy: acc, OracleRatio: oracle}
+	}
+	scores := []Score{
+		sc("mttkrp", "cpu/avx512+pext", PredictorGCN, 0.856, 0.976), sc("mttkrp", "cpu/avx512+pext", PredictorBoosted, 0.861, 0.979), // trees ahead
+		sc("mttkrp", "cuda-gpu", PredictorGCN, 0.909, 0.986), sc("mttkrp", "cuda-gpu", PredictorBoosted, 0.912, 0.985), // more accurate, slower picks
+		sc("mttkrp", "opencl-cpu", PredictorGCN, 0.92, 0.989), sc("mttkrp", "opencl-cpu", PredictorBoosted, 0.92, 0.989), // tie: the cheaper trees
+		sc("ttm", "cpu", PredictorGCN, 0.8, 0.95), sc("ttm", "cpu", PredictorBoosted, 0.9, 0.99), // a rule head stays one
+		sc("ttm", "cuda-gpu", PredictorGCN, 0.6, 0.98), sc("ttm", "cuda-gpu", "tree", 0.7, 0.99), // only a baseline ahead
+	}
+	// A score of one bucket is not the head's.
+	bucket := sc("ttm", "cuda-gpu", PredictorBoosted, 0.9, 0.99)
+	bucket.NNZBucket = "0-100"
+	scores = append(scores, bucket)
+	got := TreeHeads(scores, map[string][]string{"ttm": {"cpu"}})
+	want := map[string][]string{"mttkrp": {"cpu/avx512+pext", "opencl-cpu"}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("TreeHeads = %v, want %v", got, want)
 	}
 }
 

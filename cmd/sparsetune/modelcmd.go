@@ -49,6 +49,9 @@ ranges, and its format version.`,
 			for _, h := range info.Heads {
 				fmt.Fprintf(tw, "head %s\t%s\n", h.Name, strings.Join(h.Classes, ", "))
 			}
+			if len(info.TreeHeads) > 0 {
+				fmt.Fprintf(tw, "tree heads\t%s (boosted trees on the global features scored above the gcn: predictions for them are the trees', %d nodes in all)\n", strings.Join(info.TreeHeads, ", "), info.TreeNodes)
+			}
 			if len(info.RuleHeads) > 0 {
 				fmt.Fprintf(tw, "rule heads\t%s (the hand rule scored above the gcn: predictions for them are the rule's)\n", strings.Join(info.RuleHeads, ", "))
 			}

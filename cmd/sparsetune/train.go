@@ -204,6 +204,9 @@ func runTrain(cmd *cobra.Command, v *viper.Viper) error {
 	for _, op := range slices.Sorted(maps.Keys(rep.RuleHeads)) {
 		fmt.Fprintf(w, "%s model: the hand rule scores above the gcn for %s: those heads answer with the rule\n", op, strings.Join(rep.RuleHeads[op], ", "))
 	}
+	for _, op := range slices.Sorted(maps.Keys(rep.TreeHeads)) {
+		fmt.Fprintf(w, "%s model: the boosted trees score above the gcn for %s: those heads answer with the trees\n", op, strings.Join(rep.TreeHeads[op], ", "))
+	}
 	fmt.Fprintf(w, "wrote %s (%.1fs)\n", strings.Join(written, ", "), time.Since(start).Seconds())
 	if len(plots) > 0 {
 		fmt.Fprintf(w, "plots: %s\n", strings.Join(plots, ", "))
@@ -365,6 +368,9 @@ func (p *fitProgress) update(e train.FitProgress) {
 	case "final":
 		stage = fmt.Sprintf("final model: training the %s GCN on every row", e.Op)
 		status = fmt.Sprintf("%s, epoch %d/%d, loss %.4f, validation %.4f", stage, e.Epoch, e.Epochs, e.TrainLoss, e.ValLoss)
+	case "trees":
+		stage = "boosting the trees of every head, fold by fold"
+		status = fmt.Sprintf("%s: fold %d/%d", stage, e.Done+1, e.Total)
 	case "fold refit":
 		stage = fmt.Sprintf("fold %d/%d: refitting the %s GCN on the validation rows too", e.Fold, e.Folds, e.Op)
 		status = fmt.Sprintf("%s, epoch %d/%d, loss %.4f", stage, e.Epoch, e.Epochs, e.TrainLoss)
