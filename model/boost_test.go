@@ -125,13 +125,13 @@ func TestFitTreesSoftTargets(t *testing.T) {
 	}
 }
 
-// treesGCN returns randomGCN with trees fitted (on synthetic rows) for
-// its cpu head.
-func treesGCN(t testing.TB) (*GCN, *Trees) {
+// treesGCN returns randomGCN with trees fitted (on synthetic rows, with
+// options o) for its cpu head.
+func treesGCN(t testing.TB, o TreeOptions) (*GCN, *Trees) {
 	g := randomGCN(t, 23)
 	rng := rand.New(rand.NewPCG(7, 8))
 	var x, y [][]float64
-	for range 400 {
+	for range 2000 {
 		v := make([]float64, features.Count)
 		for f := range v {
 			v[f] = 4 * rng.Float64()
@@ -141,7 +141,7 @@ func treesGCN(t testing.TB) (*GCN, *Trees) {
 		tg[c] = 1
 		x, y = append(x, v), append(y, tg)
 	}
-	tr, err := FitTrees(x, y, g.Config.Heads[0].Classes, TreeOptions{Rounds: 20, Depth: 4})
+	tr, err := FitTrees(x, y, g.Config.Heads[0].Classes, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,7 +155,7 @@ func treesGCN(t testing.TB) (*GCN, *Trees) {
 // the network, and both runtimes still run the network; the file
 // describes itself; bad combinations are refused.
 func TestTreesInModelFile(t *testing.T) {
-	g, tr := treesGCN(t)
+	g, tr := treesGCN(t, TreeOptions{Rounds: 20, Depth: 4})
 	m := exportParsed(t, g, "trees.onnx")
 	if !slices.Equal(m.Info.TreeHeads, []string{"cpu"}) || m.Info.TreeNodes != tr.Nodes() {
 		t.Fatalf("tree heads %v with %d nodes, want [cpu] with %d", m.Info.TreeHeads, m.Info.TreeNodes, tr.Nodes())
@@ -284,7 +284,7 @@ func TestTreesONNXChecker(t *testing.T) {
 		}
 		t.Skipf("%s cannot import onnx (%v): skipping the ONNX checker; apt-get install python3-onnx", python, err)
 	}
-	g, _ := treesGCN(t)
+	g, _ := treesGCN(t, TreeOptions{Rounds: 20, Depth: 4})
 	data, err := g.ExportONNX()
 	if err != nil {
 		t.Fatal(err)

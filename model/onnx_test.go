@@ -271,9 +271,11 @@ print("ok", m.ir_version, m.opset_import[0].version)`, path).CombinedOutput()
 }
 
 // BenchmarkPredictLatency times what a prediction costs on a generated
-// 1M-nonzero tensor with the default architecture (budget 128x128, width
-// 128): global features, graph encoding and onnx-go inference, reporting
-// the median and 99th percentile of the whole.
+// 1M-nonzero tensor, from the sample to the answer, reporting the median
+// and 99th percentile of the whole and the median of each step: with the
+// network of the default architecture (global features, graph encoding,
+// inference), and with boosted trees of the default options for the head
+// (global features, trees).
 func BenchmarkPredictLatency(b *testing.B) {
 	rng := rand.New(rand.NewPCG(21, 22))
 	x, _ := formats.NewCOO([]int{200000, 100000, 1000}, 1_000_000)
@@ -285,29 +287,37 @@ func BenchmarkPredictLatency(b *testing.B) {
 		}
 		x.Append(idx, 1)
 	}
-	g := randomGCN(b, 23)
-	m := exportParsed(b, g, "latency.onnx")
-	p := GCNPredictor{Model: m}
-	var total, feat, enc, inf []time.Duration
-	for b.Loop() {
-		start := time.Now()
-		pr, err := p.Predict(x, hetero.SpTTM, 1, hetero.CPU)
-		if err != nil {
-			b.Fatal(err)
-		}
-		total = append(total, time.Since(start))
-		feat, enc, inf = append(feat, pr.Features), append(enc, pr.Encoding), append(inf, pr.Infer)
+	network := randomGCN(b, 23)
+	withTrees, _ := treesGCN(b, DefaultTreeOptions)
+	for _, c := range []struct {
+		name string
+		g    *GCN
+	}{{"network", network}, {"trees", withTrees}} {
+		b.Run(c.name, func(b *testing.B) {
+			m := exportParsed(b, c.g, "latency.onnx")
+			p := GCNPredictor{Model: m}
+			var total, feat, enc, inf []time.Duration
+			for b.Loop() {
+				start := time.Now()
+				pr, err := p.Predict(x, hetero.SpTTM, 1, hetero.CPU)
+				if err != nil {
+					b.Fatal(err)
+				}
+				total = append(total, time.Since(start))
+				feat, enc, inf = append(feat, pr.Features), append(enc, pr.Encoding), append(inf, pr.Infer)
+			}
+			pct := func(d []time.Duration, q float64) float64 {
+				s := slices.Clone(d)
+				slices.Sort(s)
+				return s[min(int(q*float64(len(s))), len(s)-1)].Seconds() * 1e3
+			}
+			b.ReportMetric(pct(total, 0.5), "p50-ms")
+			b.ReportMetric(pct(total, 0.99), "p99-ms")
+			b.ReportMetric(pct(feat, 0.5), "features-p50-ms")
+			b.ReportMetric(pct(enc, 0.5), "encode-p50-ms")
+			b.ReportMetric(pct(inf, 0.5), "inference-p50-ms")
+		})
 	}
-	pct := func(d []time.Duration, q float64) float64 {
-		s := slices.Clone(d)
-		slices.Sort(s)
-		return s[min(int(q*float64(len(s))), len(s)-1)].Seconds() * 1e3
-	}
-	b.ReportMetric(pct(total, 0.5), "p50-ms")
-	b.ReportMetric(pct(total, 0.99), "p99-ms")
-	b.ReportMetric(pct(feat, 0.5), "features-p50-ms")
-	b.ReportMetric(pct(enc, 0.5), "encode-p50-ms")
-	b.ReportMetric(pct(inf, 0.5), "inference-p50-ms")
 }
 
 // TestGCNPredictorClass: heads are per device class; a class without a

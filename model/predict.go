@@ -135,6 +135,10 @@ type GCNPredictor struct {
 	// implied by its kind (PoCL and a GPU are both accelerators), so it
 	// needs Class set.
 	Class string
+	// Network, when set, answers with the network for every head, even
+	// where the file answers with the rule (Info.RuleHeads) or with trees
+	// (Info.TreeHeads): for comparing them.
+	Network bool
 }
 
 // Predict summarises x and runs the model (see PredictSummary).
@@ -169,7 +173,7 @@ func (p GCNPredictor) PredictWithoutSummary(op hetero.Op, mode int, dev hetero.I
 		return nil, false
 	}
 	head, warning := info.hostHead(dev.Class())
-	if head < 0 || !slices.Contains(info.RuleHeads, info.Heads[head].Name) {
+	if p.Network || head < 0 || !slices.Contains(info.RuleHeads, info.Heads[head].Name) {
 		return nil, false
 	}
 	pr, _ := RulePredictor{}.PredictWithoutSummary(op, mode, dev)
@@ -223,7 +227,7 @@ func (p GCNPredictor) PredictSummary(s *features.Summary, op hetero.Op, mode int
 	if err != nil {
 		return nil, err
 	}
-	if slices.Contains(info.RuleHeads, info.Heads[head].Name) {
+	if !p.Network && slices.Contains(info.RuleHeads, info.Heads[head].Name) {
 		// Evaluation found the rule better than the network for this
 		// head (docs/model.md): answer with it.
 		pr, err := RulePredictor{}.PredictSummary(s, op, mode, kind)
@@ -238,7 +242,7 @@ func (p GCNPredictor) PredictSummary(s *features.Summary, op hetero.Op, mode int
 	}
 	var pr *Prediction
 	var v features.Vector
-	if t := info.Trees[info.Heads[head].Name]; t != nil {
+	if t := info.Trees[info.Heads[head].Name]; t != nil && !p.Network {
 		// Evaluation found the trees on the global features at least as
 		// good as the network for this head: they need no graph and no
 		// network run.

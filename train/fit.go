@@ -75,6 +75,10 @@ type FitOptions struct {
 	// network (model.DefaultTreeOptions where zero); its Seed, when zero,
 	// is Seed.
 	Trees model.TreeOptions
+	// AllTrees, when set, gives every final model trees for every head
+	// but the rule heads, whatever cross-validation found (tune-model
+	// decides on held-out rows which to keep).
+	AllTrees bool
 	// Init, when set, holds a network per op to start from instead of
 	// random weights (fine-tuning: sparsetune tune-model): its layers,
 	// its standardisation and every head of the same class and formats
@@ -689,7 +693,16 @@ func Fit(rows []LabelRow, o FitOptions) (*Report, error) {
 			return nil, fmt.Errorf("final model: %w", err)
 		}
 		g.RuleHeads = rep.RuleHeads[op.String()]
-		for _, class := range rep.TreeHeads[op.String()] {
+		treeHeads := rep.TreeHeads[op.String()]
+		if o.AllTrees {
+			treeHeads = nil
+			for _, h := range heads {
+				if !slices.Contains(g.RuleHeads, h.Name) {
+					treeHeads = append(treeHeads, h.Name)
+				}
+			}
+		}
+		for _, class := range treeHeads {
 			h := headIndex(heads, class)
 			x, y, _ := d.treeRows(op, class, heads[h].Classes, all, o.Soft)
 			t, err := model.FitTrees(x, y, heads[h].Classes, o.treeOptions())

@@ -29,7 +29,14 @@ func newPredictCmd(v *viper.Viper) *cobra.Command {
 		Long: `Rank the candidate storage formats of a tensor for an op and mode (1-based)
 on a device, with one of the predictors:
 
-  gcn      the SPT-GCN of a model file (--model; --runtime builtin or onnx-go)
+  gcn      a model file (--model; default: the user's from tune-model, else
+           the embedded one): per device class, its SPT-GCN (--runtime
+           builtin or onnx-go), or, for the heads where evaluation put
+           them ahead, the hand rule or boosted trees on the global
+           features (the row's predictor then reads gcn/rule or
+           gcn/boosted; sparsetune model info FILE lists them)
+  network  the SPT-GCN of the model file for every head, even those that
+           answer with the rule or trees
   tree     golearn's CART decision tree on the global features, fitted on
            the labelled examples of --model (a baseline-set JSON file)
   knn      k nearest neighbours (k = 5) on the standardised global
@@ -66,7 +73,7 @@ Without FILE, predict uses the embedded sample tensor.`,
 	f.String("op", "ttm", "operation: ttm or mttkrp")
 	f.String("mode", "all", "mode (1-based) or all")
 	f.String("device", "cpu", "device: cpu, BACKEND:INDEX, or all")
-	f.String("predictor", "gcn", "gcn, tree, knn, rule or measure")
+	f.String("predictor", "gcn", "gcn, network, tree, knn, rule or measure")
 	f.String("model", "", "model file: ONNX for gcn (default: the user's model from tune-model, else the embedded one), a baseline set for tree and knn")
 	f.String("runtime", "builtin", "gcn: how to run the ONNX file, builtin (float32 interpreter) or onnx-go")
 	f.Bool("retune", false, "measure: ignore the cached decision and measure again")
@@ -115,7 +122,7 @@ func predictConfigFrom(v *viper.Viper) (predictConfig, error) {
 		c.devices = []string{d}
 	}
 	switch c.predictor {
-	case "gcn":
+	case "gcn", "network":
 	case "tree", "knn":
 		if c.model == "" {
 			return c, fmt.Errorf("--predictor %s needs --model FILE: a baseline set of labelled examples", c.predictor)
@@ -124,7 +131,7 @@ func predictConfigFrom(v *viper.Viper) (predictConfig, error) {
 		return c, fmt.Errorf("--predictor svm: not available: golearn's linear SVM wraps liblinear through cgo and panics under Go's cgo pointer checks; use tree or knn")
 	case "rule", "measure":
 	default:
-		return c, fmt.Errorf("--predictor: unknown predictor %q, expected gcn, tree, knn, rule or measure", c.predictor)
+		return c, fmt.Errorf("--predictor: unknown predictor %q, expected gcn, network, tree, knn, rule or measure", c.predictor)
 	}
 	if !slices.Contains(model.Runtimes, c.runtime) {
 		return c, fmt.Errorf("--runtime: unknown runtime %q, expected %s", c.runtime, strings.Join(model.Runtimes, " or "))
@@ -181,7 +188,7 @@ func runPredict(stdout, stderr io.Writer, name string, t *formats.COO, c predict
 		return fmt.Errorf("--mode: %s has modes 1 to %d, found %d", name, t.Order(), c.mode)
 	}
 	var gcn *model.ONNXModel
-	if c.predictor == "gcn" {
+	if c.predictor == "gcn" || c.predictor == "network" {
 		var err error
 		if c.model != "" {
 			gcn, err = model.LoadONNX(c.model)
@@ -252,8 +259,8 @@ func runPredict(stdout, stderr io.Writer, name string, t *formats.COO, c predict
 		kind := dev.Info().Kind
 		var p model.Predictor
 		switch c.predictor {
-		case "gcn":
-			p = model.GCNPredictor{Model: gcn, Class: dev.Info().Class()}
+		case "gcn", "network":
+			p = model.GCNPredictor{Model: gcn, Class: dev.Info().Class(), Network: c.predictor == "network"}
 		case "tree", "knn":
 			p = baseline
 		case "rule":

@@ -195,7 +195,7 @@ func runTuneModel(cmd *cobra.Command, v *viper.Viper) error {
 	// Fine-tuning takes few steps from the default's weights: it keeps
 	// the iterates (Average 0), as it was measured (docs/model.md), not a
 	// moving average that would lag behind them.
-	o := train.FitOptions{Dir: work, Folds: 1, Seed: seed, Warn: prog.warn, Progress: prog.update, Budget: before[0].Info.Budget, Init: initial, Model: model.DefaultFitOptions, Soft: train.DefaultSoft, Hidden: before[0].Info.Hidden}
+	o := train.FitOptions{Dir: work, Folds: 1, Seed: seed, Warn: prog.warn, Progress: prog.update, Budget: before[0].Info.Budget, Init: initial, Model: model.DefaultFitOptions, Soft: train.DefaultSoft, Hidden: before[0].Info.Hidden, AllTrees: true}
 	step("scoring the model in effect on %d held-out rows", len(held))
 	old, err := train.Evaluate(held, before, o)
 	if err != nil {
@@ -233,9 +233,14 @@ func runTuneModel(cmd *cobra.Command, v *viper.Viper) error {
 	if err != nil {
 		return err
 	}
+	// Trees were fitted on the tuning rows for every head (AllTrees): a
+	// head keeps them where they score level with or above the tuned
+	// network on the held-out rows, as train decides on its folds.
 	ruleHeads := train.RuleHeads(evalNew.Scores)
+	treeHeads := train.TreeHeads(evalNew.Scores, ruleHeads)
 	for op, g := range rep.Models {
 		g.RuleHeads = ruleHeads[op]
+		maps.DeleteFunc(g.Trees, func(head string, _ *model.Trees) bool { return !slices.Contains(treeHeads[op], head) })
 	}
 	files, tuned, err := exportAll()
 	if err != nil {
