@@ -247,12 +247,14 @@ func TestPredictNoFlags(t *testing.T) {
 	if _, err := os.Stat(path); err != nil {
 		t.Skipf("real data absent (%v): skipping", err)
 	}
-	// The default SpTTM model's CPU head defers to the rule (it scored
-	// above the network: docs/model.md); MTTKRP's is the network.
+	// The default SpTTM model's CPU heads defer to the rule and
+	// MTTKRP's answer with boosted trees (each scored above the network:
+	// docs/model.md); --predictor network asks the network anyway.
 	for _, c := range []struct {
 		op, predictor string
-	}{{"ttm", "gcn/rule"}, {"mttkrp", "gcn"}} {
-		out, _, err := run(t, "predict", path, "--op", c.op, "--json")
+		args          []string
+	}{{"ttm", "gcn/rule", nil}, {"mttkrp", "gcn/boosted", nil}, {"mttkrp", "network", []string{"--predictor", "network"}}} {
+		out, _, err := run(t, append([]string{"predict", path, "--op", c.op, "--json"}, c.args...)...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -270,6 +272,10 @@ func TestPredictNoFlags(t *testing.T) {
 			}
 			if c.predictor == "gcn/rule" && (r.Format != model.RuleChoice(op, hetero.CPU) || r.SampleSeconds != 0) {
 				t.Errorf("%s: rule row %+v: want %s with no sample", c.op, r, model.RuleChoice(op, hetero.CPU))
+			}
+			// Trees read the global features alone; the network a graph.
+			if c.predictor != "gcn/rule" && (c.predictor == "gcn/boosted") != (r.EncodingSeconds == 0) {
+				t.Errorf("%s: %s row with encoding %gs", c.op, c.predictor, r.EncodingSeconds)
 			}
 		}
 	}
