@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sort"
+	"sync"
 )
 
 // Trees is a gradient-boosted ensemble of regression trees that picks a
@@ -39,6 +40,11 @@ type Trees struct {
 	Left      []int32
 	Right     []int32
 	Value     []float32
+
+	// packed is the ensemble laid out for scoring (packTrees), made on
+	// first use: a Trees must not be changed once it has scored.
+	packOnce sync.Once
+	packed   *packedTrees
 }
 
 // TreeOptions are the boosting's settings. The zero value of a field
@@ -116,10 +122,92 @@ func (t *Trees) Scores(x []float64, dst []float64) []float64 {
 	for k, b := range t.Base {
 		dst[k] = float64(b)
 	}
+	t.pack()
+	if p := t.packed; p != nil && len(x) <= maxPackedFeature {
+		p.add(x, dst)
+		return dst
+	}
 	for j, root := range t.Roots {
 		dst[t.RootClass[j]] += float64(t.Value[t.leaf(root, x)])
 	}
 	return dst
+}
+
+// pack lays t out for scoring (packedTrees), once. A model file's trees
+// are packed when the file is read, so that a decision does not pay for
+// it.
+func (t *Trees) pack() { t.packOnce.Do(func() { t.packed = packTrees(t) }) }
+
+// packedTrees is an ensemble laid out for scoring: one 64-bit word per
+// node, holding the threshold (or a leaf's value) as float32 bits in the
+// low half, the feature (leafFeature for a leaf) in the next 8 bits and
+// the index of the left child in the top 24, the right child next to it.
+// Each tree's nodes are in breadth-first order, so its top three levels
+// share a cache line. Why: a decision scores a few hundred trees once, in
+// a process that has not touched them since the model was read; with
+// five arrays per node, every node visited cost several cache misses,
+// and scoring took 20–30 µs of a 130 µs decision.
+type packedTrees struct {
+	nodes []uint64
+	roots []uint32
+	class []uint32
+}
+
+const (
+	leafFeature      = 0xff
+	maxPackedFeature = leafFeature // features 0 to 254
+	maxPackedNodes   = 1 << 24
+)
+
+// packTrees returns t's packed layout, or nil when t has too many nodes
+// or features for it (then Scores walks the arrays).
+func packTrees(t *Trees) *packedTrees {
+	if len(t.Feature) >= maxPackedNodes {
+		return nil
+	}
+	p := &packedTrees{nodes: make([]uint64, 0, len(t.Feature)), roots: make([]uint32, len(t.Roots)), class: make([]uint32, len(t.Roots))}
+	var queue []int32
+	for j, root := range t.Roots {
+		p.roots[j], p.class[j] = uint32(len(p.nodes)), uint32(t.RootClass[j])
+		// Breadth first: a node's children are given the next two free
+		// places when it is reached, so they sit side by side.
+		queue = append(queue[:0], root)
+		p.nodes = append(p.nodes, 0)
+		for k := 0; k < len(queue); k++ {
+			i, at := queue[k], int(p.roots[j])+k
+			if f := t.Feature[i]; f < 0 {
+				p.nodes[at] = uint64(math.Float32bits(t.Value[i])) | leafFeature<<32
+				continue
+			} else if f >= maxPackedFeature {
+				return nil
+			}
+			left := len(p.nodes)
+			p.nodes = append(p.nodes, 0, 0)
+			queue = append(queue, t.Left[i], t.Right[i])
+			p.nodes[at] = uint64(math.Float32bits(t.Threshold[i])) | uint64(t.Feature[i])<<32 | uint64(left)<<40
+		}
+	}
+	return p
+}
+
+// add adds every tree's leaf value for x to its class's score.
+func (p *packedTrees) add(x []float64, dst []float64) {
+	var x32 [maxPackedFeature]float32
+	for f, v := range x {
+		x32[f] = float32(v)
+	}
+	nodes := p.nodes
+	for j, root := range p.roots {
+		w := nodes[root]
+		for f := uint8(w >> 32); f != leafFeature; f = uint8(w >> 32) {
+			next := uint32(w >> 40)
+			if !(x32[f] <= math.Float32frombits(uint32(w))) { // as leaf does, NaN included
+				next++
+			}
+			w = nodes[next]
+		}
+		dst[p.class[j]] += float64(math.Float32frombits(uint32(w)))
+	}
 }
 
 // Probs returns the class probabilities for the features x.

@@ -241,6 +241,65 @@ func reflectEqual(a, b any) bool {
 	return false
 }
 
+// TestPackedTrees: the packed layout scores exactly as walking the node
+// arrays does, on an ensemble laid out depth first (siblings apart, as a
+// file may hold them), NaN features included.
+func TestPackedTrees(t *testing.T) {
+	g, _ := treesGCN(t, TreeOptions{Rounds: 30, Depth: 5})
+	bfs := g.Trees["cpu"]
+	// The same trees, each renumbered in depth-first preorder.
+	dfs := &Trees{Classes: bfs.Classes, Base: bfs.Base, Roots: bfs.Roots, RootClass: bfs.RootClass}
+	n := len(bfs.Feature)
+	dfs.Feature, dfs.Threshold, dfs.Value = make([]int32, n), make([]float32, n), make([]float32, n)
+	dfs.Left, dfs.Right = make([]int32, n), make([]int32, n)
+	for _, root := range bfs.Roots {
+		next := root
+		var visit func(i int32) int32
+		visit = func(i int32) int32 {
+			at := next
+			next++
+			dfs.Feature[at], dfs.Threshold[at], dfs.Value[at] = bfs.Feature[i], bfs.Threshold[i], bfs.Value[i]
+			dfs.Left[at], dfs.Right[at] = -1, -1
+			if bfs.Feature[i] >= 0 {
+				l := visit(bfs.Left[i])
+				r := visit(bfs.Right[i])
+				dfs.Left[at], dfs.Right[at] = l, r
+			}
+			return at
+		}
+		visit(root)
+	}
+	if err := dfs.Check(features.Count); err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(9, 9))
+	for k := range 500 {
+		x := make([]float64, features.Count)
+		for f := range x {
+			x[f] = 4 * rng.Float64()
+		}
+		if k%50 == 0 {
+			x[k%features.Count] = math.NaN()
+		}
+		walked := slices.Clone(bfs.Base)
+		want := make([]float64, len(walked))
+		for c, b := range walked {
+			want[c] = float64(b)
+		}
+		for j, root := range bfs.Roots {
+			want[bfs.RootClass[j]] += float64(bfs.Value[bfs.leaf(root, x)])
+		}
+		for _, tr := range []*Trees{bfs, dfs} {
+			if got := tr.Scores(x, nil); !slices.Equal(got, want) {
+				t.Fatalf("input %d: packed scores %v, walked %v", k, got, want)
+			}
+		}
+	}
+	if bfs.packed == nil || dfs.packed == nil {
+		t.Fatal("the ensembles were not packed")
+	}
+}
+
 // TestTreesCheck: malformed ensembles, as a hand-edited file could hold
 // them, are refused before use.
 func TestTreesCheck(t *testing.T) {

@@ -193,6 +193,7 @@ func parseTreesNode(n *onnxpb.NodeProto) (*Trees, error) {
 	if err := t.Check(features.Count); err != nil {
 		return nil, fmt.Errorf("node %s: %w", n.GetName(), err)
 	}
+	t.pack()
 	return t, nil
 }
 
