@@ -704,7 +704,10 @@ func Fit(rows []LabelRow, o FitOptions) (*Report, error) {
 		}
 		for _, class := range treeHeads {
 			h := headIndex(heads, class)
-			x, y, _ := d.treeRows(op, class, heads[h].Classes, all, o.Soft)
+			x, y := d.treeRows(op, class, heads[h].Classes, all, o.Soft)
+			if len(x) == 0 {
+				continue // no labelled row of the head: nothing to fit
+			}
 			t, err := model.FitTrees(x, y, heads[h].Classes, o.treeOptions())
 			if err != nil {
 				return nil, fmt.Errorf("final model: %s %s trees: %w", op, class, err)
@@ -731,9 +734,9 @@ func (o *FitOptions) treeOptions() model.TreeOptions {
 // treeRows returns the boosting rows of one head among the rows idx: the
 // global features of each row of op and class, and its target over
 // classes: the soft target at temperature soft when it is positive, as
-// the network trains on, else the label one-hot. at[j] is the row of
-// x[j]. A row whose label is not one of classes is left out.
-func (d *dataset) treeRows(op hetero.Op, class string, classes []string, idx []int, soft float64) (x, y [][]float64, at []int) {
+// the network trains on, else the label one-hot. A row whose label is
+// not one of classes is left out.
+func (d *dataset) treeRows(op hetero.Op, class string, classes []string, idx []int, soft float64) (x, y [][]float64) {
 	for _, i := range idx {
 		r := &d.rows[i]
 		if r.Op != op.String() || r.DeviceClass != class {
@@ -748,9 +751,9 @@ func (d *dataset) treeRows(op hetero.Op, class string, classes []string, idx []i
 			q = make([]float64, len(classes))
 			q[l] = 1
 		}
-		x, y, at = append(x, d.inputs[i].Global[:]), append(y, q), append(at, i)
+		x, y = append(x, d.inputs[i].Global[:]), append(y, q)
 	}
-	return x, y, at
+	return x, y
 }
 
 // treesCV returns the boosted trees' out-of-fold picks: for each fold,
@@ -769,7 +772,7 @@ func (d *dataset) treesCV(ops []hetero.Op, folds []int, o *FitOptions) (Picks, e
 		}
 		for _, op := range ops {
 			for _, h := range d.heads(op) {
-				x, y, _ := d.treeRows(op, h.Name, h.Classes, trainIdx, o.Soft)
+				x, y := d.treeRows(op, h.Name, h.Classes, trainIdx, o.Soft)
 				if len(x) == 0 {
 					continue // no training rows for this head in the fold: no picks
 				}
