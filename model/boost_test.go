@@ -10,8 +10,11 @@ import (
 	"strings"
 	"testing"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/sparsetune/sparsetune/features"
 	"github.com/sparsetune/sparsetune/hetero"
+	"github.com/sparsetune/sparsetune/model/onnxpb"
 )
 
 // treeRows draws n rows of features.Count features and labels them by a
@@ -360,4 +363,77 @@ print("ok", [n.op_type for n in m.graph.node if n.domain == "ai.onnx.ml"])`, pat
 		t.Fatalf("onnx.checker rejects the export with trees: %v\n%s", err, out)
 	}
 	t.Logf("onnx.checker: %s", strings.TrimSpace(string(out)))
+}
+
+// TestParseTreesNodeErrors: a tree node edited by hand, each way a file
+// could hold it wrongly, is refused with an error, never read as some
+// other ensemble (an id past 32 bits must not wrap to a valid one).
+func TestParseTreesNodeErrors(t *testing.T) {
+	g, _ := treesGCN(t, TreeOptions{Rounds: 3, Depth: 3})
+	good, _ := treesNode("cpu", g.Trees["cpu"])
+	if _, err := parseTreesNode(good); err != nil {
+		t.Fatal(err)
+	}
+	attr := func(n *onnxpb.NodeProto, name string) *onnxpb.AttributeProto {
+		for _, a := range n.Attribute {
+			if a.GetName() == name {
+				return a
+			}
+		}
+		t.Fatalf("no attribute %s", name)
+		return nil
+	}
+	branch := func(n *onnxpb.NodeProto) int {
+		return slices.IndexFunc(attr(n, "nodes_modes").Strings, func(b []byte) bool { return string(b) == "BRANCH_LEQ" })
+	}
+	for _, c := range []struct {
+		name string
+		edit func(n *onnxpb.NodeProto)
+		want string
+	}{
+		{"feature past 32 bits", func(n *onnxpb.NodeProto) { attr(n, "nodes_featureids").Ints[branch(n)] = 1 << 32 }, "feature"},
+		{"feature out of range", func(n *onnxpb.NodeProto) { attr(n, "nodes_featureids").Ints[branch(n)] = int64(features.Count) }, "feature"},
+		{"class past 32 bits", func(n *onnxpb.NodeProto) { attr(n, "class_ids").Ints[0] = 1<<32 + 1 }, "class"},
+		{"child before parent", func(n *onnxpb.NodeProto) { attr(n, "nodes_truenodeids").Ints[branch(n)] = 0 }, "children"},
+		{"node ids out of order", func(n *onnxpb.NodeProto) { attr(n, "nodes_nodeids").Ints[1] = 5 }, "out of order"},
+		{"unknown mode", func(n *onnxpb.NodeProto) { attr(n, "nodes_modes").Strings[0] = []byte("BRANCH_LT") }, "BRANCH_LT"},
+		{"no softmax", func(n *onnxpb.NodeProto) { attr(n, "post_transform").S = []byte("NONE") }, "SOFTMAX"},
+		{"leaf weighted twice", func(n *onnxpb.NodeProto) {
+			a, b := attr(n, "class_nodeids"), attr(n, "class_treeids")
+			a.Ints[1], b.Ints[1] = a.Ints[0], b.Ints[0]
+		}, "weighted once"},
+		{"short attribute", func(n *onnxpb.NodeProto) { a := attr(n, "nodes_values"); a.Floats = a.Floats[1:] }, "different lengths"},
+	} {
+		n := proto.Clone(good).(*onnxpb.NodeProto)
+		c.edit(n)
+		if _, err := parseTreesNode(n); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: error %v, want one saying %q", c.name, err, c.want)
+		}
+	}
+}
+
+// FuzzParseONNX: no model file, however damaged, panics the reader or
+// the trees it yields; a file that parses scores without error.
+func FuzzParseONNX(f *testing.F) {
+	g, _ := treesGCN(f, TreeOptions{Rounds: 2, Depth: 2})
+	data, err := g.ExportONNX()
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(data)
+	if plain, err := randomGCN(f, 3).ExportONNX(); err == nil {
+		f.Add(plain)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		m, err := ParseONNX("fuzz.onnx", data)
+		if err != nil {
+			return
+		}
+		var x features.Vector
+		for _, tr := range m.Info.Trees {
+			if p := tr.Probs(x[:]); len(p) != len(tr.Classes) {
+				t.Fatalf("%d probabilities for %d classes", len(p), len(tr.Classes))
+			}
+		}
+	})
 }

@@ -148,6 +148,9 @@ func parseTreesNode(n *onnxpb.NodeProto) (*Trees, error) {
 		}
 		switch string(modes[i]) {
 		case "BRANCH_LEQ":
+			if feat[i] >= int64(features.Count) {
+				return nil, fmt.Errorf("node %s: tree %d node %d splits on feature %d of %d", n.GetName(), treeIDs[i], nodeIDs[i], feat[i], features.Count)
+			}
 			t.Feature = append(t.Feature, int32(feat[i]))
 			t.Left = append(t.Left, root+int32(trueIDs[i]))
 			t.Right = append(t.Right, root+int32(falseIDs[i]))
@@ -177,6 +180,9 @@ func parseTreesNode(n *onnxpb.NodeProto) (*Trees, error) {
 		i := int64(t.Roots[j]) + cNode[e]
 		if cNode[e] < 0 || i >= int64(nn) || treeIDs[i] != j || t.Feature[i] >= 0 || seen[i] {
 			return nil, fmt.Errorf("node %s: class weight on tree %d node %d, which is not a leaf weighted once", n.GetName(), j, cNode[e])
+		}
+		if cID[e] < 0 || cID[e] >= int64(len(t.Classes)) {
+			return nil, fmt.Errorf("node %s: class weight of tree %d for class %d of %d", n.GetName(), j, cID[e], len(t.Classes))
 		}
 		if c := t.RootClass[j]; c >= 0 && int64(c) != cID[e] {
 			return nil, fmt.Errorf("node %s: tree %d adds to classes %d and %d (this reader takes one class per tree)", n.GetName(), j, c, cID[e])
