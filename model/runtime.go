@@ -66,9 +66,6 @@ func (in *Info) HeadIndex(name string) int {
 type ONNXModel struct {
 	Info Info
 	data []byte
-	// netData is the file without its trees (networkGraph), for onnx-go;
-	// data itself when it has none.
-	netData []byte
 
 	runtime  string
 	prog     *program
@@ -110,13 +107,7 @@ func ParseONNX(name string, data []byte) (*ONNXModel, error) {
 	info.Path = name
 	// The network's runtimes run the graph without the trees, which
 	// this package evaluates itself (Trees).
-	netData := data
-	if hasTrees(mp.Graph) {
-		mp.Graph = networkGraph(mp.Graph)
-		if netData, err = (proto.MarshalOptions{Deterministic: true}).Marshal(mp); err != nil {
-			return nil, fmt.Errorf("model %s: %w", name, err)
-		}
-	}
+	stripTrees(mp.Graph)
 	prog, err := compile(mp.Graph)
 	if err != nil {
 		return nil, fmt.Errorf("model %s: %w", name, err)
@@ -126,7 +117,7 @@ func ParseONNX(name string, data []byte) (*ONNXModel, error) {
 	}
 	// One machine (the buffers of every value) is made now: the first
 	// prediction should not pay for allocating and faulting them in.
-	return &ONNXModel{Info: *info, data: data, netData: netData, runtime: "builtin", prog: prog, machines: []*machine{prog.newMachine()}}, nil
+	return &ONNXModel{Info: *info, data: data, runtime: "builtin", prog: prog, machines: []*machine{prog.newMachine()}}, nil
 }
 
 // UseRuntime selects how Run executes the graph, one of Runtimes. For
@@ -337,9 +328,13 @@ func (m *ONNXModel) newInstance() (inst *onnxInstance, err error) {
 			inst, err = nil, fmt.Errorf("onnx-go cannot run this graph: %v", r)
 		}
 	}()
+	data, err := m.networkData()
+	if err != nil {
+		return nil, err
+	}
 	backend := gorgonnx.NewGraph()
 	model := onnx.NewModel(backend)
-	if err := model.UnmarshalBinary(m.netData); err != nil {
+	if err := model.UnmarshalBinary(data); err != nil {
 		return nil, fmt.Errorf("onnx-go cannot load this graph: %v", err)
 	}
 	br, bc, f := m.Info.Budget.Rows, m.Info.Budget.Cols, graphenc.NodeFeatures
@@ -357,6 +352,22 @@ func (m *ONNXModel) newInstance() (inst *onnxInstance, err error) {
 	}
 	inst.ran = true
 	return inst, nil
+}
+
+// networkData returns the file for onnx-go: without its trees
+// (stripTrees), which onnx-go cannot run, when it has any. Only an
+// onnx-go instance needs it, so it is made then, not when the file is
+// read.
+func (m *ONNXModel) networkData() ([]byte, error) {
+	if len(m.Info.TreeHeads) == 0 {
+		return m.data, nil
+	}
+	_, mp, err := parseInfo(m.data)
+	if err != nil {
+		return nil, err
+	}
+	stripTrees(mp.Graph)
+	return proto.MarshalOptions{Deterministic: true}.Marshal(mp)
 }
 
 func (m *ONNXModel) get() (*onnxInstance, error) {

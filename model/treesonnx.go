@@ -17,7 +17,7 @@ import (
 // probabilities. So any ONNX runtime that has the ai.onnx.ml domain can
 // run the trees of a sparsetune model, and onnx's checker checks them.
 // This package reads the node back into Trees and evaluates it itself;
-// the network's runtimes never see it (networkGraph).
+// the network's runtimes never see it (stripTrees).
 const (
 	mlDomain       = "ai.onnx.ml"
 	mlOpsetVersion = 3
@@ -203,18 +203,12 @@ func parseTreesNode(n *onnxpb.NodeProto) (*Trees, error) {
 	return t, nil
 }
 
-// networkGraph returns g without its tree nodes and their outputs: the
-// graph the network's runtimes run. g itself is left as it is.
-func networkGraph(g *onnxpb.GraphProto) *onnxpb.GraphProto {
-	out := proto.Clone(g).(*onnxpb.GraphProto)
-	out.Node = slices.DeleteFunc(out.Node, func(n *onnxpb.NodeProto) bool { return n.GetDomain() == mlDomain })
-	out.Output = slices.DeleteFunc(out.Output, func(vi *onnxpb.ValueInfoProto) bool { return strings.HasPrefix(vi.GetName(), "trees_") })
-	return out
-}
-
-// hasTrees reports whether g has any node of the ai.onnx.ml domain.
-func hasTrees(g *onnxpb.GraphProto) bool {
-	return slices.ContainsFunc(g.Node, func(n *onnxpb.NodeProto) bool { return n.GetDomain() == mlDomain })
+// stripTrees removes g's tree nodes and their outputs, leaving the
+// graph the network's runtimes run. It edits g in place: callers hand it
+// a graph parsed for that purpose, so nothing is copied.
+func stripTrees(g *onnxpb.GraphProto) {
+	g.Node = slices.DeleteFunc(g.Node, func(n *onnxpb.NodeProto) bool { return n.GetDomain() == mlDomain })
+	g.Output = slices.DeleteFunc(g.Output, func(vi *onnxpb.ValueInfoProto) bool { return strings.HasPrefix(vi.GetName(), "trees_") })
 }
 
 // parseTrees reads the trees of the heads the metadata lists (value of
