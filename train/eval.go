@@ -26,34 +26,13 @@ const (
 
 // TreeHeads returns, per op, the device classes for which the scores put
 // the boosted trees level with or ahead of the GCN, in oracle ratio and
-// in accuracy both, leaving out the rule heads given (the rule costs
-// nothing to ask). The model answers for them with trees
+// in accuracy both, on the same rows, leaving out the rule heads given
+// (the rule costs nothing to ask). The model answers for them with trees
 // (model.GCN.Trees): a decision that needs neither graph nor network.
 func TreeHeads(scores []Score, ruleHeads map[string][]string) map[string][]string {
-	type key struct{ op, class string }
-	gcn, boosted := map[key]Score{}, map[key]Score{}
-	for _, s := range scores {
-		if s.NNZBucket != "" {
-			continue
-		}
-		switch s.Predictor {
-		case PredictorGCN:
-			gcn[key{s.Op, s.DeviceClass}] = s
-		case PredictorBoosted:
-			boosted[key{s.Op, s.DeviceClass}] = s
-		}
-	}
-	out := map[string][]string{}
-	for k, g := range gcn {
-		b, ok := boosted[k]
-		if ok && b.N > 0 && b.N == g.N && b.OracleRatio >= g.OracleRatio && b.Accuracy >= g.Accuracy && !slices.Contains(ruleHeads[k.op], k.class) {
-			out[k.op] = append(out[k.op], k.class)
-		}
-	}
-	for _, cs := range out {
-		slices.Sort(cs)
-	}
-	return out
+	return headsAtLeastGCN(scores, PredictorBoosted, func(op, class string, g, b Score) bool {
+		return b.N == g.N && !slices.Contains(ruleHeads[op], class)
+	})
 }
 
 // RuleHeads returns, per op, the device classes for which the scores put
@@ -63,20 +42,31 @@ func TreeHeads(scores []Score, ruleHeads map[string][]string) map[string][]strin
 // asks of a baseline that beats the network; on a tie the rule wins
 // because it costs nothing to ask.
 func RuleHeads(scores []Score) map[string][]string {
+	return headsAtLeastGCN(scores, PredictorRule, func(string, string, Score, Score) bool { return true })
+}
+
+// headsAtLeastGCN returns, per op and sorted, the device classes whose
+// score for predictor has rows and an oracle ratio and accuracy no lower
+// than the GCN's, and for which also (given the class's two scores)
+// holds. Scores limited to a nonzero bucket are not a head's.
+func headsAtLeastGCN(scores []Score, predictor string, also func(op, class string, gcn, other Score) bool) map[string][]string {
 	type key struct{ op, class string }
-	gcn, rule := map[key]Score{}, map[key]Score{}
+	gcn, other := map[key]Score{}, map[key]Score{}
 	for _, s := range scores {
+		if s.NNZBucket != "" {
+			continue
+		}
 		switch s.Predictor {
 		case PredictorGCN:
 			gcn[key{s.Op, s.DeviceClass}] = s
-		case PredictorRule:
-			rule[key{s.Op, s.DeviceClass}] = s
+		case predictor:
+			other[key{s.Op, s.DeviceClass}] = s
 		}
 	}
 	out := map[string][]string{}
 	for k, g := range gcn {
-		r, ok := rule[k]
-		if ok && r.N > 0 && r.OracleRatio >= g.OracleRatio && r.Accuracy >= g.Accuracy {
+		o, ok := other[k]
+		if ok && o.N > 0 && o.OracleRatio >= g.OracleRatio && o.Accuracy >= g.Accuracy && also(k.op, k.class, g, o) {
 			out[k.op] = append(out[k.op], k.class)
 		}
 	}

@@ -633,14 +633,7 @@ func Fit(rows []LabelRow, o FitOptions) (*Report, error) {
 		}
 		gcn := Picks{Predictor: PredictorGCN, Formats: make([]string, len(d.rows))}
 		for f := range o.Folds {
-			var trainIdx, testIdx []int
-			for i, k := range folds {
-				if k == f {
-					testIdx = append(testIdx, i)
-				} else {
-					trainIdx = append(trainIdx, i)
-				}
-			}
+			trainIdx, testIdx := splitFold(folds, f)
 			for _, op := range ops {
 				if !slices.ContainsFunc(trainIdx, func(i int) bool { return d.rows[i].Op == op.String() }) {
 					continue // every row of op is in this fold: nothing to learn from, no picks
@@ -722,6 +715,19 @@ func Fit(rows []LabelRow, o FitOptions) (*Report, error) {
 	return rep, nil
 }
 
+// splitFold returns the rows outside fold f (training) and inside it
+// (testing), in row order, for the fold of each row in folds.
+func splitFold(folds []int, f int) (trainIdx, testIdx []int) {
+	for i, k := range folds {
+		if k == f {
+			testIdx = append(testIdx, i)
+		} else {
+			trainIdx = append(trainIdx, i)
+		}
+	}
+	return trainIdx, testIdx
+}
+
 // treeOptions returns the trees' options with the seed filled in.
 func (o *FitOptions) treeOptions() model.TreeOptions {
 	t := o.Trees
@@ -762,14 +768,7 @@ func (d *dataset) treeRows(op hetero.Op, class string, classes []string, idx []i
 func (d *dataset) treesCV(ops []hetero.Op, folds []int, o *FitOptions) (Picks, error) {
 	p := Picks{Predictor: PredictorBoosted, Formats: make([]string, len(d.rows))}
 	for f := range o.Folds {
-		var trainIdx, testIdx []int
-		for i, k := range folds {
-			if k == f {
-				testIdx = append(testIdx, i)
-			} else {
-				trainIdx = append(trainIdx, i)
-			}
-		}
+		trainIdx, testIdx := splitFold(folds, f)
 		for _, op := range ops {
 			for _, h := range d.heads(op) {
 				x, y := d.treeRows(op, h.Name, h.Classes, trainIdx, o.Soft)
