@@ -72,30 +72,14 @@ var DefaultTreeOptions = TreeOptions{Rounds: 100, Depth: 5, Rate: 0.2, Lambda: 1
 
 func (o TreeOptions) withDefaults() (TreeOptions, error) {
 	d := DefaultTreeOptions
-	if o.Rounds == 0 {
-		o.Rounds = d.Rounds
-	}
-	if o.Depth == 0 {
-		o.Depth = d.Depth
-	}
-	if o.Rate == 0 {
-		o.Rate = d.Rate
-	}
-	if o.Lambda == 0 {
-		o.Lambda = d.Lambda
-	}
-	if o.MinHessian == 0 {
-		o.MinHessian = d.MinHessian
-	}
-	if o.Subsample == 0 {
-		o.Subsample = d.Subsample
-	}
-	if o.ColSample == 0 {
-		o.ColSample = d.ColSample
-	}
-	if o.Bins == 0 {
-		o.Bins = d.Bins
-	}
+	orDefault(&o.Rounds, d.Rounds)
+	orDefault(&o.Depth, d.Depth)
+	orDefault(&o.Rate, d.Rate)
+	orDefault(&o.Lambda, d.Lambda)
+	orDefault(&o.MinHessian, d.MinHessian)
+	orDefault(&o.Subsample, d.Subsample)
+	orDefault(&o.ColSample, d.ColSample)
+	orDefault(&o.Bins, d.Bins)
 	switch {
 	case o.Rounds < 1 || o.Depth < 1 || o.Depth > 16:
 		return o, fmt.Errorf("trees: rounds must be at least 1 and depth 1 to 16, found %d and %d", o.Rounds, o.Depth)
@@ -109,6 +93,14 @@ func (o TreeOptions) withDefaults() (TreeOptions, error) {
 		return o, fmt.Errorf("trees: bins must be 2 to 255, found %d", o.Bins)
 	}
 	return o, nil
+}
+
+// orDefault sets *v to d when *v is its type's zero value.
+func orDefault[T comparable](v *T, d T) {
+	var zero T
+	if *v == zero {
+		*v = d
+	}
 }
 
 // Scores sets dst[k] to the raw score of class k for the features x and

@@ -240,8 +240,10 @@ func TestONNXConcurrent(t *testing.T) {
 	wg.Wait()
 }
 
-// TestONNXChecker runs the ONNX project's own checker on an exported file
-// when Debian's python3-onnx is installed (CI installs it and sets
+// TestONNXChecker runs the ONNX project's own checker on exported files,
+// a network alone and one with trees for a head (the ai.onnx.ml
+// TreeEnsembleClassifier node and its outputs), when Debian's
+// python3-onnx is installed (CI installs it and sets
 // SPARSETUNE_ONNX_CHECKER=1 so that a missing checker fails).
 func TestONNXChecker(t *testing.T) {
 	const python = "/usr/bin/python3"
@@ -252,22 +254,30 @@ func TestONNXChecker(t *testing.T) {
 		}
 		t.Skipf("%s cannot import onnx (%v): skipping the ONNX checker; apt-get install python3-onnx", python, err)
 	}
-	data, err := randomGCN(t, 16).ExportONNX()
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), "model.onnx")
-	if err := os.WriteFile(path, data, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	out, err := exec.Command(python, "-c", `import onnx, sys
+	withTrees, _ := treesGCN(t, TreeOptions{Rounds: 20, Depth: 4})
+	for _, c := range []struct {
+		name string
+		g    *GCN
+	}{{"network", randomGCN(t, 16)}, {"trees", withTrees}} {
+		t.Run(c.name, func(t *testing.T) {
+			data, err := c.g.ExportONNX()
+			if err != nil {
+				t.Fatal(err)
+			}
+			path := filepath.Join(t.TempDir(), "model.onnx")
+			if err := os.WriteFile(path, data, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			out, err := exec.Command(python, "-c", `import onnx, sys
 m = onnx.load(sys.argv[1])
 onnx.checker.check_model(m, full_check=True)
-print("ok", m.ir_version, m.opset_import[0].version)`, path).CombinedOutput()
-	if err != nil {
-		t.Fatalf("onnx.checker rejects the export: %v\n%s", err, out)
+print("ok", m.ir_version, m.opset_import[0].version, [n.op_type for n in m.graph.node if n.domain == "ai.onnx.ml"])`, path).CombinedOutput()
+			if err != nil {
+				t.Fatalf("onnx.checker rejects the export: %v\n%s", err, out)
+			}
+			t.Logf("onnx.checker: %s", strings.TrimSpace(string(out)))
+		})
 	}
-	t.Logf("onnx.checker: %s", strings.TrimSpace(string(out)))
 }
 
 // BenchmarkPredictLatency times what a prediction costs on a generated
