@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/sparsetune/sparsetune/features"
@@ -332,13 +333,105 @@ func TestTreesCheck(t *testing.T) {
 	}
 }
 
+// TestTreesNodeEncodings: a tree node reads the same whether its int and
+// float lists are packed, as this build writes them, or written with a
+// tag per element, as builds before it did (and as protobuf lets any
+// writer do); a damaged list is an error.
+func TestTreesNodeEncodings(t *testing.T) {
+	g, _ := treesGCN(t, TreeOptions{Rounds: 4, Depth: 3})
+	n, _ := treesNode("cpu", g.Trees["cpu"])
+	packed, err := proto.Marshal(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// unpacked encodes n by hand, each attribute's lists element by
+	// element.
+	bare := proto.Clone(n).(*onnxpb.NodeProto)
+	bare.Attribute = nil
+	unpacked, err := proto.Marshal(bare)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range n.Attribute {
+		c := proto.Clone(a).(*onnxpb.AttributeProto)
+		c.Ints, c.Floats = nil, nil
+		b, err := proto.Marshal(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, x := range a.Ints {
+			b = protowire.AppendTag(b, fieldAttrInts, protowire.VarintType)
+			b = protowire.AppendVarint(b, uint64(x))
+		}
+		for _, f := range a.Floats {
+			b = protowire.AppendTag(b, fieldAttrFloats, protowire.Fixed32Type)
+			b = protowire.AppendFixed32(b, math.Float32bits(f))
+		}
+		unpacked = protowire.AppendTag(unpacked, fieldNodeAttribute, protowire.BytesType)
+		unpacked = protowire.AppendBytes(unpacked, b)
+	}
+	if len(unpacked) <= len(packed) {
+		t.Fatalf("the unpacked node (%d bytes) is not larger than the packed one (%d): the writer no longer packs", len(unpacked), len(packed))
+	}
+	read := func(b []byte) (*Trees, error) {
+		mn, err := decodeMLNode(b)
+		if err != nil {
+			return nil, err
+		}
+		return parseTreesNode(mn)
+	}
+	a, err := read(packed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := read(unpacked)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(a.Feature, g.Trees["cpu"].Feature) || !slices.Equal(a.Threshold, g.Trees["cpu"].Threshold) || !slices.Equal(a.Value, g.Trees["cpu"].Value) {
+		t.Error("the packed node does not read back as the trees written")
+	}
+	if !slices.Equal(a.Feature, b.Feature) || !slices.Equal(a.Left, b.Left) || !slices.Equal(a.Right, b.Right) ||
+		!slices.Equal(a.Threshold, b.Threshold) || !slices.Equal(a.Value, b.Value) || !slices.Equal(a.Base, b.Base) ||
+		!slices.Equal(a.Roots, b.Roots) || !slices.Equal(a.RootClass, b.RootClass) || !slices.Equal(a.Classes, b.Classes) {
+		t.Error("the packed and unpacked encodings read differently")
+	}
+	// Cut anywhere, either encoding is refused or reads as other trees,
+	// never panics.
+	for _, enc := range [][]byte{packed, unpacked} {
+		for cut := 1; cut < len(enc); cut += 1 + len(enc)/200 {
+			read(enc[:cut])
+		}
+	}
+	// A packed float list whose length is not a multiple of 4 is refused.
+	bad := protowire.AppendTag(nil, fieldAttrName, protowire.BytesType)
+	bad = protowire.AppendString(bad, "nodes_values")
+	bad = protowire.AppendTag(bad, fieldAttrFloats, protowire.BytesType)
+	bad = protowire.AppendBytes(bad, []byte{1, 2, 3})
+	if _, _, err := decodeMLAttr(bad); err == nil || !strings.Contains(err.Error(), "multiple of 4") {
+		t.Errorf("a packed float list of 3 bytes: error %v", err)
+	}
+}
+
 // TestParseTreesNodeErrors: a tree node edited by hand, each way a file
 // could hold it wrongly, is refused with an error, never read as some
 // other ensemble (an id past 32 bits must not wrap to a valid one).
 func TestParseTreesNodeErrors(t *testing.T) {
 	g, _ := treesGCN(t, TreeOptions{Rounds: 3, Depth: 3})
 	good, _ := treesNode("cpu", g.Trees["cpu"])
-	if _, err := parseTreesNode(good); err != nil {
+	// parse reads n as the file holds it: encoded, then decoded.
+	parse := func(n *onnxpb.NodeProto) (*Trees, error) {
+		b, err := proto.Marshal(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mn, err := decodeMLNode(b)
+		if err != nil {
+			return nil, err
+		}
+		return parseTreesNode(mn)
+	}
+	if _, err := parse(good); err != nil {
 		t.Fatal(err)
 	}
 	attr := func(n *onnxpb.NodeProto, name string) *onnxpb.AttributeProto {
@@ -373,7 +466,7 @@ func TestParseTreesNodeErrors(t *testing.T) {
 	} {
 		n := proto.Clone(good).(*onnxpb.NodeProto)
 		c.edit(n)
-		if _, err := parseTreesNode(n); err == nil || !strings.Contains(err.Error(), c.want) {
+		if _, err := parse(n); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: error %v, want one saying %q", c.name, err, c.want)
 		}
 	}

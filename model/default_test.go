@@ -69,3 +69,18 @@ func TestDefaultModel(t *testing.T) {
 		t.Errorf("with a user model: %v, %v", m, err)
 	}
 }
+
+// BenchmarkEmbeddedModel reads and checks each embedded model file, as
+// every process that predicts does once (docs/model.md, "Prediction
+// cost").
+func BenchmarkEmbeddedModel(b *testing.B) {
+	for _, op := range []hetero.Op{hetero.MTTKRP, hetero.SpTTM} {
+		b.Run(op.String(), func(b *testing.B) {
+			for b.Loop() {
+				if _, err := EmbeddedModel(op); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

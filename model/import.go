@@ -16,7 +16,7 @@ import (
 // and the readout scales in each head's first matrix. The weights come
 // back at the file's float32 precision.
 func (m *ONNXModel) GCN() (*GCN, error) {
-	_, mp, err := parseInfo(m.data)
+	_, mp, _, err := parseInfo(m.data)
 	if err != nil {
 		return nil, fmt.Errorf("model %s: %w", m.Info.Path, err)
 	}

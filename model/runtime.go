@@ -66,6 +66,9 @@ func (in *Info) HeadIndex(name string) int {
 type ONNXModel struct {
 	Info Info
 	data []byte
+	// network is data without the trees (splitTrees): the graph the
+	// network's runtimes run, which this package evaluates itself.
+	network []byte
 
 	runtime  string
 	prog     *program
@@ -100,14 +103,11 @@ func LoadONNX(path string) (*ONNXModel, error) {
 // the builtin runtime, so a file it cannot run fails here rather than at
 // the first prediction. UseRuntime switches to onnx-go.
 func ParseONNX(name string, data []byte) (*ONNXModel, error) {
-	info, mp, err := parseInfo(data)
+	info, mp, network, err := parseInfo(data)
 	if err != nil {
 		return nil, fmt.Errorf("model %s: %w", name, err)
 	}
 	info.Path = name
-	// The network's runtimes run the graph without the trees, which
-	// this package evaluates itself (Trees).
-	stripTrees(mp.Graph)
 	prog, err := compile(mp.Graph)
 	if err != nil {
 		return nil, fmt.Errorf("model %s: %w", name, err)
@@ -117,7 +117,7 @@ func ParseONNX(name string, data []byte) (*ONNXModel, error) {
 	}
 	// One machine (the buffers of every value) is made now: the first
 	// prediction should not pay for allocating and faulting them in.
-	return &ONNXModel{Info: *info, data: data, runtime: "builtin", prog: prog, machines: []*machine{prog.newMachine()}}, nil
+	return &ONNXModel{Info: *info, data: data, network: network, runtime: "builtin", prog: prog, machines: []*machine{prog.newMachine()}}, nil
 }
 
 // UseRuntime selects how Run executes the graph, one of Runtimes. For
@@ -147,13 +147,19 @@ func (m *ONNXModel) UseRuntime(name string) error {
 // Runtime returns the runtime Run uses.
 func (m *ONNXModel) Runtime() string { return m.runtime }
 
-func parseInfo(data []byte) (*Info, *onnxpb.ModelProto, error) {
+// parseInfo reads and checks a model file's metadata, network and trees.
+// It returns the network's graph and the file without the trees.
+func parseInfo(data []byte) (*Info, *onnxpb.ModelProto, []byte, error) {
+	network, treeNodes, treeOutputs, err := splitTrees(data)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("not an ONNX protobuf: %v", err)
+	}
 	var mp onnxpb.ModelProto
-	if err := proto.Unmarshal(data, &mp); err != nil {
-		return nil, nil, fmt.Errorf("not an ONNX protobuf: %v", err)
+	if err := proto.Unmarshal(network, &mp); err != nil {
+		return nil, nil, nil, fmt.Errorf("not an ONNX protobuf: %v", err)
 	}
 	if mp.Graph == nil {
-		return nil, nil, errors.New("not an ONNX model: no graph")
+		return nil, nil, nil, errors.New("not an ONNX model: no graph")
 	}
 	meta := map[string]string{}
 	for _, p := range mp.MetadataProps {
@@ -174,80 +180,80 @@ func parseInfo(data []byte) (*Info, *onnxpb.ModelProto, error) {
 	}
 	v, err := get(metaVersion)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	if info.FormatVersion, err = strconv.Atoi(v); err != nil || info.FormatVersion != FormatVersion {
-		return nil, nil, fmt.Errorf("model format version %q, this build reads version %d", v, FormatVersion)
+		return nil, nil, nil, fmt.Errorf("model format version %q, this build reads version %d", v, FormatVersion)
 	}
 	if info.Op, err = get(metaOp); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	if info.Op != "ttm" && info.Op != "mttkrp" {
-		return nil, nil, fmt.Errorf("metadata %s = %q, expected ttm or mttkrp", metaOp, info.Op)
+		return nil, nil, nil, fmt.Errorf("metadata %s = %q, expected ttm or mttkrp", metaOp, info.Op)
 	}
 	if v, err = get(metaBudget); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	if _, err := fmt.Sscanf(v, "%dx%d", &info.Budget.Rows, &info.Budget.Cols); err != nil || info.Budget.Rows < 1 || info.Budget.Cols < 1 {
-		return nil, nil, fmt.Errorf("metadata %s = %q, expected ROWSxCOLS", metaBudget, v)
+		return nil, nil, nil, fmt.Errorf("metadata %s = %q, expected ROWSxCOLS", metaBudget, v)
 	}
 	if v, err = get(metaHidden); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	if info.Hidden, err = strconv.Atoi(v); err != nil || info.Hidden < 1 {
-		return nil, nil, fmt.Errorf("metadata %s = %q, expected a positive integer", metaHidden, v)
+		return nil, nil, nil, fmt.Errorf("metadata %s = %q, expected a positive integer", metaHidden, v)
 	}
 	if v, err = get(metaMLP); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	if _, err := fmt.Sscanf(v, "%d,%d", &info.MLP[0], &info.MLP[1]); err != nil {
-		return nil, nil, fmt.Errorf("metadata %s = %q, expected two widths", metaMLP, v)
+		return nil, nil, nil, fmt.Errorf("metadata %s = %q, expected two widths", metaMLP, v)
 	}
 	if v, err = get(metaFeatures); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	info.Features = strings.Split(v, ",")
 	if !slices.Equal(info.Features, features.Names[:]) {
-		return nil, nil, fmt.Errorf("metadata %s lists %d global features that differ from this build's %d (%s)", metaFeatures, len(info.Features), features.Count, strings.Join(features.Names[:], ","))
+		return nil, nil, nil, fmt.Errorf("metadata %s lists %d global features that differ from this build's %d (%s)", metaFeatures, len(info.Features), features.Count, strings.Join(features.Names[:], ","))
 	}
 	if v, err = get(metaNodeFeatures); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	info.NodeFeatures = strings.Split(v, ",")
 	if !slices.Equal(info.NodeFeatures, graphenc.NodeFeatureNames[:]) {
-		return nil, nil, fmt.Errorf("metadata %s = %q, this build computes %s", metaNodeFeatures, v, strings.Join(graphenc.NodeFeatureNames[:], ","))
+		return nil, nil, nil, fmt.Errorf("metadata %s = %q, this build computes %s", metaNodeFeatures, v, strings.Join(graphenc.NodeFeatureNames[:], ","))
 	}
 	for _, vec := range []struct {
 		key string
 		dst *features.Vector
 	}{{metaMean, &info.Mean}, {metaStd, &info.Std}, {metaTrainMin, &info.TrainMin}, {metaTrainMax, &info.TrainMax}} {
 		if v, err = get(vec.key); err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		parts := strings.Split(v, ",")
 		if len(parts) != features.Count {
-			return nil, nil, fmt.Errorf("metadata %s has %d values, expected %d", vec.key, len(parts), features.Count)
+			return nil, nil, nil, fmt.Errorf("metadata %s has %d values, expected %d", vec.key, len(parts), features.Count)
 		}
 		for i, p := range parts {
 			if vec.dst[i], err = strconv.ParseFloat(p, 64); err != nil {
-				return nil, nil, fmt.Errorf("metadata %s value %d: %q is not a number", vec.key, i+1, p)
+				return nil, nil, nil, fmt.Errorf("metadata %s value %d: %q is not a number", vec.key, i+1, p)
 			}
 		}
 	}
 	if v, err = get(metaHeads); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	for _, h := range strings.Split(v, ",") {
 		cl, err := get(metaClasses + h)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		info.Heads = append(info.Heads, Head{Name: h, Classes: strings.Split(cl, ",")})
 	}
 	if v, ok := meta[metaRuleHeads]; ok {
 		for _, h := range strings.Split(v, ",") {
 			if info.HeadIndex(h) < 0 {
-				return nil, nil, fmt.Errorf("metadata %s names %q, which is not a head (%s)", metaRuleHeads, h, strings.Join(headNames(info.Heads), ","))
+				return nil, nil, nil, fmt.Errorf("metadata %s names %q, which is not a head (%s)", metaRuleHeads, h, strings.Join(headNames(info.Heads), ","))
 			}
 			info.RuleHeads = append(info.RuleHeads, h)
 		}
@@ -259,53 +265,53 @@ func parseInfo(data []byte) (*Info, *onnxpb.ModelProto, error) {
 	info.FeatureRevision = 1
 	if v, ok := meta[metaFeatureRevision]; ok {
 		if info.FeatureRevision, err = strconv.Atoi(v); err != nil || info.FeatureRevision < 1 {
-			return nil, nil, fmt.Errorf("metadata %s: %q is not a feature revision", metaFeatureRevision, v)
+			return nil, nil, nil, fmt.Errorf("metadata %s: %q is not a feature revision", metaFeatureRevision, v)
 		}
 	}
 	if err := checkFeatureRevision(info.Op, info.FeatureRevision); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 
 	// The graph must have the inputs and outputs the metadata implies.
 	br, bc, nf := info.Budget.Rows, info.Budget.Cols, features.Count
 	wantIn := [][2]int{{br, bc}, {br, graphenc.NodeFeatures}, {bc, graphenc.NodeFeatures}, {1, br}, {1, bc}, {1, nf}}
 	if len(mp.Graph.Input) < len(inputNames) {
-		return nil, nil, fmt.Errorf("graph has %d inputs, expected %d (%s)", len(mp.Graph.Input), len(inputNames), strings.Join(inputNames, ", "))
+		return nil, nil, nil, fmt.Errorf("graph has %d inputs, expected %d (%s)", len(mp.Graph.Input), len(inputNames), strings.Join(inputNames, ", "))
 	}
 	for i, name := range inputNames {
 		vi := mp.Graph.Input[i]
 		if vi.GetName() != name {
-			return nil, nil, fmt.Errorf("graph input %d is %q, expected %q", i+1, vi.GetName(), name)
+			return nil, nil, nil, fmt.Errorf("graph input %d is %q, expected %q", i+1, vi.GetName(), name)
 		}
 		if got := shapeOf(vi); !slices.Equal(got, wantIn[i][:]) {
-			return nil, nil, fmt.Errorf("input %s has shape %v, expected %v for a %dx%d budget", name, got, wantIn[i], br, bc)
+			return nil, nil, nil, fmt.Errorf("input %s has shape %v, expected %v for a %dx%d budget", name, got, wantIn[i], br, bc)
 		}
 	}
-	if info.Trees, err = parseTrees(mp.Graph, meta[metaTreeHeads], info.Heads); err != nil {
-		return nil, nil, err
+	if info.Trees, err = parseTrees(treeNodes, treeOutputs, meta[metaTreeHeads], info.Heads); err != nil {
+		return nil, nil, nil, err
 	}
 	for _, h := range info.Heads {
 		if t := info.Trees[h.Name]; t != nil {
 			if slices.Contains(info.RuleHeads, h.Name) {
-				return nil, nil, fmt.Errorf("head %s is listed both in %s and in %s", h.Name, metaRuleHeads, metaTreeHeads)
+				return nil, nil, nil, fmt.Errorf("head %s is listed both in %s and in %s", h.Name, metaRuleHeads, metaTreeHeads)
 			}
 			info.TreeHeads = append(info.TreeHeads, h.Name)
 			info.TreeNodes += t.Nodes()
 		}
 	}
-	if want := len(info.Heads) + 2*len(info.TreeHeads); len(mp.Graph.Output) != want {
-		return nil, nil, fmt.Errorf("graph has %d outputs for %d heads, %d of them with trees", len(mp.Graph.Output), len(info.Heads), len(info.TreeHeads))
+	if len(mp.Graph.Output) != len(info.Heads) {
+		return nil, nil, nil, fmt.Errorf("graph has %d outputs besides the trees', expected one per head (%d)", len(mp.Graph.Output), len(info.Heads))
 	}
 	for k, h := range info.Heads {
 		vi := mp.Graph.Output[k]
 		if want := []int{1, len(h.Classes)}; vi.GetName() != outputName(h.Name) || !slices.Equal(shapeOf(vi), want) {
-			return nil, nil, fmt.Errorf("output %d is %q of shape %v, expected %q of shape %v", k+1, vi.GetName(), shapeOf(vi), outputName(h.Name), want)
+			return nil, nil, nil, fmt.Errorf("output %d is %q of shape %v, expected %q of shape %v", k+1, vi.GetName(), shapeOf(vi), outputName(h.Name), want)
 		}
 	}
 	for _, t := range mp.Graph.Initializer {
 		info.Weights += len(t.FloatData)
 	}
-	return info, &mp, nil
+	return info, &mp, network, nil
 }
 
 func shapeOf(vi *onnxpb.ValueInfoProto) []int {
@@ -328,10 +334,8 @@ func (m *ONNXModel) newInstance() (inst *onnxInstance, err error) {
 			inst, err = nil, fmt.Errorf("onnx-go cannot run this graph: %v", r)
 		}
 	}()
-	data, err := m.networkData()
-	if err != nil {
-		return nil, err
-	}
+	// onnx-go is given the file without the trees, which it cannot run.
+	data := m.network
 	backend := gorgonnx.NewGraph()
 	model := onnx.NewModel(backend)
 	if err := model.UnmarshalBinary(data); err != nil {
@@ -352,22 +356,6 @@ func (m *ONNXModel) newInstance() (inst *onnxInstance, err error) {
 	}
 	inst.ran = true
 	return inst, nil
-}
-
-// networkData returns the file for onnx-go: without its trees
-// (stripTrees), which onnx-go cannot run, when it has any. Only an
-// onnx-go instance needs it, so it is made then, not when the file is
-// read.
-func (m *ONNXModel) networkData() ([]byte, error) {
-	if len(m.Info.TreeHeads) == 0 {
-		return m.data, nil
-	}
-	_, mp, err := parseInfo(m.data)
-	if err != nil {
-		return nil, err
-	}
-	stripTrees(mp.Graph)
-	return proto.MarshalOptions{Deterministic: true}.Marshal(mp)
 }
 
 func (m *ONNXModel) get() (*onnxInstance, error) {

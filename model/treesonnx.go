@@ -1,10 +1,13 @@
 package model
 
 import (
+	"encoding/binary"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/sparsetune/sparsetune/features"
@@ -17,7 +20,7 @@ import (
 // probabilities. So any ONNX runtime that has the ai.onnx.ml domain can
 // run the trees of a sparsetune model, and onnx's checker checks them.
 // This package reads the node back into Trees and evaluates it itself;
-// the network's runtimes never see it (stripTrees).
+// the network's runtimes never see it (splitTrees).
 const (
 	mlDomain       = "ai.onnx.ml"
 	mlOpsetVersion = 3
@@ -109,83 +112,82 @@ func treesNode(head string, t *Trees) (*onnxpb.NodeProto, []*onnxpb.ValueInfoPro
 // each leaf with one class weight and all of a tree's leaves adding to
 // one class, softmax applied. Anything else is refused with an error
 // naming what differs, not read approximately.
-func parseTreesNode(n *onnxpb.NodeProto) (*Trees, error) {
-	a := map[string]*onnxpb.AttributeProto{}
-	for _, at := range n.Attribute {
-		a[at.GetName()] = at
-	}
-	if pt := a["post_transform"]; pt == nil || string(pt.S) != "SOFTMAX" {
-		return nil, fmt.Errorf("node %s: post_transform must be SOFTMAX", n.GetName())
+func parseTreesNode(n *mlNode) (*Trees, error) {
+	a := n.attrs
+	if pt := a["post_transform"]; pt == nil || string(pt.s) != "SOFTMAX" {
+		return nil, fmt.Errorf("node %s: post_transform must be SOFTMAX", n.name)
 	}
 	for _, name := range []string{"base_values", "class_ids", "class_nodeids", "class_treeids", "class_weights", "classlabels_strings",
 		"nodes_falsenodeids", "nodes_featureids", "nodes_modes", "nodes_nodeids", "nodes_treeids", "nodes_truenodeids", "nodes_values"} {
 		if a[name] == nil {
-			return nil, fmt.Errorf("node %s: no attribute %s", n.GetName(), name)
+			return nil, fmt.Errorf("node %s: no attribute %s", n.name, name)
 		}
 	}
-	t := &Trees{Base: slices.Clone(a["base_values"].Floats)}
-	for _, c := range a["classlabels_strings"].Strings {
-		t.Classes = append(t.Classes, string(c))
+	t := &Trees{Base: a["base_values"].floats}
+	for i := range a["classlabels_strings"].spans {
+		t.Classes = append(t.Classes, string(a["classlabels_strings"].str(i)))
 	}
-	treeIDs, nodeIDs := a["nodes_treeids"].Ints, a["nodes_nodeids"].Ints
-	feat, modes, vals := a["nodes_featureids"].Ints, a["nodes_modes"].Strings, a["nodes_values"].Floats
-	trueIDs, falseIDs := a["nodes_truenodeids"].Ints, a["nodes_falsenodeids"].Ints
+	treeIDs, nodeIDs := a["nodes_treeids"].ints, a["nodes_nodeids"].ints
+	feat, modes, vals := a["nodes_featureids"].ints, a["nodes_modes"], a["nodes_values"].floats
+	trueIDs, falseIDs := a["nodes_truenodeids"].ints, a["nodes_falsenodeids"].ints
 	nn := len(treeIDs)
-	if len(nodeIDs) != nn || len(feat) != nn || len(modes) != nn || len(vals) != nn || len(trueIDs) != nn || len(falseIDs) != nn {
-		return nil, fmt.Errorf("node %s: node attributes of different lengths", n.GetName())
+	if len(nodeIDs) != nn || len(feat) != nn || len(modes.spans) != nn || len(vals) != nn || len(trueIDs) != nn || len(falseIDs) != nn {
+		return nil, fmt.Errorf("node %s: node attributes of different lengths", n.name)
 	}
+	t.Feature, t.Threshold, t.Value = make([]int32, 0, nn), make([]float32, 0, nn), make([]float32, 0, nn)
+	t.Left, t.Right = make([]int32, 0, nn), make([]int32, 0, nn)
 	root := int32(0)
 	for i := range nn {
 		if i == 0 || treeIDs[i] != treeIDs[i-1] {
 			if treeIDs[i] != int64(len(t.Roots)) || nodeIDs[i] != 0 {
-				return nil, fmt.Errorf("node %s: tree %d node %d out of order (trees numbered from 0, each tree's nodes from 0)", n.GetName(), treeIDs[i], nodeIDs[i])
+				return nil, fmt.Errorf("node %s: tree %d node %d out of order (trees numbered from 0, each tree's nodes from 0)", n.name, treeIDs[i], nodeIDs[i])
 			}
 			root = int32(i)
 			t.Roots = append(t.Roots, root)
 			t.RootClass = append(t.RootClass, -1)
 		} else if nodeIDs[i] != int64(i)-int64(root) {
-			return nil, fmt.Errorf("node %s: tree %d node %d out of order", n.GetName(), treeIDs[i], nodeIDs[i])
+			return nil, fmt.Errorf("node %s: tree %d node %d out of order", n.name, treeIDs[i], nodeIDs[i])
 		}
-		switch string(modes[i]) {
+		switch string(modes.str(i)) {
 		case "BRANCH_LEQ":
 			if feat[i] >= int64(features.Count) {
-				return nil, fmt.Errorf("node %s: tree %d node %d splits on feature %d of %d", n.GetName(), treeIDs[i], nodeIDs[i], feat[i], features.Count)
+				return nil, fmt.Errorf("node %s: tree %d node %d splits on feature %d of %d", n.name, treeIDs[i], nodeIDs[i], feat[i], features.Count)
 			}
 			t.Feature = append(t.Feature, int32(feat[i]))
 			t.Left = append(t.Left, root+int32(trueIDs[i]))
 			t.Right = append(t.Right, root+int32(falseIDs[i]))
 			if feat[i] < 0 || trueIDs[i] <= 0 || falseIDs[i] <= 0 || trueIDs[i] >= int64(nn) || falseIDs[i] >= int64(nn) {
-				return nil, fmt.Errorf("node %s: tree %d node %d: feature %d, children %d and %d", n.GetName(), treeIDs[i], nodeIDs[i], feat[i], trueIDs[i], falseIDs[i])
+				return nil, fmt.Errorf("node %s: tree %d node %d: feature %d, children %d and %d", n.name, treeIDs[i], nodeIDs[i], feat[i], trueIDs[i], falseIDs[i])
 			}
 		case "LEAF":
 			t.Feature = append(t.Feature, -1)
 			t.Left = append(t.Left, -1)
 			t.Right = append(t.Right, -1)
 		default:
-			return nil, fmt.Errorf("node %s: node mode %q (this reader takes BRANCH_LEQ and LEAF)", n.GetName(), modes[i])
+			return nil, fmt.Errorf("node %s: node mode %q (this reader takes BRANCH_LEQ and LEAF)", n.name, modes.str(i))
 		}
 		t.Threshold = append(t.Threshold, vals[i])
 		t.Value = append(t.Value, 0)
 	}
-	cTree, cNode, cID, w := a["class_treeids"].Ints, a["class_nodeids"].Ints, a["class_ids"].Ints, a["class_weights"].Floats
+	cTree, cNode, cID, w := a["class_treeids"].ints, a["class_nodeids"].ints, a["class_ids"].ints, a["class_weights"].floats
 	if len(cNode) != len(cTree) || len(cID) != len(cTree) || len(w) != len(cTree) {
-		return nil, fmt.Errorf("node %s: class attributes of different lengths", n.GetName())
+		return nil, fmt.Errorf("node %s: class attributes of different lengths", n.name)
 	}
 	seen := make([]bool, nn)
 	for e := range cTree {
 		j := cTree[e]
 		if j < 0 || j >= int64(len(t.Roots)) {
-			return nil, fmt.Errorf("node %s: class weight for tree %d of %d", n.GetName(), j, len(t.Roots))
+			return nil, fmt.Errorf("node %s: class weight for tree %d of %d", n.name, j, len(t.Roots))
 		}
 		i := int64(t.Roots[j]) + cNode[e]
 		if cNode[e] < 0 || i >= int64(nn) || treeIDs[i] != j || t.Feature[i] >= 0 || seen[i] {
-			return nil, fmt.Errorf("node %s: class weight on tree %d node %d, which is not a leaf weighted once", n.GetName(), j, cNode[e])
+			return nil, fmt.Errorf("node %s: class weight on tree %d node %d, which is not a leaf weighted once", n.name, j, cNode[e])
 		}
 		if cID[e] < 0 || cID[e] >= int64(len(t.Classes)) {
-			return nil, fmt.Errorf("node %s: class weight of tree %d for class %d of %d", n.GetName(), j, cID[e], len(t.Classes))
+			return nil, fmt.Errorf("node %s: class weight of tree %d for class %d of %d", n.name, j, cID[e], len(t.Classes))
 		}
 		if c := t.RootClass[j]; c >= 0 && int64(c) != cID[e] {
-			return nil, fmt.Errorf("node %s: tree %d adds to classes %d and %d (this reader takes one class per tree)", n.GetName(), j, c, cID[e])
+			return nil, fmt.Errorf("node %s: tree %d adds to classes %d and %d (this reader takes one class per tree)", n.name, j, c, cID[e])
 		}
 		seen[i] = true
 		t.RootClass[j] = int32(cID[e])
@@ -193,38 +195,35 @@ func parseTreesNode(n *onnxpb.NodeProto) (*Trees, error) {
 	}
 	for i := range nn {
 		if t.Feature[i] < 0 && !seen[i] {
-			return nil, fmt.Errorf("node %s: tree %d node %d is a leaf with no class weight", n.GetName(), treeIDs[i], nodeIDs[i])
+			return nil, fmt.Errorf("node %s: tree %d node %d is a leaf with no class weight", n.name, treeIDs[i], nodeIDs[i])
 		}
 	}
 	if err := t.Check(features.Count); err != nil {
-		return nil, fmt.Errorf("node %s: %w", n.GetName(), err)
+		return nil, fmt.Errorf("node %s: %w", n.name, err)
 	}
 	t.pack()
 	return t, nil
 }
 
-// stripTrees removes g's tree nodes and their outputs, leaving the
-// graph the network's runtimes run. It edits g in place: callers hand it
-// a graph parsed for that purpose, so nothing is copied.
-func stripTrees(g *onnxpb.GraphProto) {
-	g.Node = slices.DeleteFunc(g.Node, func(n *onnxpb.NodeProto) bool { return n.GetDomain() == mlDomain })
-	g.Output = slices.DeleteFunc(g.Output, func(vi *onnxpb.ValueInfoProto) bool { return strings.HasPrefix(vi.GetName(), "trees_") })
-}
-
 // parseTrees reads the trees of the heads the metadata lists (value of
-// metaTreeHeads), checks each against its head's classes, and checks
-// that the graph has no other ai.onnx.ml node.
-func parseTrees(g *onnxpb.GraphProto, list string, heads []Head) (map[string]*Trees, error) {
-	nodes := map[string]*onnxpb.NodeProto{}
-	for _, n := range g.Node {
-		if n.GetDomain() == mlDomain {
-			if n.GetOpType() != treesOpType {
-				return nil, fmt.Errorf("node %s: operator %s.%s (the trees are TreeEnsembleClassifier nodes)", n.GetName(), mlDomain, n.GetOpType())
-			}
-			nodes[n.GetName()] = n
+// metaTreeHeads) from the ai.onnx.ml nodes splitTrees cut out of the
+// file, checks each against its head's classes, and checks that there is
+// no other ai.onnx.ml node and that the outputs cut out are exactly the
+// trees' two per head.
+func parseTrees(raw [][]byte, outputs []string, list string, heads []Head) (map[string]*Trees, error) {
+	nodes := map[string]*mlNode{}
+	for _, b := range raw {
+		n, err := decodeMLNode(b)
+		if err != nil {
+			return nil, err
 		}
+		if n.opType != treesOpType {
+			return nil, fmt.Errorf("node %s: operator %s.%s (the trees are TreeEnsembleClassifier nodes)", n.name, mlDomain, n.opType)
+		}
+		nodes[n.name] = n
 	}
 	out := map[string]*Trees{}
+	var want []string
 	if list != "" {
 		for _, h := range strings.Split(list, ",") {
 			k := slices.IndexFunc(heads, func(x Head) bool { return x.Name == h })
@@ -235,22 +234,335 @@ func parseTrees(g *onnxpb.GraphProto, list string, heads []Head) (map[string]*Tr
 			if n == nil {
 				return nil, fmt.Errorf("metadata %s names %q, but the graph has no node %s", metaTreeHeads, h, treesNodeName(h))
 			}
-			if !slices.Equal(n.Input, []string{"global"}) || !slices.Equal(n.Output, []string{treesLabelName(h), treesOutputName(h)}) {
-				return nil, fmt.Errorf("node %s: inputs %v and outputs %v, expected [global] and [%s %s]", n.GetName(), n.Input, n.Output, treesLabelName(h), treesOutputName(h))
+			if !slices.Equal(n.input, []string{"global"}) || !slices.Equal(n.output, []string{treesLabelName(h), treesOutputName(h)}) {
+				return nil, fmt.Errorf("node %s: inputs %v and outputs %v, expected [global] and [%s %s]", n.name, n.input, n.output, treesLabelName(h), treesOutputName(h))
 			}
 			t, err := parseTreesNode(n)
 			if err != nil {
 				return nil, err
 			}
 			if !slices.Equal(t.Classes, heads[k].Classes) {
-				return nil, fmt.Errorf("node %s: classes %v, the head's are %v", n.GetName(), t.Classes, heads[k].Classes)
+				return nil, fmt.Errorf("node %s: classes %v, the head's are %v", n.name, t.Classes, heads[k].Classes)
 			}
 			out[h] = t
-			delete(nodes, n.GetName())
+			delete(nodes, n.name)
+			want = append(want, treesLabelName(h), treesOutputName(h))
 		}
 	}
 	for name := range nodes {
 		return nil, fmt.Errorf("node %s: trees of a head that metadata %s does not list", name, metaTreeHeads)
 	}
+	if !slices.Equal(outputs, want) {
+		return nil, fmt.Errorf("graph outputs %v for the trees, expected %v", outputs, want)
+	}
 	return out, nil
+}
+
+// The tree nodes are read straight from the file's bytes rather than
+// through the generated protobuf types: the generated decoder appends a
+// repeated scalar the file writes unpacked one element at a time and
+// allocates every node's mode string, which made reading the embedded
+// MTTKRP model (34,098 tree nodes) take 10 ms instead of 0.5. splitTrees
+// cuts the tree nodes and their outputs out of the file, so protobuf
+// decodes only the network (and onnx-go is given exactly that), and
+// decodeMLNode decodes each tree node into slices sized once.
+
+// Field numbers of onnx.proto used below.
+const (
+	fieldModelGraph    = 7  // ModelProto.graph
+	fieldGraphNode     = 1  // GraphProto.node
+	fieldGraphOutput   = 12 // GraphProto.output
+	fieldValueInfoName = 1  // ValueInfoProto.name
+	fieldNodeInput     = 1  // NodeProto.input
+	fieldNodeOutput    = 2  // NodeProto.output
+	fieldNodeName      = 3  // NodeProto.name
+	fieldNodeOpType    = 4  // NodeProto.op_type
+	fieldNodeAttribute = 5  // NodeProto.attribute
+	fieldNodeDomain    = 7  // NodeProto.domain
+	fieldAttrName      = 1  // AttributeProto.name
+	fieldAttrS         = 4  // AttributeProto.s
+	fieldAttrFloats    = 7  // AttributeProto.floats
+	fieldAttrInts      = 8  // AttributeProto.ints
+	fieldAttrStrings   = 9  // AttributeProto.strings
+)
+
+// mlNode is an ai.onnx.ml node as decodeMLNode reads it. Byte slices
+// alias the file.
+type mlNode struct {
+	name, opType  string
+	input, output []string
+	attrs         map[string]*mlAttr
+}
+
+// mlAttr is the part of an AttributeProto a tree node uses. Its strings
+// are spans of raw, the attribute's bytes, rather than slices: a tree
+// node's modes are 30,000 strings, and slices, holding pointers, would be
+// scanned by the garbage collector.
+type mlAttr struct {
+	s      []byte
+	ints   []int64
+	floats []float32
+	raw    []byte
+	spans  []span
+}
+
+type span struct{ off, end int32 }
+
+// str returns string i of a.
+func (a *mlAttr) str(i int) []byte { return a.raw[a.spans[i].off:a.spans[i].end] }
+
+// forEachField calls f with each field of the message b, its wire type
+// and its value's bytes (for a varint or fixed field, the encoded
+// value), stopping at the first error.
+func forEachField(b []byte, f func(num protowire.Number, typ protowire.Type, v []byte) error) error {
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return protowire.ParseError(n)
+		}
+		m := protowire.ConsumeFieldValue(num, typ, b[n:])
+		if m < 0 {
+			return protowire.ParseError(m)
+		}
+		v := b[n : n+m]
+		if typ == protowire.BytesType {
+			var k int
+			v, k = protowire.ConsumeBytes(v)
+			if k < 0 {
+				return protowire.ParseError(k)
+			}
+		}
+		if err := f(num, typ, v); err != nil {
+			return err
+		}
+		b = b[n+m:]
+	}
+	return nil
+}
+
+// splitTrees returns the model file data without its ai.onnx.ml nodes
+// and without the graph outputs whose names start with "trees_", the
+// nodes it removed, undecoded, and the names of the outputs it removed.
+// A file with neither comes back as it is, not copied. Fields other than
+// those are copied byte for byte, in order.
+func splitTrees(data []byte) (network []byte, nodes [][]byte, outputs []string, err error) {
+	var graphs [][]byte // each graph field's value, rewritten
+	err = forEachField(data, func(num protowire.Number, typ protowire.Type, v []byte) error {
+		if num != fieldModelGraph || typ != protowire.BytesType {
+			return nil
+		}
+		var g []byte
+		removed := false
+		err := forEachField(v, func(num protowire.Number, typ protowire.Type, fv []byte) error {
+			switch {
+			case num == fieldGraphNode && typ == protowire.BytesType:
+				domain, err := stringField(fv, fieldNodeDomain)
+				if err != nil {
+					return err
+				}
+				if domain == mlDomain {
+					nodes, removed = append(nodes, fv), true
+					return nil
+				}
+			case num == fieldGraphOutput && typ == protowire.BytesType:
+				name, err := stringField(fv, fieldValueInfoName)
+				if err != nil {
+					return err
+				}
+				if strings.HasPrefix(name, "trees_") {
+					outputs, removed = append(outputs, name), true
+					return nil
+				}
+			}
+			g = protowire.AppendTag(g, num, typ)
+			if typ == protowire.BytesType {
+				g = protowire.AppendBytes(g, fv)
+			} else {
+				g = append(g, fv...)
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		if !removed {
+			g = nil
+		}
+		graphs = append(graphs, g)
+		return nil
+	})
+	if err != nil || len(nodes) == 0 && len(outputs) == 0 {
+		return data, nil, nil, err
+	}
+	k := 0
+	err = forEachField(data, func(num protowire.Number, typ protowire.Type, v []byte) error {
+		network = protowire.AppendTag(network, num, typ)
+		switch {
+		case num == fieldModelGraph && typ == protowire.BytesType:
+			if g := graphs[k]; g != nil {
+				v = g
+			}
+			k++
+			network = protowire.AppendBytes(network, v)
+		case typ == protowire.BytesType:
+			network = protowire.AppendBytes(network, v)
+		default:
+			network = append(network, v...)
+		}
+		return nil
+	})
+	return network, nodes, outputs, err
+}
+
+// stringField returns the last value of the string field num of message
+// b, as protobuf reads a repeated scalar field into a singular one.
+func stringField(b []byte, num protowire.Number) (string, error) {
+	var s string
+	err := forEachField(b, func(n protowire.Number, typ protowire.Type, v []byte) error {
+		if n == num && typ == protowire.BytesType {
+			s = string(v)
+		}
+		return nil
+	})
+	return s, err
+}
+
+// decodeMLNode decodes a NodeProto's name, op type, inputs, outputs and
+// attributes. A repeated int or float attribute may be packed or not, as
+// protobuf requires of a reader; a field of the wrong wire type is an
+// error.
+func decodeMLNode(b []byte) (*mlNode, error) {
+	n := &mlNode{attrs: map[string]*mlAttr{}}
+	err := forEachField(b, func(num protowire.Number, typ protowire.Type, v []byte) error {
+		if typ != protowire.BytesType {
+			return nil
+		}
+		switch num {
+		case fieldNodeInput:
+			n.input = append(n.input, string(v))
+		case fieldNodeOutput:
+			n.output = append(n.output, string(v))
+		case fieldNodeName:
+			n.name = string(v)
+		case fieldNodeOpType:
+			n.opType = string(v)
+		case fieldNodeAttribute:
+			name, a, err := decodeMLAttr(v)
+			if err != nil {
+				return fmt.Errorf("attribute %w", err)
+			}
+			n.attrs[name] = a
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("node %s: %w", n.name, err)
+	}
+	return n, nil
+}
+
+func decodeMLAttr(b []byte) (string, *mlAttr, error) {
+	// A list written unpacked has a field per element: 300,000 of them in
+	// the embedded MTTKRP model. So the loop reads one-byte tags and
+	// varints itself, and a list is allocated at its first element,
+	// large enough for the rest of the attribute (an unpacked int takes
+	// at least 2 bytes, a float 5).
+	var name string
+	a := &mlAttr{raw: b}
+	for len(b) > 0 {
+		var num protowire.Number
+		var typ protowire.Type
+		if c := b[0]; c < 0x80 {
+			num, typ = protowire.Number(c>>3), protowire.Type(c&7)
+			b = b[1:]
+		} else {
+			var n int
+			if num, typ, n = protowire.ConsumeTag(b); n < 0 {
+				return "", nil, fmt.Errorf("%s: %w", name, protowire.ParseError(n))
+			}
+			b = b[n:]
+		}
+		switch {
+		case num == fieldAttrInts && typ == protowire.VarintType:
+			x, m := uvarint(b)
+			if m < 0 {
+				return "", nil, fmt.Errorf("%s: ints: %w", name, protowire.ParseError(m))
+			}
+			if a.ints == nil {
+				a.ints = make([]int64, 0, len(b)/2+1)
+			}
+			a.ints = append(a.ints, int64(x))
+			b = b[m:]
+			continue
+		case num == fieldAttrFloats && typ == protowire.Fixed32Type:
+			if len(b) < 4 {
+				return "", nil, fmt.Errorf("%s: floats: %w", name, protowire.ParseError(-1))
+			}
+			if a.floats == nil {
+				a.floats = make([]float32, 0, len(b)/5+1)
+			}
+			a.floats = append(a.floats, math.Float32frombits(binary.LittleEndian.Uint32(b)))
+			b = b[4:]
+			continue
+		case typ != protowire.BytesType:
+			if num == fieldAttrName || num == fieldAttrS || num == fieldAttrStrings || num == fieldAttrInts || num == fieldAttrFloats {
+				return "", nil, fmt.Errorf("%s: field %d has wire type %d", name, num, typ)
+			}
+			m := protowire.ConsumeFieldValue(num, typ, b)
+			if m < 0 {
+				return "", nil, fmt.Errorf("%s: %w", name, protowire.ParseError(m))
+			}
+			b = b[m:]
+			continue
+		}
+		v, m := protowire.ConsumeBytes(b)
+		if m < 0 {
+			return "", nil, fmt.Errorf("%s: %w", name, protowire.ParseError(m))
+		}
+		b = b[m:]
+		switch num {
+		case fieldAttrName:
+			name = string(v)
+		case fieldAttrS:
+			a.s = v
+		case fieldAttrStrings:
+			if a.spans == nil {
+				a.spans = make([]span, 0, len(b)/3+1)
+			}
+			end := len(a.raw) - len(b)
+			a.spans = append(a.spans, span{int32(end - len(v)), int32(end)})
+		case fieldAttrInts:
+			if a.ints == nil {
+				a.ints = make([]int64, 0, len(v))
+			}
+			for len(v) > 0 {
+				x, k := uvarint(v)
+				if k < 0 {
+					return "", nil, fmt.Errorf("%s: ints: %w", name, protowire.ParseError(k))
+				}
+				a.ints = append(a.ints, int64(x))
+				v = v[k:]
+			}
+		case fieldAttrFloats:
+			if len(v)%4 != 0 {
+				return "", nil, fmt.Errorf("%s: floats: packed length %d is not a multiple of 4", name, len(v))
+			}
+			if a.floats == nil {
+				a.floats = make([]float32, 0, len(v)/4)
+			}
+			for ; len(v) > 0; v = v[4:] {
+				a.floats = append(a.floats, math.Float32frombits(binary.LittleEndian.Uint32(v)))
+			}
+		}
+	}
+	return name, a, nil
+}
+
+// uvarint is protowire.ConsumeVarint with the one-byte case inline: tree
+// ids are mostly under 128.
+func uvarint(b []byte) (uint64, int) {
+	if len(b) > 0 && b[0] < 0x80 {
+		return uint64(b[0]), 1
+	}
+	return protowire.ConsumeVarint(b)
 }

@@ -503,8 +503,8 @@ type AttributeProto struct {
 	// Do not use field below, it's deprecated.
 	// optional ValueProto v = 12;         // value - subsumes everything but graph
 	Tp            *TypeProto           `protobuf:"bytes,14,opt,name=tp" json:"tp,omitempty"`                                            // type proto
-	Floats        []float32            `protobuf:"fixed32,7,rep,name=floats" json:"floats,omitempty"`                                   // list of floats
-	Ints          []int64              `protobuf:"varint,8,rep,name=ints" json:"ints,omitempty"`                                        // list of ints
+	Floats        []float32            `protobuf:"fixed32,7,rep,packed,name=floats" json:"floats,omitempty"`                            // list of floats
+	Ints          []int64              `protobuf:"varint,8,rep,packed,name=ints" json:"ints,omitempty"`                                 // list of ints
 	Strings       [][]byte             `protobuf:"bytes,9,rep,name=strings" json:"strings,omitempty"`                                   // list of UTF-8 strings
 	Tensors       []*TensorProto       `protobuf:"bytes,10,rep,name=tensors" json:"tensors,omitempty"`                                  // list of tensors
 	Graphs        []*GraphProto        `protobuf:"bytes,11,rep,name=graphs" json:"graphs,omitempty"`                                    // list of graph
@@ -2511,7 +2511,7 @@ var File_sparsetune_onnx_proto protoreflect.FileDescriptor
 
 const file_sparsetune_onnx_proto_rawDesc = "" +
 	"\n" +
-	"\x15sparsetune/onnx.proto\x12\x0fsparsetune.onnx\"\xb7\a\n" +
+	"\x15sparsetune/onnx.proto\x12\x0fsparsetune.onnx\"\xbf\a\n" +
 	"\x0eAttributeProto\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\"\n" +
 	"\rref_attr_name\x18\x15 \x01(\tR\vrefAttrName\x12\x1d\n" +
@@ -2524,9 +2524,9 @@ const file_sparsetune_onnx_proto_rawDesc = "" +
 	"\x01t\x18\x05 \x01(\v2\x1c.sparsetune.onnx.TensorProtoR\x01t\x12)\n" +
 	"\x01g\x18\x06 \x01(\v2\x1b.sparsetune.onnx.GraphProtoR\x01g\x12G\n" +
 	"\rsparse_tensor\x18\x16 \x01(\v2\".sparsetune.onnx.SparseTensorProtoR\fsparseTensor\x12*\n" +
-	"\x02tp\x18\x0e \x01(\v2\x1a.sparsetune.onnx.TypeProtoR\x02tp\x12\x16\n" +
-	"\x06floats\x18\a \x03(\x02R\x06floats\x12\x12\n" +
-	"\x04ints\x18\b \x03(\x03R\x04ints\x12\x18\n" +
+	"\x02tp\x18\x0e \x01(\v2\x1a.sparsetune.onnx.TypeProtoR\x02tp\x12\x1a\n" +
+	"\x06floats\x18\a \x03(\x02B\x02\x10\x01R\x06floats\x12\x16\n" +
+	"\x04ints\x18\b \x03(\x03B\x02\x10\x01R\x04ints\x12\x18\n" +
 	"\astrings\x18\t \x03(\fR\astrings\x126\n" +
 	"\atensors\x18\n" +
 	" \x03(\v2\x1c.sparsetune.onnx.TensorProtoR\atensors\x123\n" +
