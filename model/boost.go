@@ -538,3 +538,32 @@ func softmaxInPlace(s []float64) {
 		s[k] /= z
 	}
 }
+
+// Blend returns the mean of two predictors' probabilities over the same
+// classes: the network's and the trees' where the trees are unsure
+// (Info.BlendMargins).
+func Blend(a, b []float64) []float64 {
+	out := make([]float64, len(a))
+	for k := range out {
+		out[k] = (a[k] + b[k]) / 2
+	}
+	return out
+}
+
+// TopMargin returns how far the most probable class is ahead of the
+// next: the trees' confidence, which decides whether a head with a blend
+// margin asks its network too (Info.BlendMargins).
+func TopMargin(p []float64) float64 {
+	first, second := math.Inf(-1), math.Inf(-1)
+	for _, v := range p {
+		if v > first {
+			first, second = v, first
+		} else if v > second {
+			second = v
+		}
+	}
+	if len(p) < 2 {
+		return math.Inf(1)
+	}
+	return first - second
+}

@@ -230,6 +230,102 @@ func TestTreesInModelFile(t *testing.T) {
 	}
 }
 
+// TestBlendMargins: a head with trees and a blend margin answers with
+// the trees where they lead by at least the margin, and else with the
+// mean of the network's and the trees' probabilities (By "blend", the
+// graph encoded); the margins round-trip through the file and GCN;
+// malformed margins are refused on export and on reading.
+func TestBlendMargins(t *testing.T) {
+	g, tr := treesGCN(t, TreeOptions{Rounds: 20, Depth: 4})
+	rng := rand.New(rand.NewPCG(5, 6))
+	s, err := features.Summarize(familyTensor(rng, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, _ := s.Global(hetero.SpTTM, 0)
+	treeProbs := tr.Probs(v[:])
+	lead := TopMargin(treeProbs)
+	cpu := hetero.Info{Name: "cpu", Kind: hetero.CPU}
+	for _, c := range []struct {
+		name   string
+		margin float64
+		by     string
+	}{
+		{"always", math.Inf(1), "blend"},
+		{"above the lead", lead * 1.01, "blend"},
+		{"below the lead", lead * 0.99, "boosted"},
+	} {
+		g.BlendMargins = map[string]float64{"cpu": c.margin}
+		m := exportParsed(t, g, "blend.onnx")
+		if got := m.Info.BlendMargins["cpu"]; got != c.margin {
+			t.Fatalf("%s: margin %g read back as %g", c.name, c.margin, got)
+		}
+		pr, err := GCNPredictor{Model: m}.PredictDevice(s, hetero.SpTTM, 0, cpu)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if pr.By != c.by || (pr.Encoding != 0) != (c.by == "blend") {
+			t.Errorf("%s: by %q, encoding %v, want %q", c.name, pr.By, pr.Encoding, c.by)
+		}
+		want := treeProbs
+		if c.by == "blend" {
+			in, _, _, err := SummaryInput(s, hetero.SpTTM, 0, m.Info.Budget)
+			if err != nil {
+				t.Fatal(err)
+			}
+			np, err := m.RunHead(in, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want = Blend(np, treeProbs)
+		}
+		for _, f := range pr.Formats {
+			if k := slices.Index(tr.Classes, f.Format); math.Abs(f.Score-want[k]) > 1e-12 {
+				t.Errorf("%s: %s scored %g, want %g", c.name, f.Format, f.Score, want[k])
+			}
+		}
+		// The network alone, when asked.
+		if pr, err := (GCNPredictor{Model: m, Network: true}).PredictDevice(s, hetero.SpTTM, 0, cpu); err != nil || pr.By != "" {
+			t.Errorf("%s: --predictor network: by %q, %v", c.name, pr.By, err)
+		}
+		g2, err := m.GCN()
+		if err != nil || g2.BlendMargins["cpu"] != c.margin {
+			t.Errorf("%s: GCN read from the file: margins %v, %v", c.name, g2.BlendMargins, err)
+		}
+	}
+	for _, margins := range []map[string]float64{{"cpu": 0}, {"cpu": -1}, {"cpu": math.NaN()}, {"gpu": 0.1}, {"tpu": 0.1}} {
+		g.BlendMargins = margins
+		if _, err := g.ExportONNX(); err == nil {
+			t.Errorf("margins %v exported", margins)
+		}
+	}
+	trees := map[string]*Trees{"cpu": tr}
+	for _, v := range []string{"cpu", "cpu=", "cpu=0", "cpu=-0.1", "cpu=x", "cpu=NaN", "gpu=0.1", "cpu=0.1,cpu=0.2"} {
+		if _, err := parseBlendMargins(v, trees); err == nil {
+			t.Errorf("metadata %q read", v)
+		}
+	}
+	if m, err := parseBlendMargins("cpu=+Inf", trees); err != nil || !math.IsInf(m["cpu"], 1) {
+		t.Errorf("cpu=+Inf: %v, %v", m, err)
+	}
+}
+
+func TestTopMargin(t *testing.T) {
+	for _, c := range []struct {
+		p    []float64
+		want float64
+	}{
+		{[]float64{0.5, 0.2, 0.3}, 0.2},
+		{[]float64{0.1, 0.6, 0.3}, 0.3},
+		{[]float64{0.4, 0.4, 0.2}, 0},
+		{[]float64{0.2, 0.3, 0.5}, 0.2},
+	} {
+		if got := TopMargin(c.p); math.Abs(got-c.want) > 1e-12 {
+			t.Errorf("TopMargin(%v) = %g, want %g", c.p, got, c.want)
+		}
+	}
+}
+
 func reflectEqual(a, b any) bool {
 	switch a := a.(type) {
 	case []string:

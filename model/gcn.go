@@ -89,6 +89,13 @@ type GCN struct {
 	// GCNPredictor answers for those heads with them. A rule head has
 	// none.
 	Trees map[string]*Trees
+	// BlendMargins are, for heads with trees, how sure the trees must be
+	// to answer alone: where their most probable class is ahead of the
+	// next by less than the head's margin, GCNPredictor asks the network
+	// too and answers with the mean of the two (Blend). Training picks
+	// each margin by cross-validation; a head without one answers with
+	// its trees alone, and +Inf means always the mean.
+	BlendMargins map[string]float64
 	// CPUInnerLoops are the inner loops (kernels.InnerLoops) of the builds
 	// that measured the cpu head's labels. Which format is fastest on a
 	// CPU depends on them: a prediction on a CPU that runs others carries

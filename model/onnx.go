@@ -294,6 +294,13 @@ func (g *GCN) ExportONNX() ([]byte, error) {
 	if len(treeHeads) != len(g.Trees) {
 		return nil, fmt.Errorf("trees for %d heads, of which %d are heads of the model", len(g.Trees), len(treeHeads))
 	}
+	if len(g.BlendMargins) > 0 {
+		v, err := formatBlendMargins(g.BlendMargins, c.Heads, g.Trees)
+		if err != nil {
+			return nil, err
+		}
+		meta[metaBlendMargins] = v
+	}
 	if len(treeHeads) > 0 {
 		meta[metaTreeHeads] = strings.Join(treeHeads, ",")
 		opsets = append(opsets, &onnxpb.OperatorSetIdProto{Domain: proto.String(mlDomain), Version: proto.Int64(mlOpsetVersion)})

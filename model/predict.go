@@ -39,7 +39,8 @@ type Prediction struct {
 	// By names what decided when a predictor can answer in more than one
 	// way: "rule" for a model head that defers to the hand rule
 	// (Info.RuleHeads), "boosted" for one answered by its boosted trees
-	// (Info.TreeHeads), else empty.
+	// (Info.TreeHeads), "blend" for one whose trees were unsure and asked
+	// the network too (Info.BlendMargins), else empty.
 	By string `json:"by,omitempty"`
 }
 
@@ -197,8 +198,7 @@ func (p GCNPredictor) PredictDevice(s *features.Summary, op hetero.Op, mode int,
 // each took. GCNPredictor and training both call it, so a model is
 // trained on exactly the inputs it later sees.
 func SummaryInput(s *features.Summary, op hetero.Op, mode int, budget graphenc.Budget) (in *Input, feat, enc time.Duration, err error) {
-	shape, err := graphenc.ShapeFor(op, s.Dims, mode)
-	if err != nil {
+	if _, err := graphenc.ShapeFor(op, s.Dims, mode); err != nil {
 		return nil, 0, 0, err
 	}
 	start := time.Now()
@@ -207,13 +207,23 @@ func SummaryInput(s *features.Summary, op hetero.Op, mode int, budget graphenc.B
 		return nil, 0, 0, err
 	}
 	feat = time.Since(start)
-	start = time.Now()
-	g, err := s.Encode(shape, budget)
+	g, enc, err := summaryGraph(s, op, mode, budget)
 	if err != nil {
 		return nil, 0, 0, err
 	}
-	enc = time.Since(start)
 	return NewInput(g, v), feat, enc, nil
+}
+
+// summaryGraph returns the graph of op along mode from the summary, and
+// the time it took.
+func summaryGraph(s *features.Summary, op hetero.Op, mode int, budget graphenc.Budget) (*graphenc.Graph, time.Duration, error) {
+	shape, err := graphenc.ShapeFor(op, s.Dims, mode)
+	if err != nil {
+		return nil, 0, err
+	}
+	start := time.Now()
+	g, err := s.Encode(shape, budget)
+	return g, time.Since(start), err
 }
 
 // PredictSummary computes the global features and the graph from the
@@ -255,6 +265,24 @@ func (p GCNPredictor) PredictSummary(s *features.Summary, op hetero.Op, mode int
 		start = time.Now()
 		probs := t.Probs(v[:])
 		pr.Infer = time.Since(start)
+		if margin := info.BlendMargins[info.Heads[head].Name]; TopMargin(probs) < margin {
+			// The trees are unsure: the network is asked too, and the
+			// answer is the mean of the two (docs/model.md, "The
+			// blend").
+			g, enc, err := summaryGraph(s, op, mode, info.Budget)
+			if err != nil {
+				return nil, err
+			}
+			pr.Encoding = enc
+			start = time.Now()
+			np, err := p.Model.RunHead(NewInput(g, v), head)
+			if err != nil {
+				return nil, err
+			}
+			probs = Blend(np, probs)
+			pr.Infer += time.Since(start)
+			pr.By = "blend"
+		}
 		pr.Formats = rank(t.Classes, probs)
 	} else {
 		in, feat, enc, err := SummaryInput(s, op, mode, info.Budget)

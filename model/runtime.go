@@ -48,6 +48,9 @@ type Info struct {
 	TreeHeads []string          `json:"tree_heads,omitempty"`
 	TreeNodes int               `json:"tree_nodes,omitempty"`
 	Trees     map[string]*Trees `json:"-"`
+	// BlendMargins are the heads with trees that ask the network too
+	// when the trees are unsure, and how sure is sure (GCN.BlendMargins).
+	BlendMargins map[string]float64 `json:"blend_margins,omitempty"`
 	// CPUInnerLoops are the inner loops of the builds that measured the
 	// cpu head's labels (GCN.CPUInnerLoops); empty when not recorded.
 	CPUInnerLoops []string `json:"cpu_inner_loops,omitempty"`
@@ -298,6 +301,9 @@ func parseInfo(data []byte) (*Info, *onnxpb.ModelProto, []byte, error) {
 			info.TreeHeads = append(info.TreeHeads, h.Name)
 			info.TreeNodes += t.Nodes()
 		}
+	}
+	if info.BlendMargins, err = parseBlendMargins(meta[metaBlendMargins], info.Trees); err != nil {
+		return nil, nil, nil, err
 	}
 	if len(mp.Graph.Output) != len(info.Heads) {
 		return nil, nil, nil, fmt.Errorf("graph has %d outputs besides the trees', expected one per head (%d)", len(mp.Graph.Output), len(info.Heads))

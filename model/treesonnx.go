@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 
 	"google.golang.org/protobuf/encoding/protowire"
@@ -27,7 +28,57 @@ const (
 	treesOpType    = "TreeEnsembleClassifier"
 	// metaTreeHeads (optional) lists the heads answered by trees.
 	metaTreeHeads = "sparsetune.tree_heads"
+	// metaBlendMargins (optional) lists HEAD=MARGIN for the heads with
+	// trees that ask their network too when unsure (GCN.BlendMargins).
+	metaBlendMargins = "sparsetune.blend_margins"
 )
+
+// formatBlendMargins writes margins as metaBlendMargins holds them, in
+// head order.
+func formatBlendMargins(margins map[string]float64, heads []Head, trees map[string]*Trees) (string, error) {
+	var parts []string
+	for _, h := range heads {
+		m, ok := margins[h.Name]
+		if !ok {
+			continue
+		}
+		if trees[h.Name] == nil {
+			return "", fmt.Errorf("head %s has a blend margin and no trees", h.Name)
+		}
+		if !(m > 0) {
+			return "", fmt.Errorf("head %s: blend margin %g, expected a positive number or +Inf", h.Name, m)
+		}
+		parts = append(parts, h.Name+"="+strconv.FormatFloat(m, 'g', -1, 64))
+	}
+	if len(parts) != len(margins) {
+		return "", fmt.Errorf("blend margins for %d heads, of which %d are heads of the model", len(margins), len(parts))
+	}
+	return strings.Join(parts, ","), nil
+}
+
+// parseBlendMargins reads the value of metaBlendMargins: each head must
+// have trees, each margin be positive (+Inf allowed).
+func parseBlendMargins(v string, trees map[string]*Trees) (map[string]float64, error) {
+	if v == "" {
+		return nil, nil
+	}
+	out := map[string]float64{}
+	for _, part := range strings.Split(v, ",") {
+		h, ms, ok := strings.Cut(part, "=")
+		m, err := strconv.ParseFloat(ms, 64)
+		switch {
+		case !ok || err != nil || !(m > 0):
+			return nil, fmt.Errorf("metadata %s: %q, expected HEAD=MARGIN with a positive margin", metaBlendMargins, part)
+		case trees[h] == nil:
+			return nil, fmt.Errorf("metadata %s names %q, which has no trees", metaBlendMargins, h)
+		}
+		if _, dup := out[h]; dup {
+			return nil, fmt.Errorf("metadata %s names %q twice", metaBlendMargins, h)
+		}
+		out[h] = m
+	}
+	return out, nil
+}
 
 func treesNodeName(head string) string   { return "trees_" + head }
 func treesLabelName(head string) string  { return "trees_label_" + head }

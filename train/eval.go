@@ -22,6 +22,11 @@ const (
 	// (model.FitTrees): cross-validated by Fit for every head, and a
 	// model file's own for its tree heads in Evaluate.
 	PredictorBoosted = "boosted"
+	// PredictorBlend is the mean of the network's and the boosted
+	// trees' probabilities (model.Blend): cross-validated by Fit for
+	// every head, and a model file's own for its heads with trees in
+	// Evaluate.
+	PredictorBlend = "blend"
 )
 
 // TreeHeads returns, per op, the device classes for which the scores put

@@ -3,6 +3,7 @@ package train
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"path/filepath"
@@ -156,6 +157,10 @@ type Report struct {
 	// boosted trees (TreeHeads of the cross-validated scores): Fit fits
 	// them on every row of the head and records them in Models.
 	TreeHeads map[string][]string
+	// BlendMargins are, per op and tree head, the margin under which the
+	// trees ask the network too (model.GCN.BlendMargins), chosen on the
+	// folds (chooseTrees).
+	BlendMargins map[string]map[string]float64
 }
 
 func (o *FitOptions) defaults() error {
@@ -626,12 +631,15 @@ func Fit(rows []LabelRow, o FitOptions) (*Report, error) {
 		return nil, err
 	}
 	ops, _ := opsAndClasses(d.rows)
+	// The out-of-fold probabilities of each row's head, for the blend.
+	var gcnProbs, treeProbs [][]float64
 	if o.Folds > 1 {
 		folds, err := GroupFolds(d.rows, o.Folds, o.Seed)
 		if err != nil {
 			return nil, err
 		}
 		gcn := Picks{Predictor: PredictorGCN, Formats: make([]string, len(d.rows))}
+		gcnProbs = make([][]float64, len(d.rows))
 		for f := range o.Folds {
 			trainIdx, testIdx := splitFold(folds, f)
 			for _, op := range ops {
@@ -654,15 +662,16 @@ func Fit(rows []LabelRow, o FitOptions) (*Report, error) {
 					}
 					h := headIndex(heads, r.DeviceClass)
 					gcn.Formats[i] = heads[h].Classes[argmax(probs[h])]
+					gcnProbs[i] = probs[h]
 				}
 			}
 		}
 		rep.Picks = append(rep.Picks, gcn)
-		boosted, err := d.treesCV(ops, folds, &o)
-		if err != nil {
+		var boosted Picks
+		if boosted, treeProbs, err = d.treesCV(ops, folds, &o); err != nil {
 			return nil, err
 		}
-		rep.Picks = append(rep.Picks, boosted)
+		rep.Picks = append(rep.Picks, boosted, cascadePicks(d, PredictorBlend, gcnProbs, treeProbs, func(string, string) float64 { return math.Inf(1) }))
 		bl, err := d.baselinesCV(folds, o.Folds, o.Baselines)
 		if err != nil {
 			return nil, err
@@ -677,7 +686,22 @@ func Fit(rows []LabelRow, o FitOptions) (*Report, error) {
 	}
 	if o.Folds > 1 {
 		rep.RuleHeads = RuleHeads(rep.Scores)
-		rep.TreeHeads = TreeHeads(rep.Scores, rep.RuleHeads)
+		rep.TreeHeads, rep.BlendMargins = d.chooseTrees(rep.Scores, rep.RuleHeads, gcnProbs, treeProbs)
+		// What the model answers with, head by head, scored on the
+		// same folds: the rule, the network, the trees or the blend.
+		def := cascadePicks(d, PredictorDefault, gcnProbs, treeProbs, func(op, class string) float64 { return rep.BlendMargins[op][class] })
+		for i, r := range d.rows {
+			switch {
+			case slices.Contains(rep.RuleHeads[r.Op], r.DeviceClass):
+				op, _ := hetero.ParseOp(r.Op)
+				def.Formats[i] = model.RuleChoice(op, classKind(r.DeviceClass))
+			case !slices.Contains(rep.TreeHeads[r.Op], r.DeviceClass):
+				def.Formats[i] = rep.Picks[0].Formats[i] // the network's
+			}
+		}
+		// After gcn, boosted and blend, before the baselines.
+		rep.Picks = slices.Insert(rep.Picks, 3, def)
+		rep.Scores = Scores(d.rows, rep.Picks)
 	}
 	for _, op := range ops {
 		heads := d.heads(op)
@@ -686,6 +710,7 @@ func Fit(rows []LabelRow, o FitOptions) (*Report, error) {
 			return nil, fmt.Errorf("final model: %w", err)
 		}
 		g.RuleHeads = rep.RuleHeads[op.String()]
+		g.BlendMargins = maps.Clone(rep.BlendMargins[op.String()])
 		treeHeads := rep.TreeHeads[op.String()]
 		if o.AllTrees {
 			treeHeads = nil
@@ -765,8 +790,9 @@ func (d *dataset) treeRows(op hetero.Op, class string, classes []string, idx []i
 // treesCV returns the boosted trees' out-of-fold picks: for each fold,
 // op and head, trees fitted on the head's rows outside the fold pick for
 // its rows inside it, as the network's picks are made.
-func (d *dataset) treesCV(ops []hetero.Op, folds []int, o *FitOptions) (Picks, error) {
+func (d *dataset) treesCV(ops []hetero.Op, folds []int, o *FitOptions) (Picks, [][]float64, error) {
 	p := Picks{Predictor: PredictorBoosted, Formats: make([]string, len(d.rows))}
+	probs := make([][]float64, len(d.rows))
 	for f := range o.Folds {
 		trainIdx, testIdx := splitFold(folds, f)
 		for _, op := range ops {
@@ -778,17 +804,98 @@ func (d *dataset) treesCV(ops []hetero.Op, folds []int, o *FitOptions) (Picks, e
 				o.Progress(FitProgress{Stage: "trees", Done: f, Total: o.Folds})
 				t, err := model.FitTrees(x, y, h.Classes, o.treeOptions())
 				if err != nil {
-					return p, fmt.Errorf("fold %d: %s %s trees: %w", f+1, op, h.Name, err)
+					return p, nil, fmt.Errorf("fold %d: %s %s trees: %w", f+1, op, h.Name, err)
 				}
 				for _, i := range testIdx {
 					if r := &d.rows[i]; r.Op == op.String() && r.DeviceClass == h.Name {
-						p.Formats[i] = h.Classes[argmax(t.Probs(d.inputs[i].Global[:]))]
+						probs[i] = t.Probs(d.inputs[i].Global[:])
+						p.Formats[i] = h.Classes[argmax(probs[i])]
 					}
 				}
 			}
 		}
 	}
-	return p, nil
+	return p, probs, nil
+}
+
+// cascadePicks returns the picks of the trees with a blend margin
+// (model.GCN.BlendMargins) from out-of-fold probabilities: for each row
+// with both, the trees' class where they are ahead by at least the
+// margin of the row's head, else the class of highest mean probability
+// of the network and the trees. A margin of 0 is the trees alone, +Inf
+// the blend always.
+func cascadePicks(d *dataset, predictor string, network, trees [][]float64, margin func(op, class string) float64) Picks {
+	p := Picks{Predictor: predictor, Formats: make([]string, len(d.rows))}
+	heads := map[string][]model.Head{}
+	for i, r := range d.rows {
+		if network[i] == nil || trees[i] == nil {
+			continue
+		}
+		if heads[r.Op] == nil {
+			op, _ := hetero.ParseOp(r.Op)
+			heads[r.Op] = d.heads(op)
+		}
+		hs := heads[r.Op]
+		classes := hs[headIndex(hs, r.DeviceClass)].Classes
+		probs := trees[i]
+		if model.TopMargin(probs) < margin(r.Op, r.DeviceClass) {
+			probs = model.Blend(network[i], probs)
+		}
+		p.Formats[i] = classes[argmax(probs)]
+	}
+	return p
+}
+
+// blendMargins are the margins chooseTrees tries, cheapest first: 0 is
+// the trees alone, +Inf the blend always.
+var blendMargins = []float64{0, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5, 0.75, math.Inf(1)}
+
+// chooseTrees returns, per op, the heads that answer with trees and the
+// blend margin of each (none for trees alone), from the out-of-fold
+// probabilities of the network and the trees. A head that is not a rule
+// head answers with trees under the margin whose cross-validated
+// accuracy is highest among those whose accuracy and oracle ratio are
+// both at least the network's, the smallest such margin on a tie, since
+// a larger one asks the network more often; where no margin is that
+// good, with the network.
+func (d *dataset) chooseTrees(scores []Score, ruleHeads map[string][]string, network, trees [][]float64) (map[string][]string, map[string]map[string]float64) {
+	type key struct{ op, class string }
+	gcn := map[key]Score{}
+	for _, s := range scores {
+		if s.Predictor == PredictorGCN && s.NNZBucket == "" {
+			gcn[key{s.Op, s.DeviceClass}] = s
+		}
+	}
+	best := map[key]Score{}
+	bestMargin := map[key]float64{}
+	for _, m := range blendMargins {
+		p := cascadePicks(d, "trees", network, trees, func(string, string) float64 { return m })
+		for _, s := range Scores(d.rows, []Picks{p}) {
+			k := key{s.Op, s.DeviceClass}
+			g, ok := gcn[k]
+			if s.Predictor != p.Predictor || !ok || s.N == 0 || s.N != g.N || slices.Contains(ruleHeads[k.op], k.class) ||
+				s.Accuracy < g.Accuracy || s.OracleRatio < g.OracleRatio {
+				continue
+			}
+			if b, ok := best[k]; !ok || s.Accuracy > b.Accuracy {
+				best[k], bestMargin[k] = s, m
+			}
+		}
+	}
+	heads, margins := map[string][]string{}, map[string]map[string]float64{}
+	for k, m := range bestMargin {
+		heads[k.op] = append(heads[k.op], k.class)
+		if m > 0 {
+			if margins[k.op] == nil {
+				margins[k.op] = map[string]float64{}
+			}
+			margins[k.op][k.class] = m
+		}
+	}
+	for _, cs := range heads {
+		slices.Sort(cs)
+	}
+	return heads, margins
 }
 
 // cpuInnerLoops returns the distinct inner loops of the builds that
@@ -920,8 +1027,10 @@ func Evaluate(rows []LabelRow, models []*model.ONNXModel, o FitOptions) (*Report
 		// is reported whether or not any row's head is a rule head, so
 		// that a report always says what the model answers.
 		def := Picks{Predictor: PredictorDefault, Formats: make([]string, len(d.rows))}
-		// The model's boosted trees, for the heads that have them.
+		// The model's boosted trees, and their blend with its network,
+		// for the heads that have trees.
 		boosted := Picks{Predictor: PredictorBoosted, Formats: make([]string, len(d.rows))}
+		blend := Picks{Predictor: PredictorBlend, Formats: make([]string, len(d.rows))}
 		missing := map[string]int{}
 		for i, r := range d.rows {
 			m := byOp[r.Op]
@@ -943,8 +1052,13 @@ func Evaluate(rows []LabelRow, models []*model.ONNXModel, o FitOptions) (*Report
 			gcn.Formats[i] = m.Info.Heads[h].Classes[argmax(probs[h])]
 			def.Formats[i] = gcn.Formats[i]
 			if t := m.Info.Trees[m.Info.Heads[h].Name]; t != nil {
-				boosted.Formats[i] = t.Classes[argmax(t.Probs(d.inputs[i].Global[:]))]
+				tp := t.Probs(d.inputs[i].Global[:])
+				boosted.Formats[i] = t.Classes[argmax(tp)]
+				blend.Formats[i] = t.Classes[argmax(model.Blend(probs[h], tp))]
 				def.Formats[i] = boosted.Formats[i]
+				if model.TopMargin(tp) < m.Info.BlendMargins[m.Info.Heads[h].Name] {
+					def.Formats[i] = blend.Formats[i]
+				}
 			}
 			if slices.Contains(m.Info.RuleHeads, m.Info.Heads[h].Name) {
 				op, _ := hetero.ParseOp(r.Op)
@@ -962,7 +1076,7 @@ func Evaluate(rows []LabelRow, models []*model.ONNXModel, o FitOptions) (*Report
 		}
 		rep.Picks = append(rep.Picks, gcn, def)
 		if slices.ContainsFunc(models, func(m *model.ONNXModel) bool { return len(m.Info.TreeHeads) > 0 }) {
-			rep.Picks = append(rep.Picks, boosted)
+			rep.Picks = append(rep.Picks, boosted, blend)
 		}
 	}
 	if o.Folds > 1 {

@@ -242,7 +242,7 @@ func TestFitPipeline(t *testing.T) {
 			t.Errorf("score %+v", s)
 		}
 	}
-	for _, p := range []string{PredictorGCN, PredictorBoosted, "tree", PredictorRule, "always coo", "always csf", PredictorMeasure} {
+	for _, p := range []string{PredictorGCN, PredictorBoosted, PredictorBlend, PredictorDefault, "tree", PredictorRule, "always coo", "always csf", PredictorMeasure} {
 		if !have[p] {
 			t.Errorf("no score for %s: %+v", p, rep.Scores)
 		}
@@ -301,6 +301,11 @@ func TestFitPipeline(t *testing.T) {
 					t.Fatalf("row %d (%s): a tree head, but no boosted pick", i+1, r.Op)
 				}
 				want = ev.Picks[k].Formats[i]
+				// Under a blend margin, where the trees are unsure, the
+				// blend's pick.
+				if b := slices.IndexFunc(ev.Picks, func(p Picks) bool { return p.Predictor == PredictorBlend }); m.Info.BlendMargins["cpu"] > 0 && b >= 0 && def.Formats[i] == ev.Picks[b].Formats[i] {
+					want = def.Formats[i]
+				}
 			}
 		}
 		if def.Formats[i] != want {
@@ -521,5 +526,54 @@ func TestFitRefit(t *testing.T) {
 		if _, err := g.ExportONNX(); err != nil {
 			t.Errorf("%s: %v", op, err)
 		}
+	}
+}
+
+// TestChooseTrees: from out-of-fold probabilities, a head answers with
+// the trees under the smallest blend margin that scores best (the trees
+// unsure and wrong where the network is right: the blend mends them), a
+// head whose trees and blend are both behind the network keeps the
+// network, and a rule head gets no trees.
+func TestChooseTrees(t *testing.T) {
+	var d dataset
+	var network, trees [][]float64
+	add := func(class string, label int, np, tp []float64) {
+		names := []string{"coo", "csf"}
+		d.rows = append(d.rows, LabelRow{Tensor: fmt.Sprintf("t%d", len(d.rows)), Source: "s", Op: "mttkrp", Mode: 1, DeviceClass: class,
+			Label: names[label], Times: map[string]float64{names[label]: 1, names[1-label]: 2}})
+		network, trees = append(network, np), append(trees, tp)
+	}
+	for i := range 20 {
+		label := i % 2
+		right := func(p float64) []float64 { // p on the label
+			if label == 0 {
+				return []float64{p, 1 - p}
+			}
+			return []float64{1 - p, p}
+		}
+		switch {
+		case i < 5: // the network wrong, the trees sure and right
+			add("cpu", label, right(0.3), right(0.8))
+		case i < 10: // both right
+			add("cpu", label, right(0.9), right(0.8))
+		default: // the trees unsure and wrong, the network sure and right
+			add("cpu", label, right(0.9), right(0.48))
+		}
+		add("gpu", label, right(0.9), right(0.05)) // trees sure and wrong
+		add("opencl-cpu", label, right(0.9), right(0.9))
+	}
+	gcn := Picks{Predictor: PredictorGCN, Formats: make([]string, len(d.rows))}
+	for i := range d.rows {
+		gcn.Formats[i] = []string{"coo", "csf"}[argmax(network[i])]
+	}
+	scores := Scores(d.rows, []Picks{gcn})
+	heads, margins := d.chooseTrees(scores, map[string][]string{"mttkrp": {"opencl-cpu"}}, network, trees)
+	if want := map[string][]string{"mttkrp": {"cpu"}}; !reflect.DeepEqual(heads, want) {
+		t.Errorf("tree heads %v, want %v", heads, want)
+	}
+	// The trees lead by 0.04 where they are wrong: 0.05 is the smallest
+	// margin that sends those rows to the blend.
+	if want := map[string]map[string]float64{"mttkrp": {"cpu": 0.05}}; !reflect.DeepEqual(margins, want) {
+		t.Errorf("blend margins %v, want %v", margins, want)
 	}
 }

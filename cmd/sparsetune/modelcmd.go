@@ -52,6 +52,11 @@ ranges, and its format version.`,
 			if len(info.TreeHeads) > 0 {
 				fmt.Fprintf(tw, "tree heads\t%s (boosted trees on the global features scored above the gcn: predictions for them are the trees', %d nodes in all)\n", strings.Join(info.TreeHeads, ", "), info.TreeNodes)
 			}
+			for _, h := range info.TreeHeads {
+				if m, ok := info.BlendMargins[h]; ok {
+					fmt.Fprintf(tw, "blend margin %s\t%g (where the trees' first class leads the next by less, the network is asked too and the answer is their mean)\n", h, m)
+				}
+			}
 			if len(info.RuleHeads) > 0 {
 				fmt.Fprintf(tw, "rule heads\t%s (the hand rule scored above the gcn: predictions for them are the rule's)\n", strings.Join(info.RuleHeads, ", "))
 			}

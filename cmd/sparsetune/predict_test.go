@@ -267,6 +267,14 @@ func TestPredictNoFlags(t *testing.T) {
 		}
 		op, _ := hetero.ParseOp(c.op)
 		for _, r := range rows {
+			if c.predictor == "gcn/boosted" && r.Predictor == "gcn/blend" {
+				// The trees were unsure and asked the network too
+				// (the head's blend margin): a graph was encoded.
+				if r.EncodingSeconds == 0 {
+					t.Errorf("%s: blend row with no encoding", c.op)
+				}
+				continue
+			}
 			if r.Predictor != c.predictor || !slices.Contains(op.Formats(), r.Format) || r.TotalSeconds <= 0 {
 				t.Errorf("%s: row %+v, want predictor %s", c.op, r, c.predictor)
 			}

@@ -206,6 +206,11 @@ func runTrain(cmd *cobra.Command, v *viper.Viper) error {
 	}
 	for _, op := range slices.Sorted(maps.Keys(rep.TreeHeads)) {
 		fmt.Fprintf(w, "%s model: the boosted trees score above the gcn for %s: those heads answer with the trees\n", op, strings.Join(rep.TreeHeads[op], ", "))
+		for _, class := range rep.TreeHeads[op] {
+			if m, ok := rep.BlendMargins[op][class]; ok {
+				fmt.Fprintf(w, "%s model: %s: where the trees' first class leads the next by less than %g, the network is asked too and the answer is their mean (blend)\n", op, class, m)
+			}
+		}
 	}
 	fmt.Fprintf(w, "wrote %s (%.1fs)\n", strings.Join(written, ", "), time.Since(start).Seconds())
 	if len(plots) > 0 {

@@ -241,6 +241,7 @@ func runTuneModel(cmd *cobra.Command, v *viper.Viper) error {
 	for op, g := range rep.Models {
 		g.RuleHeads = ruleHeads[op]
 		maps.DeleteFunc(g.Trees, func(head string, _ *model.Trees) bool { return !slices.Contains(treeHeads[op], head) })
+		maps.DeleteFunc(g.BlendMargins, func(head string, _ float64) bool { return g.Trees[head] == nil })
 	}
 	files, tuned, err := exportAll()
 	if err != nil {
