@@ -34,7 +34,9 @@ on a device, with one of the predictors:
            builtin or onnx-go), or, for the heads where evaluation put
            them ahead, the hand rule or boosted trees on the global
            features (the row's predictor then reads gcn/rule or
-           gcn/boosted; sparsetune model info FILE lists them)
+           gcn/boosted; gcn/blend where the trees were unsure, under
+           the head's blend margin, and the network was asked too;
+           sparsetune model info FILE lists them)
   network  the SPT-GCN of the model file for every head, even those that
            answer with the rule or trees
   tree     golearn's CART decision tree on the global features, fitted on
