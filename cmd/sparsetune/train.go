@@ -205,7 +205,7 @@ func runTrain(cmd *cobra.Command, v *viper.Viper) error {
 		fmt.Fprintf(w, "%s model: the hand rule scores above the gcn for %s: those heads answer with the rule\n", op, strings.Join(rep.RuleHeads[op], ", "))
 	}
 	for _, op := range slices.Sorted(maps.Keys(rep.TreeHeads)) {
-		fmt.Fprintf(w, "%s model: the boosted trees score above the gcn for %s: those heads answer with the trees\n", op, strings.Join(rep.TreeHeads[op], ", "))
+		fmt.Fprintf(w, "%s model: the boosted trees, alone or blended with the gcn, score level with or above the gcn for %s: those heads answer with the trees\n", op, strings.Join(rep.TreeHeads[op], ", "))
 		for _, class := range rep.TreeHeads[op] {
 			if m, ok := rep.BlendMargins[op][class]; ok {
 				fmt.Fprintf(w, "%s model: %s: where the trees' first class leads the next by less than %g, the network is asked too and the answer is their mean (blend)\n", op, class, m)
