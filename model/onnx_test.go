@@ -299,10 +299,14 @@ func BenchmarkPredictLatency(b *testing.B) {
 	}
 	network := randomGCN(b, 23)
 	withTrees, _ := treesGCN(b, DefaultTreeOptions)
+	// blend: the trees and the network always (an infinite blend margin),
+	// the most a decision of a head with trees costs.
+	blend, _ := treesGCN(b, DefaultTreeOptions)
+	blend.BlendMargins = map[string]float64{"cpu": math.Inf(1)}
 	for _, c := range []struct {
 		name string
 		g    *GCN
-	}{{"network", network}, {"trees", withTrees}} {
+	}{{"network", network}, {"trees", withTrees}, {"blend", blend}} {
 		b.Run(c.name, func(b *testing.B) {
 			m := exportParsed(b, c.g, "latency.onnx")
 			p := GCNPredictor{Model: m}
