@@ -50,7 +50,7 @@ ranges, and its format version.`,
 				fmt.Fprintf(tw, "head %s\t%s\n", h.Name, strings.Join(h.Classes, ", "))
 			}
 			if len(info.TreeHeads) > 0 {
-				fmt.Fprintf(tw, "tree heads\t%s (boosted trees on the global features scored above the gcn: predictions for them are the trees', %d nodes in all)\n", strings.Join(info.TreeHeads, ", "), info.TreeNodes)
+				fmt.Fprintf(tw, "tree heads\t%s (boosted trees on the global features, alone or blended with the gcn, scored level with or above it: predictions for them are the trees', %d nodes in all)\n", strings.Join(info.TreeHeads, ", "), info.TreeNodes)
 			}
 			for _, h := range info.TreeHeads {
 				if m, ok := info.BlendMargins[h]; ok {

@@ -36,7 +36,7 @@ on a device, with one of the predictors:
            features (the row's predictor then reads gcn/rule or
            gcn/boosted; gcn/blend where the trees were unsure, under
            the head's blend margin, and the network was asked too;
-           sparsetune model info FILE lists them)
+           sparsetune model inspect FILE lists them)
   network  the SPT-GCN of the model file for every head, even those that
            answer with the rule or trees
   tree     golearn's CART decision tree on the global features, fitted on
