@@ -29,34 +29,17 @@ const (
 	PredictorBlend = "blend"
 )
 
-// TreeHeads returns, per op, the device classes for which the scores put
-// the boosted trees level with or ahead of the GCN, in oracle ratio and
-// in accuracy both, on the same rows, leaving out the rule heads given
-// (the rule costs nothing to ask). The model answers for them with trees
-// (model.GCN.Trees): a decision that needs neither graph nor network.
-func TreeHeads(scores []Score, ruleHeads map[string][]string) map[string][]string {
-	return headsAtLeastGCN(scores, PredictorBoosted, func(op, class string, g, b Score) bool {
-		return b.N == g.N && !slices.Contains(ruleHeads[op], class)
-	})
-}
-
-// RuleHeads returns, per op, the device classes for which the scores put
-// the hand rule level with or ahead of the GCN: an oracle ratio (the run
-// time users feel) and an accuracy no lower than the network's. The
-// model defers to the rule for them (model.GCN.RuleHeads), as the brief
-// asks of a baseline that beats the network; on a tie the rule wins
-// because it costs nothing to ask.
+// RuleHeads returns, per op and sorted, the device classes for which the
+// scores put the hand rule level with or ahead of the GCN: an oracle
+// ratio (the run time users feel) and an accuracy no lower than the
+// network's. The model defers to the rule for them
+// (model.GCN.RuleHeads), as the brief asks of a baseline that beats the
+// network; on a tie the rule wins because it costs nothing to ask.
+// Scores limited to a nonzero bucket are not a head's. (Trees are
+// compared with the GCN by chooseTrees, on the rows' probabilities.)
 func RuleHeads(scores []Score) map[string][]string {
-	return headsAtLeastGCN(scores, PredictorRule, func(string, string, Score, Score) bool { return true })
-}
-
-// headsAtLeastGCN returns, per op and sorted, the device classes whose
-// score for predictor has rows and an oracle ratio and accuracy no lower
-// than the GCN's, and for which also (given the class's two scores)
-// holds. Scores limited to a nonzero bucket are not a head's.
-func headsAtLeastGCN(scores []Score, predictor string, also func(op, class string, gcn, other Score) bool) map[string][]string {
 	type key struct{ op, class string }
-	gcn, other := map[key]Score{}, map[key]Score{}
+	gcn, rule := map[key]Score{}, map[key]Score{}
 	for _, s := range scores {
 		if s.NNZBucket != "" {
 			continue
@@ -64,14 +47,14 @@ func headsAtLeastGCN(scores []Score, predictor string, also func(op, class strin
 		switch s.Predictor {
 		case PredictorGCN:
 			gcn[key{s.Op, s.DeviceClass}] = s
-		case predictor:
-			other[key{s.Op, s.DeviceClass}] = s
+		case PredictorRule:
+			rule[key{s.Op, s.DeviceClass}] = s
 		}
 	}
 	out := map[string][]string{}
 	for k, g := range gcn {
-		o, ok := other[k]
-		if ok && o.N > 0 && o.OracleRatio >= g.OracleRatio && o.Accuracy >= g.Accuracy && also(k.op, k.class, g, o) {
+		r, ok := rule[k]
+		if ok && r.N > 0 && r.OracleRatio >= g.OracleRatio && r.Accuracy >= g.Accuracy {
 			out[k.op] = append(out[k.op], k.class)
 		}
 	}

@@ -161,6 +161,23 @@ type Report struct {
 	// trees ask the network too (model.GCN.BlendMargins), chosen on the
 	// folds (chooseTrees).
 	BlendMargins map[string]map[string]float64
+
+	// For ChooseTrees after Evaluate: the rows scored and, per row, the
+	// probabilities of its head's network and trees (nil where none).
+	data                    *dataset
+	networkProbs, treeProbs [][]float64
+}
+
+// ChooseTrees returns, from an Evaluate report, the heads whose models'
+// trees, alone or blended with the network under some margin, score at
+// least as well as the network on the report's rows, and each one's
+// margin, as Fit chooses them on its folds (the rule heads given are
+// left out). tune-model decides so on its held-out rows.
+func (r *Report) ChooseTrees(ruleHeads map[string][]string) (map[string][]string, map[string]map[string]float64) {
+	if r.data == nil {
+		return nil, nil
+	}
+	return r.data.chooseTrees(r.Scores, ruleHeads, r.networkProbs, r.treeProbs)
 }
 
 func (o *FitOptions) defaults() error {
@@ -1031,6 +1048,8 @@ func Evaluate(rows []LabelRow, models []*model.ONNXModel, o FitOptions) (*Report
 		// for the heads that have trees.
 		boosted := Picks{Predictor: PredictorBoosted, Formats: make([]string, len(d.rows))}
 		blend := Picks{Predictor: PredictorBlend, Formats: make([]string, len(d.rows))}
+		rep.data = d
+		rep.networkProbs, rep.treeProbs = make([][]float64, len(d.rows)), make([][]float64, len(d.rows))
 		missing := map[string]int{}
 		for i, r := range d.rows {
 			m := byOp[r.Op]
@@ -1053,6 +1072,7 @@ func Evaluate(rows []LabelRow, models []*model.ONNXModel, o FitOptions) (*Report
 			def.Formats[i] = gcn.Formats[i]
 			if t := m.Info.Trees[m.Info.Heads[h].Name]; t != nil {
 				tp := t.Probs(d.inputs[i].Global[:])
+				rep.networkProbs[i], rep.treeProbs[i] = probs[h], tp
 				boosted.Formats[i] = t.Classes[argmax(tp)]
 				blend.Formats[i] = t.Classes[argmax(model.Blend(probs[h], tp))]
 				def.Formats[i] = boosted.Formats[i]

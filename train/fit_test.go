@@ -312,6 +312,24 @@ func TestFitPipeline(t *testing.T) {
 			t.Errorf("row %d (%s): default %s, want %s", i+1, r.Op, def.Formats[i], want)
 		}
 	}
+	// tune-model's choice on evaluated rows: only heads whose models have
+	// trees, a margin only for such a head, none from a Fit report.
+	heads, margins := ev.ChooseTrees(nil)
+	for op, hs := range heads {
+		for _, h := range hs {
+			if rep.Models[op].Trees[h] == nil {
+				t.Errorf("ChooseTrees: %s head %s has no trees", op, h)
+			}
+		}
+		for h := range margins[op] {
+			if !slices.Contains(hs, h) {
+				t.Errorf("ChooseTrees: a margin for %s head %s, which does not answer with trees", op, h)
+			}
+		}
+	}
+	if h, m := rep.ChooseTrees(nil); h != nil || m != nil {
+		t.Errorf("ChooseTrees of a Fit report: %v, %v", h, m)
+	}
 	// Rows of a class the models have no head for get no gcn pick, and a
 	// warning: never another class's head.
 	other := slices.Clone(rows)
@@ -429,28 +447,6 @@ func TestRuleHeads(t *testing.T) {
 	want := map[string][]string{"ttm": {"cpu"}, "mttkrp": {"cpu", "opencl-cpu"}}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("RuleHeads = %v, want %v", got, want)
-	}
-}
-
-func TestTreeHeads(t *testing.T) {
-	sc := func(op, class, pred string, acc, oracle float64) Score {
-		return Score{Op: op, DeviceClass: class, Predictor: pred, N: 10, Accuracy: acc, OracleRatio: oracle}
-	}
-	scores := []Score{
-		sc("mttkrp", "cpu/avx512+pext", PredictorGCN, 0.856, 0.976), sc("mttkrp", "cpu/avx512+pext", PredictorBoosted, 0.861, 0.979), // trees ahead
-		sc("mttkrp", "cuda-gpu", PredictorGCN, 0.909, 0.986), sc("mttkrp", "cuda-gpu", PredictorBoosted, 0.912, 0.985), // more accurate, slower picks
-		sc("mttkrp", "opencl-cpu", PredictorGCN, 0.92, 0.989), sc("mttkrp", "opencl-cpu", PredictorBoosted, 0.92, 0.989), // tie: the cheaper trees
-		sc("ttm", "cpu", PredictorGCN, 0.8, 0.95), sc("ttm", "cpu", PredictorBoosted, 0.9, 0.99), // a rule head stays one
-		sc("ttm", "cuda-gpu", PredictorGCN, 0.6, 0.98), sc("ttm", "cuda-gpu", "tree", 0.7, 0.99), // only a baseline ahead
-	}
-	// A score of one bucket is not the head's.
-	bucket := sc("ttm", "cuda-gpu", PredictorBoosted, 0.9, 0.99)
-	bucket.NNZBucket = "0-100"
-	scores = append(scores, bucket)
-	got := TreeHeads(scores, map[string][]string{"ttm": {"cpu"}})
-	want := map[string][]string{"mttkrp": {"cpu/avx512+pext", "opencl-cpu"}}
-	if !reflect.DeepEqual(got, want) {
-		t.Errorf("TreeHeads = %v, want %v", got, want)
 	}
 }
 

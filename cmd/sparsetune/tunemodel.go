@@ -234,14 +234,15 @@ func runTuneModel(cmd *cobra.Command, v *viper.Viper) error {
 		return err
 	}
 	// Trees were fitted on the tuning rows for every head (AllTrees): a
-	// head keeps them where they score level with or above the tuned
-	// network on the held-out rows, as train decides on its folds.
+	// head keeps them where they, alone or blended with the tuned network
+	// under some margin, score level with or above it on the held-out
+	// rows, as train decides on its folds.
 	ruleHeads := train.RuleHeads(evalNew.Scores)
-	treeHeads := train.TreeHeads(evalNew.Scores, ruleHeads)
+	treeHeads, margins := evalNew.ChooseTrees(ruleHeads)
 	for op, g := range rep.Models {
 		g.RuleHeads = ruleHeads[op]
 		maps.DeleteFunc(g.Trees, func(head string, _ *model.Trees) bool { return !slices.Contains(treeHeads[op], head) })
-		maps.DeleteFunc(g.BlendMargins, func(head string, _ float64) bool { return g.Trees[head] == nil })
+		g.BlendMargins = margins[op]
 	}
 	files, tuned, err := exportAll()
 	if err != nil {
