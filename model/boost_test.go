@@ -593,3 +593,31 @@ func FuzzParseONNX(f *testing.F) {
 		}
 	})
 }
+
+// FuzzDecodeMLNode: no bytes, however damaged, panic the tree node's
+// decoder or the reader of what it decodes, packed or unpacked; a node
+// that reads scores without error. (FuzzParseONNX covers the whole file,
+// more slowly.)
+func FuzzDecodeMLNode(f *testing.F) {
+	g, _ := treesGCN(f, TreeOptions{Rounds: 2, Depth: 2})
+	n, _ := treesNode("cpu", g.Trees["cpu"])
+	packed, err := proto.Marshal(n)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(packed)
+	f.Fuzz(func(t *testing.T, b []byte) {
+		mn, err := decodeMLNode(b)
+		if err != nil {
+			return
+		}
+		tr, err := parseTreesNode(mn)
+		if err != nil {
+			return
+		}
+		var x features.Vector
+		if p := tr.Probs(x[:]); len(p) != len(tr.Classes) {
+			t.Fatalf("%d probabilities for %d classes", len(p), len(tr.Classes))
+		}
+	})
+}
