@@ -154,8 +154,9 @@ type Report struct {
 	// them in Models.
 	RuleHeads map[string][]string
 	// TreeHeads are, per op, the device classes whose head answers with
-	// boosted trees (TreeHeads of the cross-validated scores): Fit fits
-	// them on every row of the head and records them in Models.
+	// boosted trees, alone or blended with the network (chooseTrees on
+	// the out-of-fold probabilities): Fit fits them on every row of the
+	// head and records them in Models.
 	TreeHeads map[string][]string
 	// BlendMargins are, per op and tree head, the margin under which the
 	// trees ask the network too (model.GCN.BlendMargins), chosen on the
