@@ -207,7 +207,7 @@ func (p *packedTrees) add(x []float64, dst []float64) {
 // Probs returns the class probabilities for the features x.
 func (t *Trees) Probs(x []float64) []float64 {
 	p := t.Scores(x, nil)
-	softmaxInPlace(p)
+	softmax(p, p)
 	return p
 }
 
@@ -334,7 +334,7 @@ func FitTrees(x [][]float64, y [][]float64, classes []string, o TreeOptions) (*T
 		for i := range n {
 			p := prob[i*k : (i+1)*k]
 			copy(p, score[i])
-			softmaxInPlace(p)
+			softmax(p, p)
 		}
 		rows := make([]int32, 0, n)
 		for i := range n {
@@ -523,19 +523,6 @@ func (w *grower) grow(t *Trees, rows []int32, feats []int, scale float64) {
 		t.Left[p.node], t.Right[p.node] = l, r
 		t.Value[p.node] = 0 // a branch adds nothing; only leaves carry values
 		queue = append(queue, part{l, left, p.depth + 1}, part{r, right, p.depth + 1})
-	}
-}
-
-// softmaxInPlace replaces the scores s by their softmax.
-func softmaxInPlace(s []float64) {
-	m := slices.Max(s)
-	z := 0.0
-	for k, v := range s {
-		s[k] = math.Exp(v - m)
-		z += s[k]
-	}
-	for k := range s {
-		s[k] /= z
 	}
 }
 

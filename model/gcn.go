@@ -322,6 +322,8 @@ func relu(dst, src []float64) {
 	}
 }
 
+// softmax sets dst to the softmax of logits; dst may be logits itself
+// (the trees score in place: Trees.Probs).
 func softmax(dst, logits []float64) {
 	mx := math.Inf(-1)
 	for _, v := range logits {
