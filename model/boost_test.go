@@ -174,11 +174,7 @@ func TestTreesInModelFile(t *testing.T) {
 			t.Errorf("%s differ after the round trip", c.name)
 		}
 	}
-	rng := rand.New(rand.NewPCG(5, 6))
-	s, err := features.Summarize(familyTensor(rng, 1))
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := familySummary(t)
 	p := GCNPredictor{Model: m}
 	pr, err := p.PredictDevice(s, hetero.SpTTM, 0, hetero.Info{Name: "cpu", Kind: hetero.CPU})
 	if err != nil {
@@ -237,11 +233,7 @@ func TestTreesInModelFile(t *testing.T) {
 // malformed margins are refused on export and on reading.
 func TestBlendMargins(t *testing.T) {
 	g, tr := treesGCN(t, TreeOptions{Rounds: 20, Depth: 4})
-	rng := rand.New(rand.NewPCG(5, 6))
-	s, err := features.Summarize(familyTensor(rng, 1))
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := familySummary(t)
 	v, _ := s.Global(hetero.SpTTM, 0)
 	treeProbs := tr.Probs(v[:])
 	lead := TopMargin(treeProbs)
@@ -432,6 +424,26 @@ func TestTreesCheck(t *testing.T) {
 	}
 }
 
+// readTreesNode reads an encoded tree node as a model file's reader
+// does: decoded, then read into Trees.
+func readTreesNode(b []byte) (*Trees, error) {
+	mn, err := decodeMLNode(b)
+	if err != nil {
+		return nil, err
+	}
+	return parseTreesNode(mn)
+}
+
+// familySummary is the summary of one small tensor of the test family,
+// the same on every call.
+func familySummary(t testing.TB) *features.Summary {
+	s, err := features.Summarize(familyTensor(rand.New(rand.NewPCG(5, 6)), 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
 // TestTreesNodeEncodings: a tree node reads the same whether its int and
 // float lists are packed, as this build writes them, or written with a
 // tag per element, as builds before it did (and as protobuf lets any
@@ -472,18 +484,11 @@ func TestTreesNodeEncodings(t *testing.T) {
 	if len(unpacked) <= len(packed) {
 		t.Fatalf("the unpacked node (%d bytes) is not larger than the packed one (%d): the writer no longer packs", len(unpacked), len(packed))
 	}
-	read := func(b []byte) (*Trees, error) {
-		mn, err := decodeMLNode(b)
-		if err != nil {
-			return nil, err
-		}
-		return parseTreesNode(mn)
-	}
-	a, err := read(packed)
+	a, err := readTreesNode(packed)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := read(unpacked)
+	b, err := readTreesNode(unpacked)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -499,7 +504,7 @@ func TestTreesNodeEncodings(t *testing.T) {
 	// never panics.
 	for _, enc := range [][]byte{packed, unpacked} {
 		for cut := 1; cut < len(enc); cut += 1 + len(enc)/200 {
-			read(enc[:cut])
+			readTreesNode(enc[:cut])
 		}
 	}
 	// A packed float list whose length is not a multiple of 4 is refused.
@@ -524,11 +529,7 @@ func TestParseTreesNodeErrors(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		mn, err := decodeMLNode(b)
-		if err != nil {
-			return nil, err
-		}
-		return parseTreesNode(mn)
+		return readTreesNode(b)
 	}
 	if _, err := parse(good); err != nil {
 		t.Fatal(err)
@@ -610,11 +611,7 @@ func FuzzDecodeMLNode(f *testing.F) {
 	}
 	f.Add(packed)
 	f.Fuzz(func(t *testing.T, b []byte) {
-		mn, err := decodeMLNode(b)
-		if err != nil {
-			return
-		}
-		tr, err := parseTreesNode(mn)
+		tr, err := readTreesNode(b)
 		if err != nil {
 			return
 		}

@@ -397,11 +397,7 @@ func TestRuleHeads(t *testing.T) {
 	if !slices.Equal(m.Info.RuleHeads, []string{"cpu"}) {
 		t.Fatalf("loaded rule heads %v, want [cpu]", m.Info.RuleHeads)
 	}
-	rng := rand.New(rand.NewPCG(5, 6))
-	s, err := features.Summarize(familyTensor(rng, 1))
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := familySummary(t)
 	p := GCNPredictor{Model: m}
 	pr, err := p.PredictDevice(s, hetero.SpTTM, 0, hetero.Info{Name: "cpu", Kind: hetero.CPU})
 	if err != nil {
