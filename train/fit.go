@@ -649,14 +649,16 @@ func Fit(rows []LabelRow, o FitOptions) (*Report, error) {
 		return nil, err
 	}
 	ops, _ := opsAndClasses(d.rows)
-	// The out-of-fold probabilities of each row's head, for the blend.
+	// The network's out-of-fold picks, and the probabilities of each
+	// row's head, for the blend.
+	var gcn Picks
 	var gcnProbs, treeProbs [][]float64
 	if o.Folds > 1 {
 		folds, err := GroupFolds(d.rows, o.Folds, o.Seed)
 		if err != nil {
 			return nil, err
 		}
-		gcn := Picks{Predictor: PredictorGCN, Formats: make([]string, len(d.rows))}
+		gcn = Picks{Predictor: PredictorGCN, Formats: make([]string, len(d.rows))}
 		gcnProbs = make([][]float64, len(d.rows))
 		for f := range o.Folds {
 			trainIdx, testIdx := splitFold(folds, f)
@@ -714,7 +716,7 @@ func Fit(rows []LabelRow, o FitOptions) (*Report, error) {
 				op, _ := hetero.ParseOp(r.Op)
 				def.Formats[i] = model.RuleChoice(op, classKind(r.DeviceClass))
 			case !slices.Contains(rep.TreeHeads[r.Op], r.DeviceClass):
-				def.Formats[i] = rep.Picks[0].Formats[i] // the network's
+				def.Formats[i] = gcn.Formats[i]
 			}
 		}
 		// After gcn, boosted and blend, before the baselines.
