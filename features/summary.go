@@ -128,7 +128,47 @@ func Summarize(x *formats.COO) (*Summary, error) { return summarize(x, SampleNNZ
 // reference the sampled estimates are held to.
 func SummarizeExact(x *formats.COO) (*Summary, error) { return summarize(x, x.NNZ()) }
 
-func summarize(x *formats.COO, n int) (*Summary, error) {
+// PickPositions returns the positions of the nonzeros Summarize reads in
+// a tensor of nnz nonzeros, increasing, or nil when it reads them all: a
+// reader picks them as it passes (formats.ReadFilePicked), and
+// SummarizePicked makes the summary from its picks.
+func PickPositions(nnz int) []uint64 {
+	n := SampleNNZ(nnz)
+	if n >= nnz {
+		return nil
+	}
+	buf := getScratch(3 * n)
+	defer putScratch(buf)
+	return slices.Clone(samplePositions(nnz, buf))
+}
+
+// SummarizePicked is Summarize(x) made from p, the indices a reader picked
+// at PickPositions(x.NNZ()) as it read x: the same summary, without the
+// gather's cache misses into x (formats.Picks says why). When p is nil or
+// was not made for x's nonzero count and sample size, it is Summarize(x).
+func SummarizePicked(x *formats.COO, p *formats.Picks) (*Summary, error) {
+	nnz, order := x.NNZ(), x.Order()
+	n := SampleNNZ(nnz)
+	if p == nil || n >= nnz || p.NNZ != nnz || len(p.Pos) != n || len(p.Inds) != order {
+		return Summarize(x)
+	}
+	for _, ind := range p.Inds {
+		if len(ind) != n {
+			return Summarize(x)
+		}
+	}
+	s, err := newSummary(x)
+	if err != nil {
+		return nil, err
+	}
+	s.Sample = &formats.COO{Dims: s.Dims, Inds: p.Inds, Vals: make([]float32, n)}
+	if err := s.checkSample(p.Pos); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func newSummary(x *formats.COO) (*Summary, error) {
 	nnz := x.NNZ()
 	for m, ind := range x.Inds {
 		if len(ind) != nnz {
@@ -136,7 +176,26 @@ func summarize(x *formats.COO, n int) (*Summary, error) {
 		}
 	}
 	order := x.Order()
-	s := &Summary{Dims: slices.Clone(x.Dims), NNZ: nnz, ranks: make([]formats.Ranks, order), slices: make([][]uint32, order), rankOnce: make([]sync.Once, order), fibers: make([][]uint32, order), fiberOnce: make([]sync.Once, order)}
+	return &Summary{Dims: slices.Clone(x.Dims), NNZ: nnz, ranks: make([]formats.Ranks, order), slices: make([][]uint32, order), rankOnce: make([]sync.Once, order), fibers: make([][]uint32, order), fiberOnce: make([]sync.Once, order)}, nil
+}
+
+// checkSample checks the sample's indices against the dims; pos are the
+// positions they were read at.
+func (s *Summary) checkSample(pos []uint64) error {
+	for m, ind := range s.Sample.Inds {
+		if k := formats.IndexBeyond(ind, s.Dims[m]); k >= 0 {
+			return fmt.Errorf("tensor summary: nonzero %d has an index beyond the dims", pos[k]+1)
+		}
+	}
+	return nil
+}
+
+func summarize(x *formats.COO, n int) (*Summary, error) {
+	s, err := newSummary(x)
+	if err != nil {
+		return nil, err
+	}
+	nnz, order := x.NNZ(), x.Order()
 	if n == nnz {
 		s.Sample, s.Exact = x, true
 		for m, ind := range x.Inds {
@@ -162,10 +221,8 @@ func summarize(x *formats.COO, n int) (*Summary, error) {
 		s.Sample.Inds[m] = flat[m*n : (m+1)*n : (m+1)*n]
 	}
 	gather(s.Sample.Inds, x.Inds, pos)
-	for m, ind := range s.Sample.Inds {
-		if k := formats.IndexBeyond(ind, s.Dims[m]); k >= 0 {
-			return nil, fmt.Errorf("tensor summary: nonzero %d has an index beyond the dims", pos[k]+1)
-		}
+	if err := s.checkSample(pos); err != nil {
+		return nil, err
 	}
 	return s, nil
 }

@@ -48,7 +48,7 @@ func ReadFile(path string) (*COO, error) {
 // ReadFileSummed is ReadFile that also returns the number of nonzeros
 // removed by summing duplicates, so that a caller can tell its user.
 func ReadFileSummed(path string) (*COO, int, error) {
-	t, err := readFile(path)
+	t, err := readFile(path, nil)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -59,8 +59,9 @@ func ReadFileSummed(path string) (*COO, int, error) {
 	return t, summed, nil
 }
 
-// readFile reads path as it is stored, duplicates included.
-func readFile(path string) (*COO, error) {
+// readFile reads path as it is stored, duplicates included, picking as
+// pk says (nil: nothing).
+func readFile(path string, pk *picker) (*COO, error) {
 	format, gz, err := FormatOf(path)
 	if err != nil {
 		return nil, err
@@ -85,11 +86,11 @@ func readFile(path string) (*COO, error) {
 	var t *COO
 	switch format {
 	case FROSTT:
-		t, err = ReadTNS(r, path)
+		t, err = readTNS(r, path, pk)
 	case MatrixMarket:
 		t, err = ReadMTX(r, path)
 	case Binary:
-		t, err = ReadBinary(r, path, size)
+		t, err = readBinary(r, path, size, pk)
 	}
 	if err != nil {
 		return nil, gzipError(path, err)

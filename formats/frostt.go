@@ -37,7 +37,9 @@ type tnsChunk struct {
 // line ends, each worker parses one block into its own arrays, and the
 // blocks are joined in order, so memory stays within the result plus a few
 // blocks per worker.
-func ReadTNS(r io.Reader, name string) (*COO, error) {
+func ReadTNS(r io.Reader, name string) (*COO, error) { return readTNS(r, name, nil) }
+
+func readTNS(r io.Reader, name string, pk *picker) (*COO, error) {
 	w := workers(1<<30, 1)
 	var hdr tnsHeader
 	var chunks []*tnsChunk
@@ -102,7 +104,7 @@ func ReadTNS(r io.Reader, name string) (*COO, error) {
 		}
 		chunks = append(chunks, round...)
 	}
-	return joinTNSChunks(chunks, hdr, name)
+	return joinTNSChunks(chunks, hdr, name, pk)
 }
 
 // readTNSHeader looks at the first lines of buf, which starts at line
@@ -267,8 +269,10 @@ func parseTNSBlock(buf []byte, first int, name string, hdr tnsHeader) *tnsChunk 
 	return c
 }
 
-// joinTNSChunks concatenates the chunks in order into one tensor.
-func joinTNSChunks(chunks []*tnsChunk, hdr tnsHeader, name string) (*COO, error) {
+// joinTNSChunks concatenates the chunks in order into one tensor, picking
+// from each chunk's indices as pk says right after copying them, while
+// they are in the cache.
+func joinTNSChunks(chunks []*tnsChunk, hdr tnsHeader, name string, pk *picker) (*COO, error) {
 	nnz := 0
 	for _, c := range chunks {
 		nnz += len(c.vals)
@@ -295,16 +299,19 @@ func joinTNSChunks(chunks []*tnsChunk, hdr tnsHeader, name string) (*COO, error)
 	for m := range t.Inds {
 		t.Inds[m] = make([]uint32, nnz)
 	}
+	w := workers(len(chunks), 1)
+	pk.start(nnz, hdr.order, w)
 	offsets := make([]int, len(chunks))
 	for i, off := 0, 0; i < len(chunks); i++ {
 		offsets[i] = off
 		off += len(chunks[i].vals)
 	}
-	parallelChunks(len(chunks), workers(len(chunks), 1), func(_, lo, hi int) {
+	parallelChunks(len(chunks), w, func(slot, lo, hi int) {
 		for i := lo; i < hi; i++ {
 			c := chunks[i]
 			for m := range t.Inds {
 				copy(t.Inds[m][offsets[i]:], c.inds[m])
+				pk.pick(slot, m, offsets[i], c.inds[m])
 			}
 			copy(t.Vals[offsets[i]:], c.vals)
 		}

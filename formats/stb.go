@@ -204,6 +204,10 @@ func (s *stbReader) header() (order, nnz int, dims []int, err error) {
 // known (a plain file), or -1; a header that disagrees with it is refused
 // before any array is read.
 func ReadBinary(r io.Reader, name string, size int64) (*COO, error) {
+	return readBinary(r, name, size, nil)
+}
+
+func readBinary(r io.Reader, name string, size int64, pk *picker) (*COO, error) {
 	s := &stbReader{r: r, name: name}
 	order, nnz, dims, err := s.header()
 	if err != nil {
@@ -213,6 +217,10 @@ func ReadBinary(r io.Reader, name string, size int64) (*COO, error) {
 	if size >= 0 && size != want {
 		return nil, offsetError(name, 16, "header says %d nonzeros of order %d, a file of %d bytes, but the file has %d bytes (truncated or corrupted)", nnz, order, want, size)
 	}
+	// The picks' positions are drawn now, while the heap is small and no
+	// collection runs: after the arrays are read, one may.
+	w := workers(order+1, 1)
+	pk.start(nnz, order, w)
 	arrays := make([][]uint32, order+1)
 	start := make([]int64, order+1) // offset of each array, for error messages
 	for i := range arrays {
@@ -241,9 +249,9 @@ func ReadBinary(r io.Reader, name string, size int64) (*COO, error) {
 	// valid checksum over bad content means a faulty writer: refuse it
 	// too). Each array reports the first problem it finds.
 	problems := make([]*ParseError, order+1)
-	parallelChunks(order+1, workers(order+1, 1), func(_, lo, hi int) {
+	parallelChunks(order+1, w, func(slot, lo, hi int) {
 		for i := lo; i < hi; i++ {
-			problems[i] = checkSTBArray(name, arrays[i], i, dims, start[i], binary.LittleEndian.Uint32(sums[4*i:]))
+			problems[i] = checkSTBArray(name, arrays[i], i, dims, start[i], binary.LittleEndian.Uint32(sums[4*i:]), func(lo int, piece []uint32) { pk.pick(slot, i, lo, piece) })
 		}
 	})
 	for _, p := range problems {
@@ -259,17 +267,39 @@ func ReadBinary(r io.Reader, name string, size int64) (*COO, error) {
 	}, nil
 }
 
+// stbCheckPiece is the words checkSTBArray checks at a time: 256 KiB,
+// which stays in an L2 cache between the checksum, the content check and
+// the picks.
+const stbCheckPiece = 1 << 16
+
 // checkSTBArray verifies array i (a mode's indices, or the values when i is
-// the order) against its checksum and its dim or finiteness.
-func checkSTBArray(name string, a []uint32, i int, dims []int, start int64, sum uint32) *ParseError {
-	if got := crc32.Checksum(wordBytes(a), castagnoli); got != sum {
+// the order) against its checksum and its dim or finiteness. It goes a
+// piece at a time, the checksum, the content and then pick(lo, piece) for
+// a mode's indices from position lo, so that the array crosses the memory
+// bus once, not once per check. A checksum mismatch is reported before a
+// content problem: bad content under a valid checksum is a faulty writer,
+// under an invalid one a corrupted file.
+func checkSTBArray(name string, a []uint32, i int, dims []int, start int64, sum uint32, pick func(lo int, piece []uint32)) *ParseError {
+	var crc uint32
+	var bad *ParseError
+	for lo := 0; lo < len(a); lo += stbCheckPiece {
+		piece := a[lo:min(lo+stbCheckPiece, len(a))]
+		crc = crc32.Update(crc, castagnoli, wordBytes(piece))
+		if bad == nil {
+			bad = checkSTBContent(name, piece, i, dims, start+4*int64(lo))
+		}
+		if i < len(dims) {
+			pick(lo, piece)
+		}
+	}
+	if crc != sum {
 		what := "values"
 		if i < len(dims) {
 			what = "mode " + string(rune('1'+i)) + " indices"
 		}
-		return offsetError(name, start, "checksum mismatch in the %s: stored CRC-32C %08x, computed %08x: the file is corrupted", what, sum, got)
+		return offsetError(name, start, "checksum mismatch in the %s: stored CRC-32C %08x, computed %08x: the file is corrupted", what, sum, crc)
 	}
-	return checkSTBContent(name, a, i, dims, start)
+	return bad
 }
 
 // checkSTBContent checks array i's content: indices below their dim, or

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/viper"
 
+	"github.com/sparsetune/sparsetune/features"
 	"github.com/sparsetune/sparsetune/formats"
 	"github.com/sparsetune/sparsetune/internal/atomicfile"
 	"github.com/sparsetune/sparsetune/internal/sample"
@@ -62,6 +63,25 @@ func loadTensor(stderr io.Writer, args []string) (string, *formats.COO, time.Dur
 		return args[0], nil, 0, err
 	}
 	return args[0], t, time.Since(start), nil
+}
+
+// loadTensorPicked is loadTensor for a command that summarizes the tensor
+// (features.Summarize): the reader also picks the summary's sample as it
+// passes over the nonzeros (formats.ReadFilePicked). The picks are nil for
+// the embedded sample tensor and where the reader made none.
+func loadTensorPicked(stderr io.Writer, args []string) (string, *formats.COO, *formats.Picks, error) {
+	if len(args) == 0 {
+		name, t, _, err := loadTensor(stderr, args)
+		return name, t, nil, err
+	}
+	t, picks, summed, err := formats.ReadFilePicked(args[0], features.PickPositions)
+	if err != nil {
+		return args[0], nil, nil, err
+	}
+	if summed > 0 {
+		fmt.Fprintf(stderr, "%s: summed %d duplicate coordinates into their first occurrence (%d nonzeros remain)\n", args[0], summed, t.NNZ())
+	}
+	return args[0], t, picks, nil
 }
 
 // readTensor reads the tensor in path, summing duplicate coordinates, and

@@ -64,11 +64,11 @@ Without FILE, predict uses the embedded sample tensor.`,
 			if err != nil {
 				return err
 			}
-			name, t, _, err := loadTensor(cmd.ErrOrStderr(), args)
+			name, t, picks, err := loadTensorPicked(cmd.ErrOrStderr(), args)
 			if err != nil {
 				return err
 			}
-			return runPredict(cmd.OutOrStdout(), cmd.ErrOrStderr(), name, t, cfg, v.GetBool("json"))
+			return runPredict(cmd.OutOrStdout(), cmd.ErrOrStderr(), name, t, picks, cfg, v.GetBool("json"))
 		},
 	}
 	f := cmd.Flags()
@@ -185,7 +185,11 @@ type predictRow struct {
 	Warnings         []string       `json:"warnings,omitempty"`
 }
 
-func runPredict(stdout, stderr io.Writer, name string, t *formats.COO, c predictConfig, asJSON bool) error {
+// runPredict predicts for t as c says. picks, when not nil, are the
+// summary's sample as the reader picked it (loadTensorPicked): the
+// summary is made from them, and what picking cost counts in the sample's
+// time.
+func runPredict(stdout, stderr io.Writer, name string, t *formats.COO, picks *formats.Picks, c predictConfig, asJSON bool) error {
 	if c.mode > t.Order() {
 		return fmt.Errorf("--mode: %s has modes 1 to %d, found %d", name, t.Order(), c.mode)
 	}
@@ -239,8 +243,11 @@ func runPredict(stdout, stderr io.Writer, name string, t *formats.COO, c predict
 		}
 		start := time.Now()
 		var err error
-		if summary, err = features.Summarize(t); err != nil {
+		if summary, err = features.SummarizePicked(t, picks); err != nil {
 			return err
+		}
+		if picks != nil {
+			sampleTime += picks.Took
 		}
 		if c.mode == 0 {
 			// Every mode will be asked for: count what the op reads
@@ -248,7 +255,7 @@ func runPredict(stdout, stderr io.Writer, name string, t *formats.COO, c predict
 			// shared pass.
 			summary.Prepare(c.op)
 		}
-		sampleTime = time.Since(start)
+		sampleTime += time.Since(start)
 		return nil
 	}
 	var rows []predictRow

@@ -288,3 +288,56 @@ func TestPredictNoFlags(t *testing.T) {
 		}
 	}
 }
+
+// TestPredictPicked: predict reads a file's sample as it reads the file
+// (formats.ReadFilePicked); its answers are those of the summary made from
+// the tensor after reading, and each row counts a share of the picking.
+func TestPredictPicked(t *testing.T) {
+	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	rng := rand.New(rand.NewPCG(21, 21))
+	x, _ := formats.NewCOO([]int{2000, 1500, 30}, 200_000)
+	for range 200_000 {
+		u := rng.Float64()
+		x.Append([]uint32{uint32(u * u * 2000), uint32(rng.IntN(1500)), uint32(rng.IntN(30))}, 1)
+	}
+	x.SumDuplicates()
+	if features.SampleNNZ(x.NNZ()) >= x.NNZ() {
+		t.Fatal("the tensor is read whole: no picks to test")
+	}
+	dir := t.TempDir()
+	for _, ext := range []string{".stb", ".tns"} {
+		path := filepath.Join(dir, "x"+ext)
+		if err := formats.WriteFile(path, x); err != nil {
+			t.Fatal(err)
+		}
+		_, _, picks, err := loadTensorPicked(os.Stderr, []string{path})
+		if err != nil || picks == nil {
+			t.Fatalf("%s: picks %v, %v", ext, picks, err)
+		}
+		for _, op := range []string{"mttkrp", "ttm"} {
+			got := predictRows(t, path, "--op", op)
+			cfg := predictConfig{predictor: "gcn", devices: []string{"cpu"}, runtime: "builtin"}
+			cfg.op, _ = hetero.ParseOp(op)
+			var out strings.Builder
+			if err := runPredict(&out, os.Stderr, path, x, nil, cfg, true); err != nil {
+				t.Fatal(err)
+			}
+			var want []predictRow
+			if err := json.Unmarshal([]byte(out.String()), &want); err != nil {
+				t.Fatal(err)
+			}
+			if len(got) != len(want) {
+				t.Fatalf("%s %s: %d rows, want %d", ext, op, len(got), len(want))
+			}
+			for i := range got {
+				if got[i].Predictor != want[i].Predictor || !slices.Equal(got[i].Formats, want[i].Formats) {
+					t.Errorf("%s %s mode %d: %s %v from picks, %s %v from the tensor", ext, op, got[i].Mode, got[i].Predictor, got[i].Formats, want[i].Predictor, want[i].Formats)
+				}
+				if strings.HasPrefix(got[i].Predictor, "gcn/rule") == (got[i].SampleSeconds > 0) {
+					t.Errorf("%s %s mode %d: %s row with sample %gs", ext, op, got[i].Mode, got[i].Predictor, got[i].SampleSeconds)
+				}
+			}
+		}
+	}
+}

@@ -1,0 +1,108 @@
+package features
+
+import (
+	"math/rand/v2"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"testing"
+
+	"github.com/sparsetune/sparsetune/formats"
+	"github.com/sparsetune/sparsetune/hetero"
+)
+
+// TestSummarizePicked: a summary made from a reader's picks is the summary
+// Summarize makes from the tensor, sample and features alike, for tensors
+// read from every format that picks, shared real ones included; and where
+// the picks do not fit, SummarizePicked falls back to Summarize.
+func TestSummarizePicked(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 11))
+	dir := t.TempDir()
+	var paths []string
+	for i, x := range []*formats.COO{
+		randomTensor(rng, []int{3000, 2000, 40}, 300_000, true),
+		randomTensor(rng, []int{200, 300, 50, 20}, 150_000, false),
+		randomTensor(rng, []int{50, 60, 70}, 5_000, false), // read whole: no picks
+	} {
+		x.SumDuplicates()
+		for _, ext := range []string{".stb", ".tns"} {
+			p := filepath.Join(dir, string(rune('a'+i))+ext)
+			if err := formats.WriteFile(p, x); err != nil {
+				t.Fatal(err)
+			}
+			paths = append(paths, p)
+		}
+	}
+	real, _ := filepath.Glob(filepath.Join("..", "..", "shared", "data", "tensors", "*.tns"))
+	if len(real) == 0 {
+		t.Log("no shared tensors in ../shared/data/tensors: generated ones only")
+	}
+	paths = append(paths, real...)
+	sampled := 0
+	for _, p := range paths {
+		x, picks, summed, err := formats.ReadFilePicked(p, PickPositions)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := Summarize(x)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if (picks != nil) != (!want.Exact && summed == 0) {
+			t.Fatalf("%s: picks %v for a summary exact %v, %d summed", p, picks != nil, want.Exact, summed)
+		}
+		if picks != nil {
+			sampled++
+			if !slices.Equal(picks.Pos, PickPositions(x.NNZ())) {
+				t.Fatalf("%s: picked other positions than PickPositions", p)
+			}
+		}
+		got, err := SummarizePicked(x, picks)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Exact != want.Exact || !reflect.DeepEqual(got.Sample.Inds, want.Sample.Inds) || got.Sample.NNZ() != want.Sample.NNZ() {
+			t.Fatalf("%s: the picked sample differs from Summarize's", p)
+		}
+		for _, op := range hetero.Ops {
+			for mode := range x.Order() {
+				a, err := got.Global(op, mode)
+				if err != nil {
+					t.Fatal(err)
+				}
+				b, _ := want.Global(op, mode)
+				if a != b {
+					t.Fatalf("%s %v mode %d: features from picks %v, from Summarize %v", p, op, mode+1, a, b)
+				}
+			}
+		}
+		if picks == nil {
+			continue
+		}
+		// Picks that do not fit x: made for another count, or cut.
+		for _, bad := range []*formats.Picks{
+			{NNZ: picks.NNZ + 1, Pos: picks.Pos, Inds: picks.Inds},
+			{NNZ: picks.NNZ, Pos: picks.Pos[1:], Inds: picks.Inds},
+			{NNZ: picks.NNZ, Pos: picks.Pos, Inds: picks.Inds[1:]},
+			{NNZ: picks.NNZ, Pos: picks.Pos, Inds: append([][]uint32{picks.Inds[0][1:]}, picks.Inds[1:]...)},
+		} {
+			s, err := SummarizePicked(x, bad)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(s.Sample.Inds, want.Sample.Inds) {
+				t.Fatalf("%s: picks that do not fit were used", p)
+			}
+		}
+		// An index beyond the dims is refused as Summarize refuses it.
+		broken := &formats.Picks{NNZ: picks.NNZ, Pos: picks.Pos, Inds: slices.Clone(picks.Inds)}
+		broken.Inds[1] = slices.Clone(picks.Inds[1])
+		broken.Inds[1][3] = uint32(x.Dims[1])
+		if _, err := SummarizePicked(x, broken); err == nil {
+			t.Fatalf("%s: an index beyond the dims accepted", p)
+		}
+	}
+	if sampled < 4 {
+		t.Fatalf("only %d files were sampled from picks", sampled)
+	}
+}
