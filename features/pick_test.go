@@ -106,3 +106,33 @@ func TestSummarizePicked(t *testing.T) {
 		t.Fatalf("only %d files were sampled from picks", sampled)
 	}
 }
+
+// TestSliceCounts: slices counted in a table (a mode with many indices
+// of dim per sampled nonzero) or from the ranks (fewer) are the same
+// multiset of counts, on either side of sliceTableSpan, sampled or exact.
+func TestSliceCounts(t *testing.T) {
+	rng := rand.New(rand.NewPCG(12, 12))
+	for _, c := range []struct {
+		dims []int
+		nnz  int
+	}{
+		{[]int{40, 5_000_000, 30_000}, 2_000_000}, // sampled: 1,024 nonzeros, 40 and 5·10^6 on either side
+		{[]int{3, 1_000_000, 1_000}, 20_000},      // exact: 20,000 nonzeros, the middle mode past the span
+		{[]int{1, 1, 50}, 100},
+	} {
+		x := randomTensor(rng, c.dims, c.nnz, true)
+		s, err := Summarize(x)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := s.Sample.NNZ()
+		for m, d := range c.dims {
+			got := slices.Sorted(slices.Values(s.sliceCounts(m)))
+			r, _ := formats.RankIndices(s.Sample.Inds[m], d)
+			want := slices.Sorted(slices.Values(r.Counts()))
+			if !slices.Equal(got, want) {
+				t.Errorf("dims %v mode %d (table %v): counts differ from the ranks'", c.dims, m+1, d > sliceTableSpan*n)
+			}
+		}
+	}
+}

@@ -79,10 +79,10 @@ func SampleNNZ(nnz int) int {
 // bounds on their error are tested in global_test.go.
 //
 // The positions are read in increasing order, every mode's index in one
-// loop, and checked against the dims. A mode's slices are counted (from
-// its ranks) and its fibers (in a table of their keys) when first needed,
-// or for every mode at once, concurrently, by Prepare. A Summary is safe
-// for concurrent use.
+// loop, and checked against the dims. A mode's slices and its fibers are
+// counted (in a table of their keys) when first needed, or for every mode
+// at once, concurrently, by Prepare; a mode's indices are ranked only for
+// a graph. A Summary is safe for concurrent use.
 type Summary struct {
 	Dims   []int
 	NNZ    int
@@ -90,13 +90,16 @@ type Summary struct {
 	Exact  bool
 
 	// ranks[m] numbers the non-empty indices of mode m in the sample,
-	// and slices[m] holds the sample's nonzeros per non-empty slice of
-	// mode m (index of the mode), in rank order; both made on first use,
-	// once (rankOnce[m]): a decision for one mode of an order-3 tensor
-	// needs two modes' ranks, not three.
+	// made on first use, once (rankOnce[m]), for the graphs: the graph of
+	// one mode of an order-3 tensor needs two modes' ranks, not three.
 	ranks    []formats.Ranks
-	slices   [][]uint32
 	rankOnce []sync.Once
+
+	// slices[m] holds the sample's nonzeros per non-empty slice of mode m
+	// (index of the mode), in no particular order; made on first use,
+	// once (sliceOnce[m]).
+	slices    [][]uint32
+	sliceOnce []sync.Once
 
 	// fibers[m] holds the nonzeros per non-empty mode-m fiber
 	// (combination of the other modes' indices); built on first use,
@@ -176,7 +179,7 @@ func newSummary(x *formats.COO) (*Summary, error) {
 		}
 	}
 	order := x.Order()
-	return &Summary{Dims: slices.Clone(x.Dims), NNZ: nnz, ranks: make([]formats.Ranks, order), slices: make([][]uint32, order), rankOnce: make([]sync.Once, order), fibers: make([][]uint32, order), fiberOnce: make([]sync.Once, order)}, nil
+	return &Summary{Dims: slices.Clone(x.Dims), NNZ: nnz, ranks: make([]formats.Ranks, order), rankOnce: make([]sync.Once, order), slices: make([][]uint32, order), sliceOnce: make([]sync.Once, order), fibers: make([][]uint32, order), fiberOnce: make([]sync.Once, order)}, nil
 }
 
 // checkSample checks the sample's indices against the dims; pos are the
@@ -258,21 +261,51 @@ func gather(dst, src [][]uint32, pos []uint64) {
 
 // modeRanks returns mode m's ranks (formats.RankIndices of the sample's
 // indices, checked in range when the summary was made), made on first
-// use along with the mode's slice counts.
+// use.
 func (s *Summary) modeRanks(m int) formats.Ranks {
-	s.rankOnce[m].Do(func() {
-		r, _ := formats.RankIndices(s.Sample.Inds[m], s.Dims[m])
-		s.ranks[m], s.slices[m] = r, r.Counts()
-	})
+	s.rankOnce[m].Do(func() { s.ranks[m], _ = formats.RankIndices(s.Sample.Inds[m], s.Dims[m]) })
 	return s.ranks[m]
 }
 
 // sliceCounts returns the sample's nonzeros per non-empty slice of mode
-// m, in rank order.
+// m, in no particular order: the estimates do not depend on it.
+//
+// Past sliceTableSpan indices of dim per sampled nonzero, they are
+// counted in a table of the indices, as fibers are, not from the mode's
+// ranks: a rank needs a bitmap of the dim (3/16 of a byte per index, with
+// its prefix counts) and a rank per nonzero, fresh memory that a decision
+// by the global features alone (the trees) does not otherwise touch. In a
+// one-shot process its page faults cost more than the table there: a
+// first decision's features at 1,024 sampled nonzeros took 56 against 75
+// µs at dims of 10^5, 60 against 82 at 1.5·10^5 (medians of 9 fresh
+// processes each). Under it the ranks cost less (54 against 49 µs at
+// 9,800, 60 against 57 at 24,000), and the graphs use them anyway.
 func (s *Summary) sliceCounts(m int) []uint32 {
-	s.modeRanks(m)
+	s.sliceOnce[m].Do(func() {
+		ind := s.Sample.Inds[m]
+		n := len(ind)
+		if n > tableKeys || s.Dims[m] <= sliceTableSpan*n {
+			s.slices[m] = s.modeRanks(m).Counts()
+			return
+		}
+		buf := getScratch(n + tableSlots(n))
+		defer putScratch(buf)
+		keys := buf[:n]
+		for j, i := range ind {
+			keys[j] = uint64(i)
+		}
+		s.slices[m] = tableCounts(keys, buf[n:])
+	})
 	return s.slices[m]
 }
+
+// sliceTableSpan is the indices of dim per sampled nonzero past which
+// sliceCounts counts a mode's slices in a table rather than ranking them.
+const sliceTableSpan = 32
+
+// tableSlots returns the slots tableCounts is given for n keys: a power
+// of two, at least twice n.
+func tableSlots(n int) int { return 1 << bits.Len(uint(max(2*n-1, 1))) }
 
 // samplePositions returns the n positions in [0, nnz) a sample reads (0 <
 // n < nnz; buf is scratch of 3n keys, which the result is part of), in
@@ -406,7 +439,7 @@ func (s *Summary) countFibers(m int) []uint32 {
 	}
 	slots := 0
 	if n <= tableKeys {
-		slots = 1 << bits.Len(uint(max(2*n-1, 1)))
+		slots = tableSlots(n)
 	}
 	buf := getScratch(n + max(slots, n))
 	defer putScratch(buf)
@@ -497,7 +530,9 @@ func tableCounts(keys, table []uint64) []uint32 {
 // decomposition) calls it once, so that a large sample's work is spread
 // over the cores; Global does the same work on demand, one mode at a
 // time, without it. MTTKRP along every mode of an order-N tensor reads
-// the fibers of two modes only (fiberMode), SpTTM those of all.
+// the fibers of two modes only (fiberMode), SpTTM those of all. From
+// parallelSample sampled nonzeros on, it also ranks every mode for the
+// graphs (Encode).
 func (s *Summary) Prepare(ops ...hetero.Op) {
 	n := len(s.fibers)
 	if len(ops) == 0 {
@@ -509,10 +544,17 @@ func (s *Summary) Prepare(ops ...hetero.Op) {
 			fibers[fiberMode(op, n, m)] = true
 		}
 	}
+	ranks := s.Sample.NNZ() >= parallelSample
 	spread(n, s.Sample.NNZ(), func(m int) {
-		s.modeRanks(m)
+		s.sliceCounts(m)
 		if fibers[m] {
 			s.fiberCounts(m)
+		}
+		if ranks {
+			// A graph's nodes: worth ranking ahead, in parallel, only
+			// for a sample this large; a decision by the trees needs
+			// none.
+			s.modeRanks(m)
 		}
 	})
 }
