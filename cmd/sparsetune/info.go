@@ -66,11 +66,12 @@ func loadTensor(stderr io.Writer, args []string) (string, *formats.COO, time.Dur
 }
 
 // loadTensorPicked is loadTensor for a command that summarizes the tensor
-// (features.Summarize): the reader also picks the summary's sample as it
-// passes over the nonzeros (formats.ReadFilePicked). The picks are nil for
-// the embedded sample tensor and where the reader made none.
-func loadTensorPicked(stderr io.Writer, args []string) (string, *formats.COO, *formats.Picks, error) {
-	if len(args) == 0 {
+// (features.Summarize): unless pick is false, the reader also picks the
+// summary's sample as it passes over the nonzeros (formats.ReadFilePicked).
+// The picks are nil for the embedded sample tensor and where the reader
+// made none.
+func loadTensorPicked(stderr io.Writer, args []string, pick bool) (string, *formats.COO, *formats.Picks, error) {
+	if len(args) == 0 || !pick {
 		name, t, _, err := loadTensor(stderr, args)
 		return name, t, nil, err
 	}

@@ -64,7 +64,9 @@ Without FILE, predict uses the embedded sample tensor.`,
 			if err != nil {
 				return err
 			}
-			name, t, picks, err := loadTensorPicked(cmd.ErrOrStderr(), args)
+			// The rule and measure-all read no summary: nothing to pick.
+			pick := cfg.predictor != "rule" && cfg.predictor != "measure"
+			name, t, picks, err := loadTensorPicked(cmd.ErrOrStderr(), args, pick)
 			if err != nil {
 				return err
 			}
