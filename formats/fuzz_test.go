@@ -28,7 +28,9 @@ func FuzzReadTNS(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		x, err := ReadTNS(bytes.NewReader(data), "fuzz.tns")
+		pk := &picker{positions: fuzzPositions}
+		x, err := readTNS(bytes.NewReader(data), "fuzz.tns", pk)
+		checkFuzzPicks(t, x, pk)
 		ref, refLine, refErr := refReadTNS(data)
 		if (err == nil) != (refErr == "") {
 			t.Fatalf("reader says %v, the sequential reference says %q", err, refErr)
@@ -111,10 +113,12 @@ func FuzzReadBinary(f *testing.F) {
 		if sized {
 			size = int64(len(data))
 		}
-		x, err := ReadBinary(bytes.NewReader(data), "fuzz.stb", size)
+		pk := &picker{positions: fuzzPositions}
+		x, err := readBinary(bytes.NewReader(data), "fuzz.stb", size, pk)
 		if err != nil {
 			return
 		}
+		checkFuzzPicks(t, x, pk)
 		if err := x.Validate(); err != nil {
 			t.Fatalf("accepted an invalid tensor: %v", err)
 		}
@@ -231,4 +235,32 @@ func refReadTNS(data []byte) (x *COO, errLine int, err string) {
 		}
 	}
 	return x, 0, ""
+}
+
+// fuzzPositions picks the first, a middle and the last nonzero, the
+// middle one twice.
+func fuzzPositions(nnz int) []uint64 {
+	if nnz == 0 {
+		return nil
+	}
+	return []uint64{0, uint64(nnz / 2), uint64(nnz / 2), uint64(nnz - 1)}
+}
+
+// checkFuzzPicks checks what a reader picked against the tensor it read
+// (nothing when it failed).
+func checkFuzzPicks(t *testing.T, x *COO, pk *picker) {
+	t.Helper()
+	if x == nil {
+		return
+	}
+	p := pk.done()
+	if p == nil {
+		if x.NNZ() > 0 {
+			t.Fatalf("no picks from a tensor of %d nonzeros", x.NNZ())
+		}
+		return
+	}
+	if err := p.Check(x); err != nil {
+		t.Fatal(err)
+	}
 }
