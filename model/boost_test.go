@@ -335,7 +335,9 @@ func reflectEqual(a, b any) bool {
 
 // TestPackedTrees: the packed layout scores exactly as walking the node
 // arrays does, on an ensemble laid out depth first (siblings apart, as a
-// file may hold them), NaN features included.
+// file may hold them), NaN and infinite features and features equal to a
+// threshold included, both by the fixed-depth walk and by the walk that
+// stops at each leaf (an ensemble deeper than maxFixedDepth).
 func TestPackedTrees(t *testing.T) {
 	g, _ := treesGCN(t, TreeOptions{Rounds: 30, Depth: 5})
 	bfs := g.Trees["cpu"]
@@ -364,14 +366,44 @@ func TestPackedTrees(t *testing.T) {
 	if err := dfs.Check(features.Count); err != nil {
 		t.Fatal(err)
 	}
+	deepest := 0
+	for _, root := range bfs.Roots {
+		var depth func(i int32) int
+		depth = func(i int32) int {
+			if bfs.Feature[i] < 0 {
+				return 0
+			}
+			return 1 + max(depth(bfs.Left[i]), depth(bfs.Right[i]))
+		}
+		deepest = max(deepest, depth(root))
+	}
+	bfs.pack()
+	if bfs.packed == nil || bfs.packed.depth != deepest || deepest < 2 {
+		t.Fatalf("packed depth %v, the trees' %d", bfs.packed, deepest)
+	}
+	// The same packing, walked leaf by leaf as a deeper one would be.
+	stepwise := &Trees{Classes: bfs.Classes, Base: bfs.Base}
+	stepwise.packOnce.Do(func() {})
+	p := *bfs.packed
+	p.depth = maxFixedDepth + 1
+	stepwise.packed = &p
 	rng := rand.New(rand.NewPCG(9, 9))
 	for k := range 500 {
 		x := make([]float64, features.Count)
 		for f := range x {
 			x[f] = 4 * rng.Float64()
 		}
-		if k%50 == 0 {
+		switch k % 50 {
+		case 0:
 			x[k%features.Count] = math.NaN()
+		case 1:
+			x[k%features.Count] = math.Inf(1 - 2*(k/50%2))
+		case 2, 3, 4:
+			// On a threshold: x <= threshold goes left.
+			i := rng.IntN(len(bfs.Feature))
+			if f := bfs.Feature[i]; f >= 0 {
+				x[f] = float64(bfs.Threshold[i])
+			}
 		}
 		walked := slices.Clone(bfs.Base)
 		want := make([]float64, len(walked))
@@ -381,9 +413,9 @@ func TestPackedTrees(t *testing.T) {
 		for j, root := range bfs.Roots {
 			want[bfs.RootClass[j]] += float64(bfs.Value[bfs.leaf(root, x)])
 		}
-		for _, tr := range []*Trees{bfs, dfs} {
+		for i, tr := range []*Trees{bfs, dfs, stepwise} {
 			if got := tr.Scores(x, nil); !slices.Equal(got, want) {
-				t.Fatalf("input %d: packed scores %v, walked %v", k, got, want)
+				t.Fatalf("input %d, ensemble %d: packed scores %v, walked %v", k, i, got, want)
 			}
 		}
 	}
