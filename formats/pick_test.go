@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // somePositions returns n increasing positions below nnz, some repeated,
@@ -186,4 +187,36 @@ func TestSTBPiecesCheckOrder(t *testing.T) {
 	if _, err := readSTB(c, true); err == nil || !strings.Contains(err.Error(), "checksum mismatch in the mode 2 indices") {
 		t.Fatalf("flipped index bit after a bad index: %v", err)
 	}
+}
+
+// BenchmarkReadPicked reads a 2 M-nonzero .stb file plainly and picking
+// 1,024 nonzeros (the sample of a tensor this size): the picks should
+// cost the read next to nothing, and Picks.Took says what they cost.
+func BenchmarkReadPicked(b *testing.B) {
+	x := genCOO(rand.New(rand.NewPCG(1, 1)), []int{100000, 50000, 2000}, 2_000_000)
+	path := filepath.Join(b.TempDir(), "x.stb")
+	if err := WriteFile(path, x); err != nil {
+		b.Fatal(err)
+	}
+	pos := somePositions(rand.New(rand.NewPCG(2, 2)), x.NNZ(), 1024)
+	b.Run("plain", func(b *testing.B) {
+		for range b.N {
+			collect(b)
+			if _, _, err := ReadFileSummed(path); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("picked", func(b *testing.B) {
+		var took time.Duration
+		for range b.N {
+			collect(b)
+			_, p, _, err := ReadFilePicked(path, func(int) []uint64 { return slices.Clone(pos) })
+			if err != nil || p == nil {
+				b.Fatal(err, p)
+			}
+			took += p.Took
+		}
+		b.ReportMetric(took.Seconds()*1e6/float64(b.N), "took-µs/op")
+	})
 }
