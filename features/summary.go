@@ -79,10 +79,11 @@ func SampleNNZ(nnz int) int {
 // bounds on their error are tested in global_test.go.
 //
 // The positions are read in increasing order, every mode's index in one
-// loop, and checked against the dims. A mode's slices and its fibers are
-// counted (in a table of their keys) when first needed, or for every mode
-// at once, concurrently, by Prepare; a mode's indices are ranked only for
-// a graph. A Summary is safe for concurrent use.
+// loop, and checked against the dims. A mode's slices (from its ranks,
+// or in a table of their indices where the dim is large: sliceCounts) and
+// its fibers (in a table of their keys) are counted when first needed, or
+// for every mode at once, concurrently, by Prepare. A Summary is safe for
+// concurrent use.
 type Summary struct {
 	Dims   []int
 	NNZ    int
