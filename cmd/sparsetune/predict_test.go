@@ -338,6 +338,25 @@ func TestPredictPicked(t *testing.T) {
 					t.Errorf("%s %s mode %d: %s row with sample %gs", ext, op, got[i].Mode, got[i].Predictor, got[i].SampleSeconds)
 				}
 			}
+			if op != "mttkrp" {
+				continue
+			}
+			// The picks are what the summary reads: picks of a
+			// different sample (every nonzero at index 0 of mode 1)
+			// change the answer.
+			other := &formats.Picks{NNZ: picks.NNZ, Pos: picks.Pos, Inds: slices.Clone(picks.Inds)}
+			other.Inds[0] = make([]uint32, len(picks.Pos))
+			out.Reset()
+			if err := runPredict(&out, os.Stderr, path, x, other, cfg, true); err != nil {
+				t.Fatal(err)
+			}
+			var moved []predictRow
+			if err := json.Unmarshal([]byte(out.String()), &moved); err != nil {
+				t.Fatal(err)
+			}
+			if slices.EqualFunc(moved, want, func(a, b predictRow) bool { return slices.Equal(a.Formats, b.Formats) }) {
+				t.Errorf("%s: predict answered the same from other picks: the picks are not read", ext)
+			}
 		}
 	}
 }
