@@ -46,7 +46,10 @@ type Options struct {
 	Predictor model.SummaryPredictor
 	// Decisions, when set, is consulted before the predictor: a format
 	// measured for this tensor, op, mode and device (CachedPredictors) is
-	// used as it is.
+	// used as it is. The lookup costs the summary, which the prediction
+	// reads anyway, and reads the whole tensor (model.Fingerprint) only
+	// when a decision is filed under the summary's key
+	// (model.SampleKey).
 	Decisions *model.Decisions
 	// Profile holds the devices' numbers for the split. nil means the
 	// stored profile, hetero.ProfileFor(devices, Calibrate). It is needed
@@ -217,10 +220,36 @@ func (e *Engine) split(op hetero.Op, sliceNNZ []int64, rank int, traffic hetero.
 // input is what the format choice learns of a tensor, computed at most
 // once per call whatever the number of devices.
 type input struct {
-	x           *formats.COO
-	rank        int // R of the call's dense operands, for measurements
-	summary     *features.Summary
-	fingerprint string
+	x       *formats.COO
+	rank    int // R of the call's dense operands, for measurements
+	summary *features.Summary
+	id      *model.TensorID // for the decision cache, made from the summary
+}
+
+// summarize makes the input's summary, once.
+func (in *input) summarize() error {
+	if in.summary != nil {
+		return nil
+	}
+	s, err := features.Summarize(in.x)
+	if err != nil {
+		return fmt.Errorf("summarise: %w", err)
+	}
+	in.summary = s
+	return nil
+}
+
+// tensorID returns the input's name in the decision cache: a key of its
+// summary's sample, and its fingerprint only if a decision is filed under
+// the key (model.SampleKey says why).
+func (in *input) tensorID() (*model.TensorID, error) {
+	if in.id == nil {
+		if err := in.summarize(); err != nil {
+			return nil, err
+		}
+		in.id = model.NewTensorID(in.x, in.summary)
+	}
+	return in.id, nil
 }
 
 // choice is the formats a device runs, best first: the first it can run
@@ -245,11 +274,12 @@ func (e *Engine) choose(in *input, op hetero.Op, mode int, dev hetero.Device) (c
 	}
 	start := time.Now()
 	if e.opts.Decisions != nil {
-		if in.fingerprint == "" {
-			in.fingerprint = model.Fingerprint(in.x)
+		id, err := in.tensorID()
+		if err != nil {
+			return choice{}, 0, nil, err
 		}
 		for _, key := range CachedPredictors {
-			if d, ok := e.opts.Decisions.Get(in.fingerprint, op, mode, dev.Info().Name, key); ok {
+			if d, ok := e.opts.Decisions.Get(id, op, mode, dev.Info().Name, key); ok {
 				if names := known(op, d.Prediction.Formats); len(names) > 0 {
 					return choice{formats: names, source: SourceCached}, time.Since(start), nil, nil
 				}
@@ -264,12 +294,8 @@ func (e *Engine) choose(in *input, op hetero.Op, mode int, dev hetero.Device) (c
 			}
 		}
 	}
-	if in.summary == nil {
-		s, err := features.Summarize(in.x)
-		if err != nil {
-			return choice{}, 0, nil, fmt.Errorf("summarise: %w", err)
-		}
-		in.summary = s
+	if err := in.summarize(); err != nil {
+		return choice{}, 0, nil, err
 	}
 	// A predictor that tells device classes apart (a GCN with one head
 	// per class) is given the device; others go by its kind.
@@ -314,10 +340,11 @@ func (e *Engine) measure(in *input, op hetero.Op, mode int, dev hetero.Device) (
 		return nil, fmt.Errorf("measure every format: %w", err)
 	}
 	if e.opts.Decisions != nil {
-		if in.fingerprint == "" {
-			in.fingerprint = model.Fingerprint(in.x)
+		id, err := in.tensorID()
+		if err != nil {
+			return nil, err
 		}
-		d := &model.Decision{Fingerprint: in.fingerprint, Op: op.String(), Mode: mode + 1, Device: dev.Info().Name, Predictor: CachedPredictors[0], Prediction: pr}
+		d := &model.Decision{Key: id.Key, Fingerprint: id.Fingerprint(), Op: op.String(), Mode: mode + 1, Device: dev.Info().Name, Predictor: CachedPredictors[0], Prediction: pr}
 		if err := e.opts.Decisions.Put(d, op, mode); err != nil {
 			pr.Warnings = append(pr.Warnings, err.Error())
 		}

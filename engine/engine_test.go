@@ -431,7 +431,8 @@ func TestUnsupportedMovesOn(t *testing.T) {
 	rng := rand.New(rand.NewPCG(8, 9))
 	x := randomTensor(rng, []int{20, 30, 10}, 800)
 	dec := &model.Decisions{Dir: t.TempDir()}
-	d := &model.Decision{Fingerprint: model.Fingerprint(x), Op: "mttkrp", Mode: 1, Device: acc.Info().Name, Predictor: "measure",
+	id := tensorID(t, x)
+	d := &model.Decision{Key: id.Key, Fingerprint: id.Fingerprint(), Op: "mttkrp", Mode: 1, Device: acc.Info().Name, Predictor: "measure",
 		Prediction: &model.Prediction{Formats: []model.Ranked{{Format: "hicoo", Score: 1}, {Format: "alto", Score: 0.9}}}}
 	if err := dec.Put(d, hetero.MTTKRP, 0); err != nil {
 		t.Fatal(err)
@@ -465,7 +466,8 @@ func TestCachedDecision(t *testing.T) {
 	rng := rand.New(rand.NewPCG(8, 9))
 	x := randomTensor(rng, []int{20, 30, 10}, 800)
 	dec := &model.Decisions{Dir: t.TempDir()}
-	d := &model.Decision{Fingerprint: model.Fingerprint(x), Op: "mttkrp", Mode: 2, Device: "cpu", Predictor: "measure",
+	id := tensorID(t, x)
+	d := &model.Decision{Key: id.Key, Fingerprint: id.Fingerprint(), Op: "mttkrp", Mode: 2, Device: "cpu", Predictor: "measure",
 		Prediction: &model.Prediction{Formats: []model.Ranked{{Format: "hicoo", Score: 1}, {Format: "coo", Score: 0.5}}}}
 	if err := dec.Put(d, hetero.MTTKRP, 1); err != nil {
 		t.Fatal(err)
@@ -650,4 +652,14 @@ func TestSummaryFreePrediction(t *testing.T) {
 	if got := p.Formats(); !slices.Equal(got, want) || pred.summaries != 0 {
 		t.Errorf("formats %v (want %v), %d predictions through a summary (want 0)", got, want, pred.summaries)
 	}
+}
+
+// tensorID is x's name in the decision cache, as the engine makes it.
+func tensorID(t *testing.T, x *formats.COO) *model.TensorID {
+	t.Helper()
+	s, err := features.Summarize(x)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return model.NewTensorID(x, s)
 }

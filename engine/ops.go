@@ -170,8 +170,8 @@ func (e *Engine) PlanMTTKRP(ctx context.Context, x *formats.COO, mode, rank int)
 
 // PlanMTTKRPAll plans the MTTKRP of every mode of x at rank R, as
 // PlanMTTKRP does one by one, but the format choice learns of the tensor
-// once for all modes (one features.Summarize, one fingerprint for the
-// decision cache), as CP-ALS needs. Plan m is mode m's. On an error the
+// once for all modes (one features.Summarize, one key for the decision
+// cache), as CP-ALS needs. Plan m is mode m's. On an error the
 // plans made so far are closed.
 func (e *Engine) PlanMTTKRPAll(ctx context.Context, x *formats.COO, rank int) ([]*Plan, error) {
 	if err := checkInput(x, 0); err != nil {

@@ -172,7 +172,8 @@ func (p *Plan) what() string { return fmt.Sprintf("%s mode %d", p.op, p.mode+1) 
 // newPlan builds a plan once the operation's slices are known: choose the
 // formats, split, cut the pieces, and bind them on the devices.
 // in, when not nil, is what an earlier plan of the same tensor learnt of
-// it (summary, fingerprint), so planning every mode reads the tensor once.
+// it (summary, decision-cache key), so planning every mode reads the
+// tensor once.
 func (e *Engine) newPlan(ctx context.Context, x *formats.COO, p *Plan, in *input, start time.Time) (*Plan, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err

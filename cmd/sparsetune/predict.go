@@ -149,20 +149,19 @@ func predictConfigFrom(v *viper.Viper) (predictConfig, error) {
 // measureFallback times every format of c.op along mode on dev, or takes
 // the decision cached for this tensor: what a device whose class the model
 // has no head for gets. It reports whether the decision was cached.
-func measureFallback(t *formats.COO, dev hetero.Device, c predictConfig, mode int) (*model.Prediction, bool, error) {
+func measureFallback(t *formats.COO, id *model.TensorID, dev hetero.Device, c predictConfig, mode int) (*model.Prediction, bool, error) {
 	decisions, err := model.DefaultDecisions()
 	if err != nil {
 		return nil, false, err
 	}
-	fp := model.Fingerprint(t)
-	if d, ok := decisions.Get(fp, c.op, mode, dev.Info().Name, "measure"); ok && !c.retune {
+	if d, ok := decisions.Get(id, c.op, mode, dev.Info().Name, "measure"); ok && !c.retune {
 		return d.Prediction, true, nil
 	}
 	pr, err := model.MeasureAll{Device: dev, Rank: c.rank, Iters: c.iters}.Predict(t, c.op, mode, dev.Info().Kind)
 	if err != nil {
 		return nil, false, err
 	}
-	d := &model.Decision{Fingerprint: fp, Op: c.op.String(), Mode: mode + 1, Device: dev.Info().Name, Predictor: "measure", Prediction: pr}
+	d := &model.Decision{Key: id.Key, Fingerprint: id.Fingerprint(), Op: c.op.String(), Mode: mode + 1, Device: dev.Info().Name, Predictor: "measure", Prediction: pr}
 	if err := decisions.Put(d, c.op, mode); err != nil {
 		pr.Warnings = append(pr.Warnings, err.Error())
 	}
@@ -224,13 +223,11 @@ func runPredict(stdout, stderr io.Writer, name string, t *formats.COO, picks *fo
 		}
 	}
 	var decisions *model.Decisions
-	var fingerprint string
 	if c.predictor == "measure" {
 		var err error
 		if decisions, err = model.DefaultDecisions(); err != nil {
 			return err
 		}
-		fingerprint = model.Fingerprint(t)
 	}
 	// One summary serves every row; its time is shared among the rows that
 	// used it.
@@ -259,6 +256,19 @@ func runPredict(stdout, stderr io.Writer, name string, t *formats.COO, picks *fo
 		}
 		sampleTime += time.Since(start)
 		return nil
+	}
+	// id names the tensor in the decision cache: a key of the summary's
+	// sample, and the whole tensor's fingerprint only where a decision
+	// is filed under the key (model.SampleKey).
+	var id *model.TensorID
+	tensorID := func() (*model.TensorID, error) {
+		if id == nil {
+			if err := summarize(); err != nil {
+				return nil, err
+			}
+			id = model.NewTensorID(t, summary)
+		}
+		return id, nil
 	}
 	var rows []predictRow
 	noHeadNoted := map[string]bool{}
@@ -290,7 +300,11 @@ func runPredict(stdout, stderr io.Writer, name string, t *formats.COO, picks *fo
 				key += "-greedy"
 			}
 			if decisions != nil && !c.retune {
-				if d, ok := decisions.Get(fingerprint, c.op, mode, row.Device, key); ok {
+				tid, err := tensorID()
+				if err != nil {
+					return fmt.Errorf("%s: %w", name, err)
+				}
+				if d, ok := decisions.Get(tid, c.op, mode, row.Device, key); ok {
 					pr, row.Cached = d.Prediction, true
 				}
 			}
@@ -320,14 +334,21 @@ func runPredict(stdout, stderr io.Writer, name string, t *formats.COO, picks *fo
 						noHeadNoted[row.Device] = true
 					}
 					summaryRows--
-					pr, row.Cached, err = measureFallback(t, dev, c, mode)
+					var tid *model.TensorID
+					if tid, err = tensorID(); err == nil {
+						pr, row.Cached, err = measureFallback(t, tid, dev, c, mode)
+					}
 					row.Predictor = "measure"
 				}
 				if err != nil {
 					return fmt.Errorf("%s: %w", name, err)
 				}
 				if decisions != nil {
-					d := &model.Decision{Fingerprint: fingerprint, Op: c.op.String(), Mode: mode + 1, Device: row.Device, Predictor: key, Prediction: pr}
+					tid, err := tensorID()
+					if err != nil {
+						return fmt.Errorf("%s: %w", name, err)
+					}
+					d := &model.Decision{Key: tid.Key, Fingerprint: tid.Fingerprint(), Op: c.op.String(), Mode: mode + 1, Device: row.Device, Predictor: key, Prediction: pr}
 					if err := decisions.Put(d, c.op, mode); err != nil {
 						fmt.Fprintf(stderr, "warning: %v\n", err)
 					}

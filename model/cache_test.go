@@ -1,0 +1,78 @@
+package model
+
+import (
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"github.com/sparsetune/sparsetune/features"
+	"github.com/sparsetune/sparsetune/formats"
+	"github.com/sparsetune/sparsetune/hetero"
+)
+
+// cacheTensor is a tensor past features.ExactNNZ, so that its summary
+// samples it.
+func cacheTensor(seed uint64) *formats.COO {
+	rng := rand.New(rand.NewPCG(seed, seed))
+	x, _ := formats.NewCOO([]int{300, 200, 100}, 100_000)
+	for range 100_000 {
+		x.Append([]uint32{uint32(rng.IntN(300)), uint32(rng.IntN(200)), uint32(rng.IntN(100))}, 1)
+	}
+	return x
+}
+
+func idOf(t *testing.T, x *formats.COO) *TensorID {
+	t.Helper()
+	s, err := features.Summarize(x)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return NewTensorID(x, s)
+}
+
+// TestDecisionsByKey: decisions are filed under the sample's key; a
+// tensor that shares the key but not the fingerprint (it differs outside
+// its sample) does not get another's decision; a miss never reads the
+// whole tensor; a decision without its key or fingerprint is refused.
+func TestDecisionsByKey(t *testing.T) {
+	x := cacheTensor(1)
+	sampled := features.PickPositions(x.NNZ())
+	if len(sampled) == 0 {
+		t.Fatal("the tensor is read whole: no sample")
+	}
+	// y is x with one nonzero outside the sample moved.
+	y := &formats.COO{Dims: x.Dims, Inds: slices.Clone(x.Inds), Vals: x.Vals}
+	y.Inds[2] = slices.Clone(x.Inds[2])
+	at := 0
+	for ; slices.Contains(sampled, uint64(at)); at++ {
+	}
+	y.Inds[2][at] = (y.Inds[2][at] + 1) % 100
+	ix, iy, iz := idOf(t, x), idOf(t, y), idOf(t, cacheTensor(2))
+	if ix.Key != iy.Key || ix.Fingerprint() == iy.Fingerprint() || ix.Key == iz.Key {
+		t.Fatalf("keys %s %s %s: want x and y alike, z apart; fingerprints of x and y alike: %v", ix.Key[:8], iy.Key[:8], iz.Key[:8], ix.Fingerprint() == iy.Fingerprint())
+	}
+	dec := &Decisions{Dir: t.TempDir()}
+	d := &Decision{Key: ix.Key, Fingerprint: ix.Fingerprint(), Op: "mttkrp", Mode: 1, Device: "cpu", Predictor: "measure",
+		Prediction: &Prediction{Formats: []Ranked{{Format: "alto", Score: 1}}}}
+	if err := dec.Put(d, hetero.MTTKRP, 0); err != nil {
+		t.Fatal(err)
+	}
+	if got, ok := dec.Get(ix, hetero.MTTKRP, 0, "cpu", "measure"); !ok || got.Prediction.Best() != "alto" {
+		t.Fatalf("x: %v, %v", got, ok)
+	}
+	if _, ok := dec.Get(iy, hetero.MTTKRP, 0, "cpu", "measure"); ok {
+		t.Fatal("y got x's decision: same sample, another tensor")
+	}
+	fresh := idOf(t, cacheTensor(2))
+	if _, ok := dec.Get(fresh, hetero.MTTKRP, 0, "cpu", "measure"); ok || fresh.fp != "" {
+		t.Fatalf("z: hit %v, fingerprint computed %v: a miss must not read the whole tensor", ok, fresh.fp != "")
+	}
+	if _, ok := dec.Get(ix, hetero.MTTKRP, 1, "cpu", "measure"); ok {
+		t.Fatal("a decision for mode 1 given for mode 2")
+	}
+	for _, bad := range []*Decision{{Fingerprint: d.Fingerprint, Prediction: d.Prediction}, {Key: d.Key, Prediction: d.Prediction}} {
+		if err := dec.Put(bad, hetero.MTTKRP, 0); err == nil {
+			t.Errorf("decision with key %q and fingerprint %q stored", bad.Key, bad.Fingerprint)
+		}
+	}
+}
