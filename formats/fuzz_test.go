@@ -260,7 +260,7 @@ func checkFuzzPicks(t *testing.T, x *COO, pk *picker) {
 		}
 		return
 	}
-	if err := p.Check(x); err != nil {
+	if err := checkPicks(p, x); err != nil {
 		t.Fatal(err)
 	}
 }

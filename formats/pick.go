@@ -1,7 +1,6 @@
 package formats
 
 import (
-	"fmt"
 	"slices"
 	"time"
 )
@@ -109,23 +108,4 @@ func ReadFilePicked(path string, positions func(nnz int) []uint64) (*COO, *Picks
 		picks = nil
 	}
 	return t, picks, summed, nil
-}
-
-// Check reports whether p holds t's indices at its positions, every one:
-// the test of a reader's picks. It reads t at every position.
-func (p *Picks) Check(t *COO) error {
-	if p.NNZ != t.NNZ() || len(p.Inds) != t.Order() {
-		return fmt.Errorf("picks: made for %d nonzeros of order %d, the tensor has %d of order %d", p.NNZ, len(p.Inds), t.NNZ(), t.Order())
-	}
-	for m, ind := range t.Inds {
-		if len(p.Inds[m]) != len(p.Pos) {
-			return fmt.Errorf("picks: mode %d has %d indices for %d positions", m+1, len(p.Inds[m]), len(p.Pos))
-		}
-		for k, at := range p.Pos {
-			if p.Inds[m][k] != ind[at] {
-				return fmt.Errorf("picks: mode %d, nonzero %d: picked %d, the tensor has %d", m+1, at+1, p.Inds[m][k], ind[at])
-			}
-		}
-	}
-	return nil
 }

@@ -340,11 +340,10 @@ func (m *ONNXModel) newInstance() (inst *onnxInstance, err error) {
 			inst, err = nil, fmt.Errorf("onnx-go cannot run this graph: %v", r)
 		}
 	}()
-	// onnx-go is given the file without the trees, which it cannot run.
-	data := m.network
 	backend := gorgonnx.NewGraph()
 	model := onnx.NewModel(backend)
-	if err := model.UnmarshalBinary(data); err != nil {
+	// onnx-go is given the file without the trees, which it cannot run.
+	if err := model.UnmarshalBinary(m.network); err != nil {
 		return nil, fmt.Errorf("onnx-go cannot load this graph: %v", err)
 	}
 	br, bc, f := m.Info.Budget.Rows, m.Info.Budget.Cols, graphenc.NodeFeatures
