@@ -165,7 +165,7 @@ func (k *EngineKernels) record(mode int, res *engine.Result) {
 	em.Runs++
 	for i, d := range res.Devices {
 		ed := &em.Devices[i]
-		ed.Format, ed.NNZShare, ed.Failed = d.Format, d.NNZShare, d.Failed
+		ed.Format, ed.FormatSource, ed.NNZShare, ed.Failed = d.Format, d.FormatSource, d.NNZShare, d.Failed
 		ed.SetupSeconds += d.ConvertSeconds + d.SetupSeconds
 		ed.KernelSeconds += d.KernelSeconds
 		ed.Seconds += d.Seconds

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -455,8 +456,77 @@ func TestUnsupportedMovesOn(t *testing.T) {
 	if len(res.Warnings) != 1 || !strings.Contains(res.Warnings[0], "cannot run hicoo") {
 		t.Errorf("warnings %q", res.Warnings)
 	}
-	if res.FormatSource != SourcePredicted+"+"+SourceCached {
+	// The CPU, dealt nothing, decided nothing (TestUndealtSideDecidesLate).
+	if c := res.Devices[0]; c.Format != "" || c.FormatSource != "" {
+		t.Errorf("cpu report %+v", c)
+	}
+	if res.FormatSource != SourceCached {
 		t.Errorf("format source %q", res.FormatSource)
+	}
+}
+
+// classCounter is the rule through a summary (it never answers without
+// one), with a count of the predictions per device kind.
+type classCounter struct {
+	mu    sync.Mutex
+	kinds map[hetero.Kind]int
+}
+
+func (c *classCounter) Predict(x *formats.COO, op hetero.Op, mode int, kind hetero.Kind) (*model.Prediction, error) {
+	return model.RulePredictor{}.Predict(x, op, mode, kind)
+}
+
+func (c *classCounter) PredictSummary(s *features.Summary, op hetero.Op, mode int, kind hetero.Kind) (*model.Prediction, error) {
+	c.mu.Lock()
+	c.kinds[kind]++
+	c.mu.Unlock()
+	return model.RulePredictor{}.PredictSummary(s, op, mode, kind)
+}
+
+// TestUndealtSideDecidesLate: a device the split deals nothing (the CPU
+// under SplitAcc) is not predicted for when the plan is built, reports
+// no format, and decides its format when it must take over the
+// accelerator's work: the result is still exact.
+func TestUndealtSideDecidesLate(t *testing.T) {
+	rng := rand.New(rand.NewPCG(21, 22))
+	x := randomTensor(rng, []int{40, 30, 20}, 3000)
+	for _, failRun := range []int64{0, 1} {
+		pred := &classCounter{kinds: map[hetero.Kind]int{}}
+		fake := heterotest.NewAccelerator()
+		fake.FailRun = failRun
+		e, err := New([]hetero.Device{hetero.NewCPU(0), fake}, Options{Split: hetero.SplitAcc, Predictor: pred})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := e.PlanMTTKRP(context.Background(), x, 0, 4)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := p.Formats(); got[0] != "" || got[1] == "" || pred.kinds[hetero.CPU] != 0 || pred.kinds[hetero.GPU] != 1 {
+			t.Errorf("fail at run %d: planned formats %q after predictions %v; want the accelerator's alone", failRun, got, pred.kinds)
+		}
+		if r := p.Report(); r.Devices[0].Format != "" || r.Devices[0].FormatSource != "" || r.FormatSource != SourcePredicted {
+			t.Errorf("fail at run %d: plan report %+v, source %q", failRun, r.Devices, r.FormatSource)
+		}
+		operands := make([]*kernels.Matrix, x.Order())
+		for m, d := range x.Dims[1:] {
+			operands[m+1] = randomMatrix(rng, d, 4)
+		}
+		res, err := p.Run(context.Background(), operands, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e := relErr(res.Y.Data, reference(t, hetero.MTTKRP, x, 0, res, operands)); e > 1e-4 {
+			t.Errorf("fail at run %d: relative error %.2e", failRun, e)
+		}
+		took := failRun > 0
+		if n := pred.kinds[hetero.CPU]; n != map[bool]int{false: 0, true: 1}[took] {
+			t.Errorf("fail at run %d: %d predictions for the cpu", failRun, n)
+		}
+		if c := res.Devices[0]; took != (c.Format != "" && c.FormatSource == SourcePredicted && c.NNZ == int64(x.NNZ())) {
+			t.Errorf("fail at run %d: cpu report %+v", failRun, c)
+		}
+		p.Close()
 	}
 }
 

@@ -73,9 +73,16 @@ type Plan struct {
 
 // planSide is one device of a plan.
 type planSide struct {
-	dev    hetero.Device
-	choice choice
-	next   int // index into choice.formats of the format in use
+	dev hetero.Device
+	// choice is the device's formats. A side the split deals nothing
+	// decides them only if it ever binds (the CPU taking over from a
+	// failed accelerator): decide, once, through chosen; until then
+	// choice is empty.
+	choice    choice
+	decide    func() (choice, []string, error)
+	decided   sync.Once
+	decideErr error
+	next      int // index into choice.formats of the format in use
 	// bound holds the device's bindings by piece.
 	bound map[int]*bound
 	// format is the format last built on the device.
@@ -138,7 +145,9 @@ func (p *Plan) Report() PlanReport {
 }
 
 // Formats returns the format each device runs (CPU first), as built so
-// far: the chosen one where a device has bound nothing yet.
+// far: the chosen one where a device has bound nothing yet, and "" for a
+// device the split dealt nothing, whose format is chosen only if it must
+// take over from a failed accelerator.
 func (p *Plan) Formats() []string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -146,7 +155,7 @@ func (p *Plan) Formats() []string {
 	for i, sd := range p.sides {
 		out[i] = sd.format
 		if out[i] == "" {
-			out[i] = sd.choice.formats[sd.next]
+			out[i] = sd.chosenFormat()
 		}
 	}
 	return out
@@ -182,19 +191,9 @@ func (e *Engine) newPlan(ctx context.Context, x *formats.COO, p *Plan, in *input
 	if in == nil {
 		in = &input{x: x, rank: p.rank}
 	}
-	var predict time.Duration
 	for _, d := range e.Devices() {
-		c, took, ws, err := e.choose(in, p.op, p.mode, d)
-		if err != nil {
-			return nil, err
-		}
-		predict += took
-		for _, w := range ws {
-			warn.add(w)
-		}
-		p.sides = append(p.sides, &planSide{dev: d, choice: c, bound: map[int]*bound{}})
+		p.sides = append(p.sides, &planSide{dev: d, bound: map[int]*bound{}})
 	}
-	p.report.PredictSeconds = predict.Seconds()
 	split, err := e.split(p.op, p.sliceNNZ, p.rank, p.traffic())
 	if err != nil {
 		return nil, fmt.Errorf("split: %w", err)
@@ -233,6 +232,37 @@ func (e *Engine) newPlan(ctx context.Context, x *formats.COO, p *Plan, in *input
 	for _, ids := range p.pieces {
 		p.pieceNNZ = append(p.pieceNNZ, p.nnzOf(ids))
 	}
+	// Choose the formats of the sides that have work. A side dealt
+	// nothing (the CPU under --split acc, or under a peak split that
+	// gives the accelerator every slice) decides only if it ever binds:
+	// its decision would cost as much as the other's, for nothing in
+	// every run where the accelerator does not fail.
+	var predict time.Duration
+	for s, sd := range p.sides {
+		dev := sd.dev
+		sd.decide = func() (choice, []string, error) {
+			c, _, ws, err := e.choose(in, p.op, p.mode, dev)
+			return c, ws, err
+		}
+		dealt := false
+		for i, n := range p.pieceNNZ {
+			dealt = dealt || owner[i] == s && n > 0
+		}
+		if !dealt && len(p.sides) > 1 {
+			continue
+		}
+		c, took, ws, err := e.choose(in, p.op, p.mode, dev)
+		if err != nil {
+			return nil, err
+		}
+		predict += took
+		for _, w := range ws {
+			warn.add(w)
+		}
+		sd.choice = c
+		sd.decided.Do(func() {})
+	}
+	p.report.PredictSeconds = predict.Seconds()
 	p.report.PrepareSeconds = time.Since(start).Seconds() - p.report.PredictSeconds
 
 	// Bind every side's pieces, both sides at once.
@@ -284,14 +314,14 @@ func (e *Engine) newPlan(ctx context.Context, x *formats.COO, p *Plan, in *input
 	for s, sd := range p.sides {
 		reps[s].Format = sd.format
 		if reps[s].Format == "" {
-			reps[s].Format = sd.choice.formats[sd.next]
+			reps[s].Format = sd.chosenFormat()
 		}
 		if p.nnz > 0 {
 			reps[s].NNZShare = float64(reps[s].NNZ) / float64(p.nnz)
 		}
 		reps[s].PredictedSeconds = split.Predicted[s]
-		if !slices.Contains(sources, sd.choice.source) {
-			sources = append(sources, sd.choice.source)
+		if src := sd.choice.source; src != "" && !slices.Contains(sources, src) {
+			sources = append(sources, src)
 		}
 	}
 	p.report.Devices = reps
@@ -299,6 +329,28 @@ func (e *Engine) newPlan(ctx context.Context, x *formats.COO, p *Plan, in *input
 	p.report.Warnings = warn.list
 	p.report.Seconds = time.Since(start).Seconds()
 	return p, nil
+}
+
+// chosen decides the side's formats if the plan left them undecided,
+// adding the decision's warnings to warn.
+func (sd *planSide) chosen(warn *collector) error {
+	sd.decided.Do(func() {
+		var ws []string
+		sd.choice, ws, sd.decideErr = sd.decide()
+		for _, w := range ws {
+			warn.add(w)
+		}
+	})
+	return sd.decideErr
+}
+
+// chosenFormat returns the format the side would build next, or "" when
+// its formats were never decided (it was dealt nothing).
+func (sd *planSide) chosenFormat() string {
+	if sd.next < len(sd.choice.formats) {
+		return sd.choice.formats[sd.next]
+	}
+	return ""
 }
 
 func (p *Plan) nnzOf(ids []int) int64 {
@@ -312,6 +364,9 @@ func (p *Plan) nnzOf(ids []int) int64 {
 // bindPiece binds the slices on the side's device in its format, moving
 // on to its next format while the device cannot run one.
 func (p *Plan) bindPiece(sd *planSide, ids []int, warn *collector) (*bound, error) {
+	if err := sd.chosen(warn); err != nil {
+		return nil, err
+	}
 	for {
 		format := sd.choice.formats[sd.next]
 		b, err := p.b.bind(sd.dev, ids, format)
@@ -407,8 +462,9 @@ func (p *Plan) Run(ctx context.Context, operands []*kernels.Matrix, out *kernels
 	for s, sd := range p.sides {
 		r := reps[s]
 		if r.Format == "" {
-			r.Format = sd.choice.formats[sd.next] // what it would have run
+			r.Format = sd.chosenFormat() // what it would have run, if decided
 		}
+		r.FormatSource = sd.choice.source // decided in this run, if it took over
 		if p.nnz > 0 {
 			r.NNZShare = float64(r.NNZ) / float64(p.nnz)
 		}

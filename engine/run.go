@@ -16,8 +16,10 @@ import (
 // DeviceReport is what one device did in a run. Times are seconds.
 type DeviceReport struct {
 	Device string `json:"device"`
-	// Format is the storage format the device ran ("" when it ran
-	// nothing); FormatSource says how it was chosen.
+	// Format is the storage format the device ran, or would run; ""
+	// for a device the split dealt nothing, which chooses one only if it
+	// must take over from a failed accelerator. FormatSource says how it
+	// was chosen.
 	Format       string `json:"format"`
 	FormatSource string `json:"format_source"`
 	// NNZ is the nonzeros the device computed and NNZShare their share

@@ -396,6 +396,11 @@ func printReport(w io.Writer, r *decompReport, asJSON bool) error {
 	for _, m := range r.ModeDevices {
 		var parts []string
 		for _, d := range m.Devices {
+			if d.Format == "" {
+				// Dealt nothing, so never chosen.
+				parts = append(parts, fmt.Sprintf("%s idle", d.Device))
+				continue
+			}
 			parts = append(parts, fmt.Sprintf("%s %s (%s, %.1f%% of the nonzeros, setup %.3fs, kernels %.3fs)",
 				d.Device, d.Format, d.FormatSource, 100*d.NNZShare, d.SetupSeconds, d.KernelSeconds))
 		}

@@ -363,7 +363,11 @@ func printKernelReport(w io.Writer, r *kernelReport) error {
 		if d.Failed != "" {
 			total += " failed"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%.3f\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", d.Device, d.Format, d.NNZShare,
+		format := d.Format
+		if format == "" {
+			format = "-" // dealt nothing, so never chosen
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%.3f\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", d.Device, format, d.NNZShare,
 			ms(d.ConvertSeconds), ms(d.SetupSeconds), ms(d.H2DSeconds), ms(d.KernelSeconds), ms(d.D2HSeconds), total, ms(d.PredictedSeconds))
 	}
 	if err := tw.Flush(); err != nil {
