@@ -78,6 +78,37 @@ type Engine struct {
 
 	mu      sync.Mutex
 	profile *hetero.Profile // the stored profile, once loaded
+	// picked is the tensor UsePicks was last given, and its picks.
+	picked struct {
+		x *formats.COO
+		p *formats.Picks
+	}
+}
+
+// UsePicks gives the engine the sample indices a reader picked as it read
+// x (formats.ReadFilePicked with features.PickPositions): the format
+// choice for x then makes its summary from them (features.SummarizePicked)
+// instead of gathering the sample from x in memory, the cache misses of a
+// tensor of millions of nonzeros. The summary is the same either way; the
+// time the picks took (Picks.Took) counts in the plan's PredictSeconds.
+// The engine keeps the picks of one tensor, the last given; picks that
+// were not made for x are not used.
+func (e *Engine) UsePicks(x *formats.COO, p *formats.Picks) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.picked.x, e.picked.p = x, p
+}
+
+// newInput returns the format choice's input for x at rank R, with the
+// picks UsePicks gave for x.
+func (e *Engine) newInput(x *formats.COO, rank int) *input {
+	in := &input{x: x, rank: rank}
+	e.mu.Lock()
+	if e.picked.x == x {
+		in.picks = e.picked.p
+	}
+	e.mu.Unlock()
+	return in
 }
 
 // New returns an engine on the devices: one CPU device and at most one
@@ -224,6 +255,11 @@ type input struct {
 	rank    int // R of the call's dense operands, for measurements
 	summary *features.Summary
 	id      *model.TensorID // for the decision cache, made from the summary
+	// picks, when not nil, are x's sample as its reader picked it
+	// (Engine.UsePicks); pickTime is what they took, not yet counted in
+	// a choice's time.
+	picks    *formats.Picks
+	pickTime time.Duration
 }
 
 // summarize makes the input's summary, once.
@@ -231,12 +267,23 @@ func (in *input) summarize() error {
 	if in.summary != nil {
 		return nil
 	}
-	s, err := features.Summarize(in.x)
+	s, err := features.SummarizePicked(in.x, in.picks)
 	if err != nil {
 		return fmt.Errorf("summarise: %w", err)
 	}
+	if in.picks != nil {
+		in.pickTime = in.picks.Took
+	}
 	in.summary = s
 	return nil
+}
+
+// takePickTime returns the picks' time once, to the choice that made the
+// summary from them.
+func (in *input) takePickTime() time.Duration {
+	t := in.pickTime
+	in.pickTime = 0
+	return t
 }
 
 // tensorID returns the input's name in the decision cache: a key of its
@@ -261,8 +308,14 @@ type choice struct {
 }
 
 // choose picks the formats of op along mode for the device and returns
-// the time the prediction took.
+// the time the prediction took, with the reader's picks where they made
+// the summary.
 func (e *Engine) choose(in *input, op hetero.Op, mode int, dev hetero.Device) (choice, time.Duration, []string, error) {
+	c, took, ws, err := e.chooseFormats(in, op, mode, dev)
+	return c, took + in.takePickTime(), ws, err
+}
+
+func (e *Engine) chooseFormats(in *input, op hetero.Op, mode int, dev hetero.Device) (choice, time.Duration, []string, error) {
 	if f := e.opts.Format; f != "" {
 		if f == "fiber-coo" && op == hetero.SpTTM {
 			f = "coo"

@@ -733,3 +733,90 @@ func tensorID(t *testing.T, x *formats.COO) *model.TensorID {
 	}
 	return model.NewTensorID(x, s)
 }
+
+// summaryRecorder is the rule through a summary, keeping the summaries it
+// was given.
+type summaryRecorder struct {
+	mu        sync.Mutex
+	summaries []*features.Summary
+}
+
+func (r *summaryRecorder) Predict(x *formats.COO, op hetero.Op, mode int, kind hetero.Kind) (*model.Prediction, error) {
+	return model.RulePredictor{}.Predict(x, op, mode, kind)
+}
+
+func (r *summaryRecorder) PredictSummary(s *features.Summary, op hetero.Op, mode int, kind hetero.Kind) (*model.Prediction, error) {
+	r.mu.Lock()
+	r.summaries = append(r.summaries, s)
+	r.mu.Unlock()
+	return model.RulePredictor{}.PredictSummary(s, op, mode, kind)
+}
+
+// TestUsePicks: the format choice summarises a tensor from the picks its
+// reader made (the same summary as from the tensor), counts their time in
+// PredictSeconds, and ignores picks made for another tensor.
+func TestUsePicks(t *testing.T) {
+	rng := rand.New(rand.NewPCG(31, 32))
+	x := randomTensor(rng, []int{3000, 2000, 40}, 150_000)
+	x.SumDuplicates() // a file with duplicates is read summed, and picked from nowhere
+	if features.SampleNNZ(x.NNZ()) >= x.NNZ() {
+		t.Fatal("the tensor is summarised whole: no picks to test")
+	}
+	path := filepath.Join(t.TempDir(), "x.stb")
+	if err := formats.WriteFile(path, x); err != nil {
+		t.Fatal(err)
+	}
+	read, picks, _, err := formats.ReadFilePicked(path, features.PickPositions)
+	if err != nil || picks == nil {
+		t.Fatalf("picks %v, %v", picks, err)
+	}
+	want, err := features.Summarize(read)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameSample := func(s *features.Summary) bool {
+		for m := range s.Sample.Inds {
+			if !slices.Equal(s.Sample.Inds[m], want.Sample.Inds[m]) {
+				return false
+			}
+		}
+		return true
+	}
+	plan := func(y *formats.COO, p *formats.Picks) (*summaryRecorder, PlanReport) {
+		t.Helper()
+		rec := &summaryRecorder{}
+		e, err := New(nil, Options{Predictor: rec})
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.UsePicks(y, p)
+		pl, err := e.PlanMTTKRP(context.Background(), read, 0, 4)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer pl.Close()
+		if len(rec.summaries) != 1 {
+			t.Fatalf("%d summaries", len(rec.summaries))
+		}
+		return rec, pl.Report()
+	}
+	rec, _ := plan(read, picks)
+	if !sameSample(rec.summaries[0]) {
+		t.Error("the summary from the picks differs from Summarize's")
+	}
+	// Picks that name other nonzeros change the sample: they are used.
+	// Their time counts in the prediction's.
+	other := *picks
+	other.Inds = [][]uint32{slices.Clone(picks.Inds[0]), picks.Inds[1], picks.Inds[2]}
+	other.Inds[0][0] = (other.Inds[0][0] + 1) % uint32(read.Dims[0])
+	other.Took = time.Hour
+	rec, rep := plan(read, &other)
+	if sameSample(rec.summaries[0]) || rep.PredictSeconds < time.Hour.Seconds() {
+		t.Errorf("other picks: same sample %v, predict_seconds %v", sameSample(rec.summaries[0]), rep.PredictSeconds)
+	}
+	// Picks of another tensor are not used.
+	rec, rep = plan(x, &other)
+	if !sameSample(rec.summaries[0]) || rep.PredictSeconds >= time.Hour.Seconds() {
+		t.Errorf("another tensor's picks: same sample %v, predict_seconds %v", sameSample(rec.summaries[0]), rep.PredictSeconds)
+	}
+}

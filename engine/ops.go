@@ -180,7 +180,7 @@ func (e *Engine) PlanMTTKRPAll(ctx context.Context, x *formats.COO, rank int) ([
 	if rank < 1 {
 		return nil, fmt.Errorf("mttkrp: rank must be >= 1, found %d", rank)
 	}
-	in := &input{x: x, rank: rank}
+	in := e.newInput(x, rank)
 	plans := make([]*Plan, 0, x.Order())
 	for mode := range x.Order() {
 		p, err := e.planMTTKRP(ctx, x, mode, rank, in, time.Now(), false)

@@ -189,7 +189,7 @@ func (e *Engine) newPlan(ctx context.Context, x *formats.COO, p *Plan, in *input
 	}
 	warn := &collector{}
 	if in == nil {
-		in = &input{x: x, rank: p.rank}
+		in = e.newInput(x, p.rank)
 	}
 	for _, d := range e.Devices() {
 		p.sides = append(p.sides, &planSide{dev: d, bound: map[int]*bound{}})
