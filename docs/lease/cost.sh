@@ -4,6 +4,7 @@
 # lease"), on the CPU of that machine and on its GPU. It runs there from the
 # repository root, with the folder gpu/ carried, and reads:
 #
+#   gpu/setup.sh       docs/lease/setup.sh, which this script sources
 #   gpu/sparsetune.gz  the binary, built here with CGO_ENABLED=0 and gzipped
 #   gpu/mats.tgz       the source matrices (tar czf of ../shared/data/suitesparse)
 #   gpu/cuda.test      optional: hetero/cuda's test binary, run first
@@ -22,26 +23,7 @@
 #
 # It stops starting tensors when BUDGET seconds (default 500) have passed.
 set -u -o pipefail
-exec > >(tee -a "$OUT/log.txt") 2>&1
-t0=$(date +%s)
-end=$((t0 + ${BUDGET:-500}))
-date -u
-cd gpu || exit 1
-[ -x sparsetune ] || { gunzip -kf sparsetune.gz && chmod +x sparsetune; } || exit 1
-[ -d mats ] || { mkdir -p mats && tar xzf mats.tgz -C mats; } || exit 1
-for f in /usr/local/cuda/lib64/libnvrtc.so* /opt/torch/.venv/lib/python3*/site-packages/nvidia/*/lib/libnvrtc.so*; do
-	[ -e "$f" ] && { export SPARSETUNE_NVRTC_LIB=$f; break; }
-done
-nproc
-lscpu | grep -E 'Model name|^CPU\(s\)|L2|L3'
-grep -o -m1 -w 'avx512f\|avx2\|bmi2' /proc/cpuinfo | sort -u | tr '\n' ' '; echo
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv
-./sparsetune devices
-if [ -x cuda.test ]; then
-	SPARSETUNE_GPU_TESTS=1 timeout 60 ./cuda.test -test.v > "$OUT/cuda-test.txt" 2>&1
-	echo "cuda.test: rc $?, $(grep -c '^--- PASS' "$OUT/cuda-test.txt") passed"
-	grep '^--- FAIL\|^FAIL' "$OUT/cuda-test.txt"
-fi
+. "$(dirname "$0")/setup.sh" 500
 t=$(date +%s)
 if [ -s sel.jsonl ]; then
 	./sparsetune gen --from mats --out ho --manifest sel.jsonl > /dev/null 2> gen.err || tail -3 gen.err

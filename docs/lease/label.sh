@@ -3,6 +3,7 @@
 # a lease"). It runs there from the repository root, with the folder gpu/
 # carried, and reads:
 #
+#   gpu/setup.sh       docs/lease/setup.sh, which this script sources
 #   gpu/sparsetune.gz  the binary, built here with CGO_ENABLED=0 and gzipped
 #   gpu/cuda.test      optional: hetero/cuda's test binary, run first
 #   gpu/mats.tgz       the source matrices (tar czf of ../shared/data/suitesparse)
@@ -18,25 +19,7 @@
 # after each run; a run cut short by the budget resumes in the next call
 # once its files are put in gpu/prev.
 set -u
-exec > >(tee -a "$OUT/log.txt") 2>&1
-t0=$(date +%s)
-end=$((t0 + ${BUDGET:-500}))
-date -u
-cd gpu || exit 1
-[ -x sparsetune ] || { gunzip -kf sparsetune.gz && chmod +x sparsetune; } || exit 1
-[ -d mats ] || { mkdir -p mats && tar xzf mats.tgz -C mats; } || exit 1
-# NVRTC: CUDA's own, else the one the image's Python packages carry.
-for f in /usr/local/cuda/lib64/libnvrtc.so* /opt/torch/.venv/lib/python3*/site-packages/nvidia/*/lib/libnvrtc.so*; do
-	[ -e "$f" ] && { export SPARSETUNE_NVRTC_LIB=$f; break; }
-done
-echo "NVRTC: ${SPARSETUNE_NVRTC_LIB:-the default search}"
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv
-./sparsetune devices
-if [ -x cuda.test ] && [ "${TESTS:-1}" = 1 ]; then
-	SPARSETUNE_GPU_TESTS=1 timeout 60 ./cuda.test -test.v > "$OUT/cuda-test.txt" 2>&1
-	echo "cuda.test: rc $?, $(grep -c '^--- PASS' "$OUT/cuda-test.txt") passed"
-	grep '^--- FAIL\|^FAIL' "$OUT/cuda-test.txt"
-fi
+. "$(dirname "$0")/setup.sh" 500
 # time_left STEP sets left to the seconds the budget still holds, and
 # fails, saying so, when they are too few for STEP.
 time_left() {

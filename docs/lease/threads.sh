@@ -3,16 +3,12 @@
 # host CPU at several thread counts (docs/gpu.md, "A sixth lease"), to tell
 # apart what the thread count changes in the labels from what the machine
 # does. It runs there from the repository root, with the folder gpu/ carried
-# as cost.sh has it (sparsetune.gz, mats.tgz, sel.jsonl), rebuilds the same
+# as cost.sh has it (setup.sh, sparsetune.gz, mats.tgz, sel.jsonl), rebuilds the same
 # tensors, and appends one line {"t","threads","rows"} per tensor and thread
 # count to $OUT/threads.jsonl, rows as bench --json prints them. It stops
 # when BUDGET seconds (default 200) have passed.
 set -u -o pipefail
-t0=$(date +%s)
-end=$((t0 + ${BUDGET:-200}))
-cd gpu || exit 1
-[ -x sparsetune ] || { gunzip -kf sparsetune.gz && chmod +x sparsetune; } || exit 1
-[ -d mats ] || { mkdir -p mats && tar xzf mats.tgz -C mats; } || exit 1
+TESTS=0 . "$(dirname "$0")/setup.sh" 200
 if [ -s sel.jsonl ]; then
 	./sparsetune gen --from mats --out ho --manifest sel.jsonl > /dev/null 2>&1
 fi
