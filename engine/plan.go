@@ -232,9 +232,10 @@ func (e *Engine) newPlan(ctx context.Context, x *formats.COO, p *Plan, in *input
 	for _, ids := range p.pieces {
 		p.pieceNNZ = append(p.pieceNNZ, p.nnzOf(ids))
 	}
-	// Choose the formats of the sides that have work. A side dealt
-	// nothing (the CPU under --split acc, or under a peak split that
-	// gives the accelerator every slice) decides only if it ever binds:
+	// Choose the formats of the sides that have work. A side a static
+	// split deals nothing (the CPU under --split acc, or under a peak
+	// split that gives the accelerator every slice) decides only if it
+	// ever binds:
 	// its decision would cost as much as the other's, for nothing in
 	// every run where the accelerator does not fail.
 	var predict time.Duration
@@ -244,7 +245,8 @@ func (e *Engine) newPlan(ctx context.Context, x *formats.COO, p *Plan, in *input
 			c, _, ws, err := e.choose(in, p.op, p.mode, dev)
 			return c, ws, err
 		}
-		dealt := false
+		// Under dynamic either side may pull any chunk.
+		dealt := split.Strategy == hetero.SplitDynamic
 		for i, n := range p.pieceNNZ {
 			dealt = dealt || owner[i] == s && n > 0
 		}
