@@ -528,6 +528,21 @@ func TestUndealtSideDecidesLate(t *testing.T) {
 		}
 		p.Close()
 	}
+	// Under dynamic either device may pull any chunk: both choose up
+	// front.
+	pred := &classCounter{kinds: map[hetero.Kind]int{}}
+	e, err := New([]hetero.Device{hetero.NewCPU(0), heterotest.NewAccelerator()}, Options{Split: hetero.SplitDynamic, Profile: heterotest.Profile("cpu", "fake:0"), Predictor: pred})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := e.PlanMTTKRP(context.Background(), x, 0, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if got := p.Formats(); got[0] == "" || got[1] == "" || pred.kinds[hetero.CPU] != 1 || pred.kinds[hetero.GPU] != 1 {
+		t.Errorf("dynamic: planned formats %q after predictions %v; want both", got, pred.kinds)
+	}
 }
 
 // TestCachedDecision: a measured decision in the cache wins over the
