@@ -4,8 +4,11 @@ import (
 	"context"
 	"fmt"
 	"log"
+	"os"
+	"path/filepath"
 
 	"github.com/sparsetune/sparsetune/engine"
+	"github.com/sparsetune/sparsetune/features"
 	"github.com/sparsetune/sparsetune/formats"
 	"github.com/sparsetune/sparsetune/hetero"
 	"github.com/sparsetune/sparsetune/kernels"
@@ -71,4 +74,42 @@ func ExamplePlan() {
 	// Output:
 	// [3 3]
 	// [6 6]
+}
+
+// ExampleEngine_UsePicks reads a tensor file while picking the sample the
+// format choice summarises (tensors of more than features.ExactNNZ
+// nonzeros are summarised from a sample), and hands the picks to the
+// engine: the choice then gathers nothing from the tensor in memory.
+func ExampleEngine_UsePicks() {
+	x, _ := formats.NewCOO([]int{400, 300, 24}, 0)
+	for i := range 100_000 {
+		x.Append([]uint32{uint32(i % 400), uint32(i / 400 % 300), uint32(i % 24)}, 1)
+	}
+	dir, err := os.MkdirTemp("", "picks")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	path := filepath.Join(dir, "x.stb")
+	if err := formats.WriteFile(path, x); err != nil {
+		log.Fatal(err)
+	}
+
+	t, picks, _, err := formats.ReadFilePicked(path, features.PickPositions)
+	if err != nil {
+		log.Fatal(err)
+	}
+	e, err := engine.New([]hetero.Device{hetero.NewCPU(0)}, engine.Options{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	e.UsePicks(t, picks)
+	p, err := e.PlanMTTKRP(context.Background(), t, 0, 16)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer p.Close()
+	fmt.Println("picked", len(picks.Pos), "of", t.NNZ(), "nonzeros; format", p.Report().FormatSource)
+	// Output:
+	// picked 10737 of 100000 nonzeros; format predicted
 }
