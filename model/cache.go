@@ -11,6 +11,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"unsafe"
 
@@ -125,8 +126,12 @@ type Decision struct {
 	Prediction  *Prediction `json:"prediction"`
 }
 
+// path returns the file a decision is filed in: the key's first 32 hex
+// digits, op, mode, device and predictor. The name is concatenated, not
+// formatted: in a one-shot process fmt.Sprintf's first call, through an
+// op's String method, took 10-18 µs of the engine's decision.
 func (d *Decisions) path(key string, op hetero.Op, mode int, device, predictor string) string {
-	return filepath.Join(d.Dir, fmt.Sprintf("%s-%s-mode%d-%s-%s.json", key[:32], op, mode+1, filepath.Base(device), predictor))
+	return filepath.Join(d.Dir, key[:32]+"-"+op.String()+"-mode"+strconv.Itoa(mode+1)+"-"+filepath.Base(device)+"-"+predictor+".json")
 }
 
 // Get returns the cached decision for the tensor id names, if any. The

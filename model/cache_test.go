@@ -76,3 +76,24 @@ func TestDecisionsByKey(t *testing.T) {
 		}
 	}
 }
+
+// TestDecisionPath: the cache's file names stay as they were filed, so
+// that decisions measured by an earlier build are found.
+func TestDecisionPath(t *testing.T) {
+	d := &Decisions{Dir: "/c"}
+	key := "0123456789abcdef0123456789abcdef0123456789abcdef"
+	for _, tc := range []struct {
+		op                hetero.Op
+		mode              int
+		device, predictor string
+		want              string
+	}{
+		{hetero.MTTKRP, 0, "cpu", "measure", "/c/0123456789abcdef0123456789abcdef-mttkrp-mode1-cpu-measure.json"},
+		{hetero.SpTTM, 2, "cuda:0", "measure-greedy", "/c/0123456789abcdef0123456789abcdef-ttm-mode3-cuda:0-measure-greedy.json"},
+		{hetero.SpTTM, 11, "opencl:1", "gcn", "/c/0123456789abcdef0123456789abcdef-ttm-mode12-opencl:1-gcn.json"},
+	} {
+		if got := d.path(key, tc.op, tc.mode, tc.device, tc.predictor); got != tc.want {
+			t.Errorf("%s mode %d %s %s: %s, want %s", tc.op, tc.mode+1, tc.device, tc.predictor, got, tc.want)
+		}
+	}
+}
