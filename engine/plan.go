@@ -74,10 +74,10 @@ type Plan struct {
 // planSide is one device of a plan.
 type planSide struct {
 	dev hetero.Device
-	// choice is the device's formats. A side the split deals nothing
-	// decides them only if it ever binds (the CPU taking over from a
-	// failed accelerator): decide, once, through chosen; until then
-	// choice is empty.
+	// choice is the device's formats. A side a static split deals
+	// nothing decides them only if it ever binds (the CPU taking over
+	// from a failed accelerator): decide, once, through chosen; until
+	// then choice is empty.
 	choice    choice
 	decide    func() (choice, []string, error)
 	decided   sync.Once
@@ -235,9 +235,8 @@ func (e *Engine) newPlan(ctx context.Context, x *formats.COO, p *Plan, in *input
 	// Choose the formats of the sides that have work. A side a static
 	// split deals nothing (the CPU under --split acc, or under a peak
 	// split that gives the accelerator every slice) decides only if it
-	// ever binds:
-	// its decision would cost as much as the other's, for nothing in
-	// every run where the accelerator does not fail.
+	// ever binds: its decision would cost as much as the other's, for
+	// nothing in every run where the accelerator does not fail.
 	var predict time.Duration
 	for s, sd := range p.sides {
 		dev := sd.dev
