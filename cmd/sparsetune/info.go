@@ -70,19 +70,18 @@ func loadTensor(stderr io.Writer, args []string) (string, *formats.COO, time.Dur
 // summary's sample as it passes over the nonzeros (formats.ReadFilePicked).
 // The picks are nil for the embedded sample tensor and where the reader
 // made none.
-func loadTensorPicked(stderr io.Writer, args []string, pick bool) (string, *formats.COO, *formats.Picks, error) {
+func loadTensorPicked(stderr io.Writer, args []string, pick bool) (string, *formats.COO, *formats.Picks, time.Duration, error) {
 	if len(args) == 0 || !pick {
-		name, t, _, err := loadTensor(stderr, args)
-		return name, t, nil, err
+		name, t, read, err := loadTensor(stderr, args)
+		return name, t, nil, read, err
 	}
+	start := time.Now()
 	t, picks, summed, err := formats.ReadFilePicked(args[0], features.PickPositions)
 	if err != nil {
-		return args[0], nil, nil, err
+		return args[0], nil, nil, 0, err
 	}
-	if summed > 0 {
-		fmt.Fprintf(stderr, "%s: summed %d duplicate coordinates into their first occurrence (%d nonzeros remain)\n", args[0], summed, t.NNZ())
-	}
-	return args[0], t, picks, nil
+	noteSummed(stderr, args[0], summed, t)
+	return args[0], t, picks, time.Since(start), nil
 }
 
 // readTensor reads the tensor in path, summing duplicate coordinates, and
@@ -92,10 +91,16 @@ func readTensor(stderr io.Writer, path string) (*formats.COO, error) {
 	if err != nil {
 		return nil, err
 	}
+	noteSummed(stderr, path, summed, t)
+	return t, nil
+}
+
+// noteSummed says on stderr that the file at path had summed duplicate
+// coordinates, if it had any, and how many nonzeros t kept.
+func noteSummed(stderr io.Writer, path string, summed int, t *formats.COO) {
 	if summed > 0 {
 		fmt.Fprintf(stderr, "%s: summed %d duplicate coordinates into their first occurrence (%d nonzeros remain)\n", path, summed, t.NNZ())
 	}
-	return t, nil
 }
 
 // infoReport is what info prints; modes are 1-based.

@@ -266,12 +266,10 @@ func engineFor(stderr io.Writer, v *viper.Viper, c kernelConfig, progress func(d
 func runKernel(ctx context.Context, stdout, stderr io.Writer, v *viper.Viper, args []string, c kernelConfig) error {
 	// Unless the format is forced, the engine chooses it from a summary
 	// of the tensor: the reader picks the summary's sample as it reads.
-	start := time.Now()
-	name, x, picks, err := loadTensorPicked(stderr, args, c.format == "")
+	name, x, picks, read, err := loadTensorPicked(stderr, args, c.format == "")
 	if err != nil {
 		return err
 	}
-	read := time.Since(start)
 	if c.mode > x.Order() {
 		return fmt.Errorf("--mode: %s has modes 1 to %d, found %d", name, x.Order(), c.mode)
 	}

@@ -66,7 +66,7 @@ Without FILE, predict uses the embedded sample tensor.`,
 			}
 			// The rule and measure-all read no summary: nothing to pick.
 			pick := cfg.predictor != "rule" && cfg.predictor != "measure"
-			name, t, picks, err := loadTensorPicked(cmd.ErrOrStderr(), args, pick)
+			name, t, picks, _, err := loadTensorPicked(cmd.ErrOrStderr(), args, pick)
 			if err != nil {
 				return err
 			}

@@ -311,7 +311,7 @@ func TestPredictPicked(t *testing.T) {
 		if err := formats.WriteFile(path, x); err != nil {
 			t.Fatal(err)
 		}
-		_, _, picks, err := loadTensorPicked(os.Stderr, []string{path}, true)
+		_, _, picks, _, err := loadTensorPicked(os.Stderr, []string{path}, true)
 		if err != nil || picks == nil {
 			t.Fatalf("%s: picks %v, %v", ext, picks, err)
 		}
