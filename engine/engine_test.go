@@ -465,21 +465,27 @@ func TestUnsupportedMovesOn(t *testing.T) {
 	}
 }
 
-// classCounter is the rule through a summary (it never answers without
-// one), with a count of the predictions per device kind.
-type classCounter struct {
-	mu    sync.Mutex
-	kinds map[hetero.Kind]int
+// summaryRecorder is the rule through a summary (it never answers
+// without one), keeping the summaries it was given and a count of the
+// predictions per device kind.
+type summaryRecorder struct {
+	mu        sync.Mutex
+	summaries []*features.Summary
+	kinds     map[hetero.Kind]int
 }
 
-func (c *classCounter) Predict(x *formats.COO, op hetero.Op, mode int, kind hetero.Kind) (*model.Prediction, error) {
+func (r *summaryRecorder) Predict(x *formats.COO, op hetero.Op, mode int, kind hetero.Kind) (*model.Prediction, error) {
 	return model.RulePredictor{}.Predict(x, op, mode, kind)
 }
 
-func (c *classCounter) PredictSummary(s *features.Summary, op hetero.Op, mode int, kind hetero.Kind) (*model.Prediction, error) {
-	c.mu.Lock()
-	c.kinds[kind]++
-	c.mu.Unlock()
+func (r *summaryRecorder) PredictSummary(s *features.Summary, op hetero.Op, mode int, kind hetero.Kind) (*model.Prediction, error) {
+	r.mu.Lock()
+	r.summaries = append(r.summaries, s)
+	if r.kinds == nil {
+		r.kinds = map[hetero.Kind]int{}
+	}
+	r.kinds[kind]++
+	r.mu.Unlock()
 	return model.RulePredictor{}.PredictSummary(s, op, mode, kind)
 }
 
@@ -491,7 +497,7 @@ func TestUndealtSideDecidesLate(t *testing.T) {
 	rng := rand.New(rand.NewPCG(21, 22))
 	x := randomTensor(rng, []int{40, 30, 20}, 3000)
 	for _, failRun := range []int64{0, 1} {
-		pred := &classCounter{kinds: map[hetero.Kind]int{}}
+		pred := &summaryRecorder{}
 		fake := heterotest.NewAccelerator()
 		fake.FailRun = failRun
 		e, err := New([]hetero.Device{hetero.NewCPU(0), fake}, Options{Split: hetero.SplitAcc, Predictor: pred})
@@ -530,7 +536,7 @@ func TestUndealtSideDecidesLate(t *testing.T) {
 	}
 	// Under dynamic either device may pull any chunk: both choose up
 	// front.
-	pred := &classCounter{kinds: map[hetero.Kind]int{}}
+	pred := &summaryRecorder{}
 	e, err := New([]hetero.Device{hetero.NewCPU(0), heterotest.NewAccelerator()}, Options{Split: hetero.SplitDynamic, Profile: heterotest.Profile("cpu", "fake:0"), Predictor: pred})
 	if err != nil {
 		t.Fatal(err)
@@ -747,24 +753,6 @@ func tensorID(t *testing.T, x *formats.COO) *model.TensorID {
 		t.Fatal(err)
 	}
 	return model.NewTensorID(x, s)
-}
-
-// summaryRecorder is the rule through a summary, keeping the summaries it
-// was given.
-type summaryRecorder struct {
-	mu        sync.Mutex
-	summaries []*features.Summary
-}
-
-func (r *summaryRecorder) Predict(x *formats.COO, op hetero.Op, mode int, kind hetero.Kind) (*model.Prediction, error) {
-	return model.RulePredictor{}.Predict(x, op, mode, kind)
-}
-
-func (r *summaryRecorder) PredictSummary(s *features.Summary, op hetero.Op, mode int, kind hetero.Kind) (*model.Prediction, error) {
-	r.mu.Lock()
-	r.summaries = append(r.summaries, s)
-	r.mu.Unlock()
-	return model.RulePredictor{}.PredictSummary(s, op, mode, kind)
 }
 
 // TestUsePicks: the format choice summarises a tensor from the picks its
