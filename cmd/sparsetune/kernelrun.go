@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"os"
 	"os/signal"
@@ -54,6 +55,8 @@ type kernelConfig struct {
 	asJSON     bool
 	// repeat is --repeat: runs of one plan, the median's times reported.
 	repeat int
+	// verify is --verify: the result is checked against the definition.
+	verify bool
 }
 
 // addKernelFlags adds the flags ttm and mttkrp share, bound to viper under
@@ -67,12 +70,13 @@ func addKernelFlags(cmd *cobra.Command, v *viper.Viper, op hetero.Op) {
 	f.String("split", "peak", "how the slices are split between the CPU and the accelerator: "+strings.Join(hetero.Strategies(), ", "))
 	f.Uint64("seed", 1, "seed of the dense operands (the same for every split and device)")
 	f.Int("repeat", 1, "plan once, run K times and report the median run's times (warm load balance), the plan's setup once")
+	f.Bool("verify", false, fmt.Sprintf("check the result against the definition computed on the CPU in float64 (one nonzero at a time, one core); fail when the relative error is above %.0e", verifyTolerance))
 	outHelp := "write Y, the semi-sparse result (mode n indexes the rank), as a sparse tensor file (.tns, .stb, optionally .gz)"
 	if op == hetero.MTTKRP {
 		outHelp = "write M (Dims[n] x R) as .npy (float32, C order) or .mtx (MatrixMarket array)"
 	}
 	f.String("out", "", outHelp)
-	for _, name := range []string{"mode", "rank", "devices", "format", "split", "seed", "out", "repeat"} {
+	for _, name := range []string{"mode", "rank", "devices", "format", "split", "seed", "out", "repeat", "verify"} {
 		_ = v.BindPFlag(op.String()+"."+name, f.Lookup(name))
 	}
 }
@@ -80,7 +84,8 @@ func addKernelFlags(cmd *cobra.Command, v *viper.Viper, op hetero.Op) {
 func kernelConfigFrom(v *viper.Viper, op hetero.Op) (kernelConfig, error) {
 	name := op.String()
 	c := kernelConfig{op: op, mode: v.GetInt(name + ".mode"), rank: v.GetInt(name + ".rank"), seed: v.GetUint64(name + ".seed"),
-		out: v.GetString(name + ".out"), threads: v.GetInt("threads"), asJSON: v.GetBool("json"), repeat: v.GetInt(name + ".repeat")}
+		out: v.GetString(name + ".out"), threads: v.GetInt("threads"), asJSON: v.GetBool("json"), repeat: v.GetInt(name + ".repeat"),
+		verify: v.GetBool(name + ".verify")}
 	if c.repeat < 1 {
 		return c, fmt.Errorf("--repeat: expected at least 1 run, found %d", c.repeat)
 	}
@@ -182,6 +187,48 @@ type kernelReport struct {
 	Repeat      int       `json:"repeat,omitempty"`
 	BindSeconds float64   `json:"bind_seconds,omitempty"`
 	RunsSeconds []float64 `json:"runs_seconds,omitempty"`
+	// With --verify: ‖Y − Y_ref‖ / ‖Y_ref‖ (Frobenius) against the
+	// definition in float64 (‖Y‖ where Y_ref is zero), and the most it
+	// may be.
+	VerifyError     *float64 `json:"verify_error,omitempty"`
+	VerifyTolerance float64  `json:"verify_tolerance,omitempty"`
+}
+
+// verifyTolerance is the most relative error --verify accepts: what
+// float32 accumulation in another order costs, as the kernels' and the
+// engine's tests allow, and far below what a wrong index or a lost slice
+// gives (an error of order 1).
+const verifyTolerance = 1e-4
+
+// verifyResult returns ‖res.Y − Y_ref‖_F / ‖Y_ref‖_F, Y_ref the op by its
+// definition (kernels.MTTKRPReference, kernels.SpTTMReference) with the
+// same operands, accumulated in float64: the check of whatever devices and
+// formats computed res.
+func verifyResult(op hetero.Op, x *formats.COO, mode int, res *engine.Result, operands []*kernels.Matrix) (float64, error) {
+	var want []float64
+	var err error
+	if op == hetero.SpTTM {
+		want, err = kernels.SpTTMReference(res.Fibers, operands[0])
+	} else {
+		want, err = kernels.MTTKRPReference(x, mode, operands)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("--verify: %w", err)
+	}
+	got := res.Y.Data
+	if len(got) != len(want) {
+		return 0, fmt.Errorf("--verify: the result has %d entries, the definition %d", len(got), len(want))
+	}
+	var num, den float64
+	for i, w := range want {
+		d := float64(got[i]) - w
+		num += d * d
+		den += w * w
+	}
+	if den == 0 {
+		return math.Sqrt(num), nil
+	}
+	return math.Sqrt(num / den), nil
 }
 
 // newKernelCmd builds ttm or mttkrp.
@@ -336,6 +383,19 @@ func runKernel(ctx context.Context, stdout, stderr io.Writer, v *viper.Viper, ar
 	if rr != nil {
 		rep.Repeat, rep.BindSeconds, rep.RunsSeconds = c.repeat, rr.bind, rr.runs
 	}
+	if c.verify {
+		if c.repeat > 1 {
+			// The runs shared one output: it holds the last run's result.
+			fmt.Fprintf(stderr, "verifying the last of the %d runs against the definition...\n", c.repeat)
+		} else {
+			fmt.Fprintln(stderr, "verifying against the definition...")
+		}
+		e, err := verifyResult(c.op, x, mode, res, operands)
+		if err != nil {
+			return err
+		}
+		rep.VerifyError, rep.VerifyTolerance = &e, verifyTolerance
+	}
 	rep.FlopsConvention = "2·nnz·R"
 	if c.op == hetero.MTTKRP {
 		rep.FlopsConvention = "N·nnz·R"
@@ -346,9 +406,30 @@ func runKernel(ctx context.Context, stdout, stderr io.Writer, v *viper.Viper, ar
 	if c.asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
-		return enc.Encode(rep)
+		err = enc.Encode(rep)
+	} else {
+		err = printKernelReport(stdout, &rep)
 	}
-	return printKernelReport(stdout, &rep)
+	if err != nil {
+		return err
+	}
+	return rep.verifyFailure()
+}
+
+// verifyFailure returns the error of a --verify whose relative error is
+// above the tolerance (or NaN), naming the devices that computed the
+// result; nil when there was no check or it passed.
+func (r *kernelReport) verifyFailure() error {
+	if r.VerifyError == nil || *r.VerifyError <= r.VerifyTolerance {
+		return nil
+	}
+	var devs []string
+	for _, d := range r.Devices {
+		if d.NNZShare > 0 {
+			devs = append(devs, d.Device+" ("+cmp.Or(d.Format, "-")+")")
+		}
+	}
+	return fmt.Errorf("%s: --verify: the result differs from the definition: relative error %.3g, above %.0e (computed on %s)", r.File, *r.VerifyError, r.VerifyTolerance, strings.Join(devs, ", "))
 }
 
 func printKernelReport(w io.Writer, r *kernelReport) error {
@@ -383,6 +464,13 @@ func printKernelReport(w io.Writer, r *kernelReport) error {
 	}
 	fmt.Fprintf(w, "imbalance %.3f; %s ms in all (run %s, prepare %s, predict %s; read %s); %.3f GFLOP/s over the run (flops %s)\n",
 		r.Imbalance, ms(r.Seconds), ms(r.RunSeconds), ms(r.PrepareSeconds), ms(r.PredictSeconds), ms(r.ReadSeconds), r.GFlops, r.FlopsConvention)
+	if r.VerifyError != nil {
+		verdict := "within"
+		if !(*r.VerifyError <= r.VerifyTolerance) {
+			verdict = "ABOVE"
+		}
+		fmt.Fprintf(w, "verified against the definition (float64): relative error %.3g, %s the tolerance %.0e\n", *r.VerifyError, verdict, r.VerifyTolerance)
+	}
 	if r.Out != "" {
 		_, err := fmt.Fprintf(w, "wrote %s\n", r.Out)
 		return err

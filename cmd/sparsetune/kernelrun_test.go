@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sparsetune/sparsetune/engine"
 	"github.com/sparsetune/sparsetune/formats"
 	"github.com/sparsetune/sparsetune/hetero"
 	"github.com/sparsetune/sparsetune/internal/npy"
@@ -372,5 +373,86 @@ func TestDefaultDevicesLeaveOutHostOpenCL(t *testing.T) {
 	}
 	if err := json.Unmarshal([]byte(out), &rep); err != nil || len(rep.Devices) != 2 {
 		t.Errorf("named: %+v, %v", rep.Devices, err)
+	}
+}
+
+// TestKernelVerify: --verify holds ttm and mttkrp, on every device and a
+// split that deals both, to the definition on a real tensor, in the JSON
+// and the table; a result off the definition is refused with the file and
+// the devices that computed it.
+func TestKernelVerify(t *testing.T) {
+	in := filepath.Join(dataDir, "tensors", "kg_wn18rr.tns")
+	if _, err := os.Stat(in); err != nil {
+		t.Skipf("real data not available (%v)", err)
+	}
+	devices := kernelEnv(t)
+	for _, op := range []string{"ttm", "mttkrp"} {
+		for _, mode := range []string{"1", "2"} {
+			rep := kernelJSON(t, op, in, "--mode", mode, "--devices", devices, "--split", "dynamic", "--verify")
+			if rep.VerifyError == nil || !(*rep.VerifyError >= 0 && *rep.VerifyError <= verifyTolerance) || rep.VerifyTolerance != verifyTolerance {
+				t.Errorf("%s mode %s: verify_error %v, tolerance %g", op, mode, rep.VerifyError, rep.VerifyTolerance)
+			}
+		}
+		out, _, err := run(t, op, in, "--devices", devices, "--repeat", "2", "--verify")
+		if err != nil || !strings.Contains(out, "verified against the definition (float64): relative error ") || !strings.Contains(out, "within the tolerance 1e-04") {
+			t.Errorf("%s --repeat 2 --verify: %v\n%s", op, err, out)
+		}
+	}
+	if rep := kernelJSON(t, "mttkrp", in, "--devices", "cpu"); rep.VerifyError != nil {
+		t.Errorf("verify_error %v without --verify", *rep.VerifyError)
+	}
+
+	// verifyResult itself: the definition scores 0, one wrong row of M a
+	// relative error far above the tolerance, which verifyFailure refuses.
+	x, err := formats.ReadFile(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ops := make([]*kernels.Matrix, x.Order())
+	for m := 1; m < x.Order(); m++ {
+		ops[m] = operand(1, m, x.Dims[m], 4)
+	}
+	want, err := kernels.MTTKRPReference(x, 0, ops)
+	if err != nil {
+		t.Fatal(err)
+	}
+	y := kernels.NewMatrix(x.Dims[0], 4)
+	for i, w := range want {
+		y.Data[i] = float32(w)
+	}
+	res := &engine.Result{Y: y}
+	if e, err := verifyResult(hetero.MTTKRP, x, 0, res, ops); err != nil || e > 1e-7 {
+		t.Errorf("the definition itself: relative error %g, %v", e, err)
+	}
+	busiest, most := 0, 0.0
+	for i := range x.Dims[0] {
+		var s float64
+		for _, v := range y.Row(i) {
+			s += float64(v) * float64(v)
+		}
+		if s > most {
+			busiest, most = i, s
+		}
+	}
+	clear(y.Row(busiest)) // a slice lost
+	e, err := verifyResult(hetero.MTTKRP, x, 0, res, ops)
+	if err != nil || e <= verifyTolerance {
+		t.Fatalf("a lost row: relative error %g, %v", e, err)
+	}
+	rep := kernelReport{File: in, VerifyError: &e, VerifyTolerance: verifyTolerance,
+		Devices: []engine.DeviceReport{{Device: "cpu", Format: "csf", NNZShare: 0.4}, {Device: "opencl:0", Format: "coo", NNZShare: 0.6}, {Device: "cuda:0"}}}
+	err = rep.verifyFailure()
+	if err == nil || !strings.Contains(err.Error(), in+": --verify: the result differs from the definition") || !strings.Contains(err.Error(), "computed on cpu (csf), opencl:0 (coo)") {
+		t.Errorf("verifyFailure: %v", err)
+	}
+	nan := math.NaN()
+	rep.VerifyError = &nan
+	if rep.verifyFailure() == nil {
+		t.Error("verifyFailure accepted a NaN error")
+	}
+	ok := verifyTolerance / 2
+	rep.VerifyError = &ok
+	if err := rep.verifyFailure(); err != nil {
+		t.Errorf("verifyFailure refused %g: %v", ok, err)
 	}
 }
