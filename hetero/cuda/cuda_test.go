@@ -12,7 +12,7 @@ import (
 
 // needGPU loads the driver; without one the test is skipped, unless
 // SPARSETUNE_GPU_TESTS=1 demands a GPU.
-func needGPU(t *testing.T) {
+func needGPU(t testing.TB) {
 	t.Helper()
 	if err := Load(); err != nil {
 		if os.Getenv("SPARSETUNE_GPU_TESTS") != "1" {
@@ -24,7 +24,7 @@ func needGPU(t *testing.T) {
 
 // testContext opens a context on the first device, closed at the end of
 // the test.
-func testContext(t *testing.T) *Context {
+func testContext(t testing.TB) *Context {
 	t.Helper()
 	needGPU(t)
 	devs, err := Devices()
@@ -537,5 +537,53 @@ func TestArch(t *testing.T) {
 	}
 	if !hasArch([]string{"-arch=compute_80"}) || hasArch([]string{"--use_fast_math"}) {
 		t.Error("hasArch wrong")
+	}
+}
+
+// TestLoadPTX: PTX that Compile made loads again without NVRTC (what a
+// cache of it relies on) and runs; PTX that is not is a *BuildError.
+func TestLoadPTX(t *testing.T) {
+	c := testContext(t)
+	m, _ := compileSaxpy(t, c)
+	again, err := c.LoadPTX([]byte(m.PTX())) // no NUL: LoadPTX adds one
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := again.Function("saxpy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 1000
+	x, y := make([]float32, n), make([]float32, n)
+	for i := range x {
+		x[i], y[i] = float32(i), 1
+	}
+	asBytes := func(v []float32) []byte { return unsafe.Slice((*byte)(unsafe.Pointer(&v[0])), 4*len(v)) }
+	dx, err := c.Alloc(4 * n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dy, err := c.Alloc(4 * n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := c.NewStream()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, err := range []error{s.CopyToDevice(dx, 0, asBytes(x)), s.CopyToDevice(dy, 0, asBytes(y)),
+		s.Launch(f, (n+255)/256, 256, 0, float32(3), dx, dy, uint32(n)), s.CopyToHost(asBytes(y), dy, 0), s.Synchronize()} {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, v := range y {
+		if v != 3*float32(i)+1 {
+			t.Fatalf("y[%d] = %v, want %v", i, v, 3*float32(i)+1)
+		}
+	}
+	var be *BuildError
+	if _, err := c.LoadPTX([]byte("this is not PTX")); !errors.As(err, &be) {
+		t.Errorf("LoadPTX of text: %v, want a *BuildError", err)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"unsafe"
@@ -68,8 +69,34 @@ func (c *Context) Compile(src string, opts ...string) (*Module, error) {
 	if err != nil {
 		return nil, buildErr(log, err)
 	}
+	m, err := c.load(ptx, log)
+	if err != nil && !errors.Is(err, ErrClosed) {
+		err = buildErr(log, err)
+	}
+	return m, err
+}
+
+// LoadPTX loads PTX that NVRTC made (Module.PTX of an earlier Compile, as
+// a cache keeps it) into the context: the driver compiles it for the
+// device. A failure is a [*BuildError].
+func (c *Context) LoadPTX(ptx []byte) (*Module, error) {
+	if err := Load(); err != nil {
+		return nil, err
+	}
+	if len(ptx) == 0 || ptx[len(ptx)-1] != 0 {
+		ptx = append(slices.Clip(ptx), 0) // the driver reads a C string
+	}
+	m, err := c.load(ptx, "")
+	if err != nil && !errors.Is(err, ErrClosed) {
+		err = &BuildError{Device: c.dev.Name, Err: err}
+	}
+	return m, err
+}
+
+// load loads NUL-terminated PTX into the context.
+func (c *Context) load(ptx []byte, log string) (*Module, error) {
 	m := &Module{c: c, log: log, ptx: ptx}
-	err = c.do(func() error {
+	err := c.do(func() error {
 		var h uintptr
 		if err := check(cu.ModuleLoadData(&h, unsafe.Pointer(&ptx[0])), "cuModuleLoadData"); err != nil {
 			return err
@@ -87,7 +114,7 @@ func (c *Context) Compile(src string, opts ...string) (*Module, error) {
 		if errors.As(err, &ce) && ce.Code == ResultUnsupportedPTXVersion {
 			err = fmt.Errorf("%w (NVRTC is newer than the driver; use an NVRTC no newer than the driver's CUDA version)", err)
 		}
-		return nil, buildErr(log, err)
+		return nil, err
 	}
 	return m, nil
 }
