@@ -177,11 +177,11 @@ type predictRow struct {
 	Predictor        string         `json:"predictor"`
 	Format           string         `json:"format"`
 	Formats          []model.Ranked `json:"formats"`
-	SampleSeconds    float64        `json:"sample_seconds"` // this row's share of the shared sample
+	SampleSeconds    float64        `json:"sample_seconds"` // this row's share of the shared summary, when it used it
 	FeaturesSeconds  float64        `json:"features_seconds"`
 	EncodingSeconds  float64        `json:"encoding_seconds"`
 	InferenceSeconds float64        `json:"inference_seconds"` // measuring, for measure
-	TotalSeconds     float64        `json:"total_seconds"`     // the whole decision: the four above
+	TotalSeconds     float64        `json:"total_seconds"`     // the whole decision: its share of the summary and the wall time of the rest
 	Cached           bool           `json:"cached"`
 	Warnings         []string       `json:"warnings,omitempty"`
 }
@@ -229,18 +229,23 @@ func runPredict(stdout, stderr io.Writer, name string, t *formats.COO, picks *fo
 			return err
 		}
 	}
-	// One summary serves every row; its time is shared among the rows that
-	// used it.
+	// One summary serves every row; its time (sampleTime: making it, and
+	// the reader's picking) is shared among the rows that used it.
+	// summaryWall is the part of it spent on this goroutine, which the
+	// row that made the summary does not count as its own; summaryCalls
+	// tells which rows asked for it.
 	var summary *features.Summary
-	var sampleTime time.Duration
-	summaryRows := 0
+	var sampleTime, summaryWall time.Duration
+	summaryCalls := 0
 	// summarize makes the summary when a row first needs one: the rule,
 	// and a model head that defers to it, need nothing of the tensor.
 	summarize := func() error {
+		summaryCalls++
 		if summary != nil {
 			return nil
 		}
 		start := time.Now()
+		defer func() { summaryWall += time.Since(start) }()
 		var err error
 		if summary, err = features.SummarizePicked(t, picks); err != nil {
 			return err
@@ -262,15 +267,16 @@ func runPredict(stdout, stderr io.Writer, name string, t *formats.COO, picks *fo
 	// is filed under the key (model.SampleKey).
 	var id *model.TensorID
 	tensorID := func() (*model.TensorID, error) {
+		if err := summarize(); err != nil { // made once; counts the row as a user
+			return nil, err
+		}
 		if id == nil {
-			if err := summarize(); err != nil {
-				return nil, err
-			}
 			id = model.NewTensorID(t, summary)
 		}
 		return id, nil
 	}
 	var rows []predictRow
+	var usedSummary []bool // per row
 	noHeadNoted := map[string]bool{}
 	for _, devName := range c.devices {
 		dev, err := hetero.Lookup(devName, c.threads)
@@ -294,6 +300,8 @@ func runPredict(stdout, stderr io.Writer, name string, t *formats.COO, picks *fo
 				continue
 			}
 			row := predictRow{Op: c.op.String(), Mode: mode + 1, Device: dev.Info().Name, Predictor: c.predictor}
+			// The row's own time: all of its decision but the summary.
+			rowStart, wall0, calls0 := time.Now(), summaryWall, summaryCalls
 			var pr *model.Prediction
 			key := c.predictor
 			if c.greedy {
@@ -321,7 +329,6 @@ func runPredict(stdout, stderr io.Writer, name string, t *formats.COO, picks *fo
 				case ok && c.predictor != "measure":
 					if err = summarize(); err == nil {
 						pr, err = sp.PredictSummary(summary, c.op, mode, kind)
-						summaryRows++
 					}
 				default:
 					pr, err = p.Predict(t, c.op, mode, kind)
@@ -333,7 +340,6 @@ func runPredict(stdout, stderr io.Writer, name string, t *formats.COO, picks *fo
 						fmt.Fprintf(stderr, "note: %s: the model has no head for device class %s (it was not trained on this kind of hardware): measuring every format on it instead; the decision is cached\n", row.Device, dev.Info().Class())
 						noHeadNoted[row.Device] = true
 					}
-					summaryRows--
 					var tid *model.TensorID
 					if tid, err = tensorID(); err == nil {
 						pr, row.Cached, err = measureFallback(t, tid, dev, c, mode)
@@ -360,16 +366,28 @@ func runPredict(stdout, stderr io.Writer, name string, t *formats.COO, picks *fo
 			}
 			row.Format, row.Formats, row.Warnings = pr.Best(), pr.Formats, pr.Warnings
 			row.FeaturesSeconds, row.EncodingSeconds, row.InferenceSeconds = pr.Features.Seconds(), pr.Encoding.Seconds(), pr.Infer.Seconds()
+			// A predictor that summarised the tensor itself (Predict)
+			// reports that in Sample, which its wall time holds.
 			row.SampleSeconds = pr.Sample.Seconds()
+			row.TotalSeconds = (time.Since(rowStart) - (summaryWall - wall0)).Seconds()
+			usedSummary = append(usedSummary, summaryCalls > calls0)
 			rows = append(rows, row)
 		}
 	}
-	for i := range rows {
-		r := &rows[i]
-		if !r.Cached && summaryRows > 0 && r.Predictor != "measure" {
-			r.SampleSeconds = sampleTime.Seconds() / float64(summaryRows)
+	// Each row that asked for the summary (to predict from, or to look its
+	// decision up) gets an equal share of it, in sample_seconds and in its
+	// total.
+	users := 0
+	for _, used := range usedSummary {
+		if used {
+			users++
 		}
-		r.TotalSeconds = r.SampleSeconds + r.FeaturesSeconds + r.EncodingSeconds + r.InferenceSeconds
+	}
+	for i := range rows {
+		if usedSummary[i] {
+			rows[i].SampleSeconds = sampleTime.Seconds() / float64(users)
+			rows[i].TotalSeconds += rows[i].SampleSeconds
+		}
 	}
 	if asJSON {
 		enc := json.NewEncoder(stdout)
