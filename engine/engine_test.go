@@ -670,6 +670,52 @@ func TestSemiSparse(t *testing.T) {
 	}
 }
 
+// TestResultVerify: a result of either op, computed with the fake
+// accelerator beside the CPU, verifies near 0 and within the tolerance
+// of the tests' own reference; one with a lost row far above; a result
+// it cannot check is an error.
+func TestResultVerify(t *testing.T) {
+	rng := rand.New(rand.NewPCG(4, 4))
+	x := randomTensor(rng, []int{30, 20, 25}, 2000)
+	e, err := New([]hetero.Device{hetero.NewCPU(0), heterotest.NewAccelerator()}, Options{Split: hetero.SplitPeak, Profile: heterotest.Profile("cpu", "fake:0")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, op := range hetero.Ops {
+		res, operands, err := runOp(context.Background(), e, op, x, 1, 4, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := res.Verify(x, operands)
+		if want := relErr(res.Y.Data, reference(t, op, x, 1, res, operands)); err != nil || got > 1e-4 || math.Abs(got-want) > 1e-12 {
+			t.Errorf("%s: Verify %g, %v; the reference gives %g", op, got, err, want)
+		}
+		// The row with the most weight lost, as a dropped slice would be.
+		busiest, most := 0, 0.0
+		for i := range res.Y.Rows {
+			var s float64
+			for _, v := range res.Y.Row(i) {
+				s += float64(v) * float64(v)
+			}
+			if s > most {
+				busiest, most = i, s
+			}
+		}
+		clear(res.Y.Row(busiest))
+		if got, err := res.Verify(x, operands); err != nil || got < 0.01 {
+			t.Errorf("%s with a row lost: Verify %g, %v", op, got, err)
+		}
+		if op == hetero.SpTTM {
+			if _, err := res.Verify(x, nil); err == nil {
+				t.Error("SpTTM verified without its operand")
+			}
+		}
+	}
+	if _, err := (&Result{Op: hetero.MTTKRP}).Verify(x, nil); err == nil {
+		t.Error("a result without output verified")
+	}
+}
+
 // TestNoHeadMeasures: a GCN trained only for the CPU's class answers for
 // the CPU, and the accelerator, whose class has no head, gets every
 // format measured on it (and cached), never the CPU head's guess.

@@ -113,3 +113,35 @@ func ExampleEngine_UsePicks() {
 	// Output:
 	// picked 10737 of 100000 nonzeros; format predicted
 }
+
+// ExampleResult_Verify checks a result against the op's definition,
+// computed on the CPU in float64: how to trust an accelerator on a new
+// driver (sparsetune ttm and mttkrp --verify do this).
+func ExampleResult_Verify() {
+	x, _ := formats.NewCOO([]int{3, 2, 2}, 4)
+	x.Append([]uint32{0, 0, 0}, 1)
+	x.Append([]uint32{1, 1, 0}, 2)
+	x.Append([]uint32{2, 0, 1}, 3)
+	x.Append([]uint32{2, 1, 1}, 4)
+	factors := []*kernels.Matrix{nil, // mode 1 is the output's
+		{Rows: 2, Cols: 2, Data: []float32{1, 2, 3, 4}},
+		{Rows: 2, Cols: 2, Data: []float32{0.5, 1, 1, 0.5}}}
+
+	e, err := engine.New([]hetero.Device{hetero.NewCPU(0)}, engine.Options{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	res, err := e.MTTKRP(context.Background(), x, 0, factors)
+	if err != nil {
+		log.Fatal(err)
+	}
+	relErr, err := res.Verify(x, factors)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("M row 3:", res.Y.Row(2))
+	fmt.Println("within 1e-4 of the definition:", relErr <= 1e-4)
+	// Output:
+	// M row 3: [15 11]
+	// within 1e-4 of the definition: true
+}

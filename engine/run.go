@@ -3,6 +3,7 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"sync"
@@ -100,6 +101,46 @@ type Result struct {
 	// format a device could not run, a prediction outside its training
 	// range.
 	Warnings []string `json:"warnings,omitempty"`
+}
+
+// Verify returns ‖Y − Y_ref‖_F / ‖Y_ref‖_F (‖Y‖_F where Y_ref is zero),
+// Y_ref being the op by its definition (kernels.MTTKRPReference,
+// kernels.SpTTMReference) for x, the tensor r was computed from, and the
+// operands it was computed with, accumulated in float64 on one core. It
+// checks whatever devices and formats computed r: float32 accumulation
+// in another order keeps it near 1e-7–1e-5, where a lost slice or a
+// wrong index makes it of order 1.
+func (r *Result) Verify(x *formats.COO, operands []*kernels.Matrix) (float64, error) {
+	if r.Y == nil {
+		return 0, errors.New("verify: the result has no output")
+	}
+	var want []float64
+	var err error
+	switch {
+	case r.Op == hetero.SpTTM && len(operands) == 1 && r.Fibers != nil:
+		want, err = kernels.SpTTMReference(r.Fibers, operands[0])
+	case r.Op == hetero.SpTTM:
+		return 0, fmt.Errorf("verify: an SpTTM result needs its fiber matrix and one operand, found %d", len(operands))
+	default:
+		want, err = kernels.MTTKRPReference(x, r.Mode, operands)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("verify: %w", err)
+	}
+	got := r.Y.Data
+	if len(got) != len(want) {
+		return 0, fmt.Errorf("verify: the result has %d entries, the definition %d", len(got), len(want))
+	}
+	var num, den float64
+	for i, w := range want {
+		d := float64(got[i]) - w
+		num += d * d
+		den += w * w
+	}
+	if den == 0 {
+		return math.Sqrt(num), nil
+	}
+	return math.Sqrt(num / den), nil
 }
 
 // SemiSparse returns SpTTM's result as a sparse tensor: the dims of the

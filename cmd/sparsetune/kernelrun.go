@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"math/rand/v2"
 	"os"
 	"os/signal"
@@ -200,36 +199,6 @@ type kernelReport struct {
 // gives (an error of order 1).
 const verifyTolerance = 1e-4
 
-// verifyResult returns ‖res.Y − Y_ref‖_F / ‖Y_ref‖_F, Y_ref the op by its
-// definition (kernels.MTTKRPReference, kernels.SpTTMReference) with the
-// same operands, accumulated in float64: the check of whatever devices and
-// formats computed res.
-func verifyResult(op hetero.Op, x *formats.COO, mode int, res *engine.Result, operands []*kernels.Matrix) (float64, error) {
-	var want []float64
-	var err error
-	if op == hetero.SpTTM {
-		want, err = kernels.SpTTMReference(res.Fibers, operands[0])
-	} else {
-		want, err = kernels.MTTKRPReference(x, mode, operands)
-	}
-	if err != nil {
-		return 0, fmt.Errorf("--verify: %w", err)
-	}
-	got := res.Y.Data
-	if len(got) != len(want) {
-		return 0, fmt.Errorf("--verify: the result has %d entries, the definition %d", len(got), len(want))
-	}
-	var num, den float64
-	for i, w := range want {
-		d := float64(got[i]) - w
-		num += d * d
-		den += w * w
-	}
-	if den == 0 {
-		return math.Sqrt(num), nil
-	}
-	return math.Sqrt(num / den), nil
-}
 
 // newKernelCmd builds ttm or mttkrp.
 func newKernelCmd(v *viper.Viper, op hetero.Op, use, short, long string) *cobra.Command {
@@ -390,9 +359,9 @@ func runKernel(ctx context.Context, stdout, stderr io.Writer, v *viper.Viper, ar
 		} else {
 			fmt.Fprintln(stderr, "verifying against the definition...")
 		}
-		e, err := verifyResult(c.op, x, mode, res, operands)
+		e, err := res.Verify(x, operands)
 		if err != nil {
-			return err
+			return fmt.Errorf("--verify: %w", err)
 		}
 		rep.VerifyError, rep.VerifyTolerance = &e, verifyTolerance
 	}
