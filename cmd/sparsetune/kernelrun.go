@@ -199,7 +199,6 @@ type kernelReport struct {
 // gives (an error of order 1).
 const verifyTolerance = 1e-4
 
-
 // newKernelCmd builds ttm or mttkrp.
 func newKernelCmd(v *viper.Viper, op hetero.Op, use, short, long string) *cobra.Command {
 	cmd := &cobra.Command{
