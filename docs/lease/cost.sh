@@ -15,11 +15,12 @@
 #
 #   pred.jsonl    R1 (default 5) fresh `predict --mode 1` processes and
 #                 RA (default 3) of `--mode all`, each line {"t","dev","op",
-#                 "mode","rows"} with rows as predict --json printed them;
+#                 "mode","rc","rows"} with rows as predict --json printed
+#                 them (null where the command failed, rc its status);
 #   bench.jsonl   `bench --mode 1 --iters 10` of every format, one line
-#                 {"t","dev","op","rows"};
+#                 {"t","dev","op","rc","rows"};
 #   engine.jsonl  `mttkrp --devices DEV --repeat 5 --json`, the engine's own
-#                 predict_seconds beside its kernel, one line {"t","dev","out"}.
+#                 predict_seconds beside its kernel, one line {"t","dev","rc","rows"}.
 #
 # It stops starting tensors when BUDGET seconds (default 500) have passed.
 set -u -o pipefail
@@ -30,18 +31,6 @@ if [ -s sel.jsonl ]; then
 fi
 ./sparsetune gen --from mats --out bench --preset bench > /dev/null 2> gen.err || tail -3 gen.err
 echo "gen: $(($(date +%s) - t)) s"
-# json_line KEY=VALUE... COMMAND... runs COMMAND and prints one JSON line
-# with the string fields given and its output as "rows".
-json_line() {
-	local fields=""
-	while [[ $1 == *=* ]]; do
-		fields="$fields\"${1%%=*}\":\"${1#*=}\","
-		shift
-	done
-	local out
-	out=$("$@" 2> /dev/null | tr -d '\n') || { echo "failed: $*" >&2; return 1; }
-	echo "{${fields}\"rows\":${out}}"
-}
 for T in bench/*.stb $(ls ho/*.stb 2> /dev/null); do
 	[ "$(date +%s)" -lt "$end" ] || { echo "budget spent before $T"; break; }
 	for dev in ${DEVICES:-cpu cuda:0}; do

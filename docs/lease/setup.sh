@@ -2,8 +2,8 @@
 # copied beside them into gpu/, from the repository root on the lent
 # machine. It starts the log in $OUT, sets t0 and end (t0 plus BUDGET
 # seconds, default $1), enters gpu/, unpacks the binary and the matrices,
-# finds NVRTC, and runs hetero/cuda's test binary when gpu/cuda.test is
-# there (TESTS=0 skips it).
+# finds NVRTC, runs hetero/cuda's test binary when gpu/cuda.test is
+# there (TESTS=0 skips it), and defines json_line.
 exec > >(tee -a "$OUT/log.txt") 2>&1
 t0=$(date +%s)
 end=$((t0 + ${BUDGET:-$1}))
@@ -25,3 +25,18 @@ if [ -x cuda.test ] && [ "${TESTS:-1}" = 1 ]; then
 	echo "cuda.test: rc $?, $(grep -c '^--- PASS' "$OUT/cuda-test.txt") passed"
 	grep '^--- FAIL\|^FAIL' "$OUT/cuda-test.txt"
 fi
+# json_line KEY=VALUE... COMMAND... runs COMMAND and prints one JSON line
+# with the string fields given, its exit status and its output as "rows".
+json_line() {
+	local fields=""
+	while [[ $1 == *=* ]]; do
+		fields="$fields\"${1%%=*}\":\"${1#*=}\","
+		shift
+	done
+	local out rc
+	out=$("$@" 2> json_line.err | tr -d '\n')
+	rc=$?
+	[ -n "$out" ] || out=null
+	[ "$rc" = 0 ] || { echo "rc $rc: $*" >&2; tail -2 json_line.err >&2; }
+	echo "{${fields}\"rc\":$rc,\"rows\":${out}}"
+}

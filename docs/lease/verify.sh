@@ -29,21 +29,6 @@ DEV=${DEV:-cuda:0}
 t=$(date +%s)
 ./sparsetune gen --from mats --out bench --preset bench > /dev/null 2> gen.err || tail -3 gen.err
 echo "gen: $(($(date +%s) - t)) s"
-# json_line KEY=VALUE... COMMAND... runs COMMAND and prints one JSON line
-# with the string fields given, its exit status and its output as "rows".
-json_line() {
-	local fields=""
-	while [[ $1 == *=* ]]; do
-		fields="$fields\"${1%%=*}\":\"${1#*=}\","
-		shift
-	done
-	local out rc
-	out=$("$@" 2> err.txt | tr -d '\n')
-	rc=$?
-	[ -n "$out" ] || out=null
-	[ "$rc" = 0 ] || { echo "rc $rc: $*" >&2; tail -2 err.txt >&2; }
-	echo "{${fields}\"rc\":$rc,\"rows\":${out}}"
-}
 for T in bench/*.stb; do
 	for op in ttm mttkrp; do
 		for mode in ${MODES:-1 2}; do
