@@ -16,7 +16,8 @@
 #                 `OP T --mode M --devices cpu,$DEV --split S --verify
 #                 --json`, one line {"t","op","mode","split","rc","rows"};
 #                 rc is the command's exit status (1 when --verify fails);
-#   cpd.jsonl     for the tensors in $CPD (default the two largest), CP-ALS
+#   cpd.jsonl     for the tensors in $CPD (default the two largest; CPD=""
+#                 runs none), CP-ALS
 #                 at rank $RANK (default 32) for $ITERS iterations (default
 #                 30, no tolerance): on the CPU alone, then through the
 #                 engine with --devices $DEV, cpu,$DEV (peak) and cpu,$DEV
@@ -41,7 +42,7 @@ for T in bench/*.stb; do
 	echo "$T: $(($(date +%s) - t0)) s"
 done
 echo "verify: $(grep -c '"rc":0' "$OUT/verify.jsonl") of $(wc -l < "$OUT/verify.jsonl") runs within the tolerance"
-for T in ${CPD:-bench/bench_banded3_bcsstk15.stb bench/bench_banded4_cage10.stb}; do
+for T in ${CPD-bench/bench_banded3_bcsstk15.stb bench/bench_banded4_cage10.stb}; do
 	args=("$T" --rank "${RANK:-32}" --iters "${ITERS:-30}" --tol 0 --json)
 	for how in cpu "$DEV" "cpu,$DEV" dynamic; do
 		[ "$(date +%s)" -lt "$end" ] || break 2
