@@ -107,9 +107,11 @@ func TestSummarizePicked(t *testing.T) {
 	}
 }
 
-// TestSliceCounts: slices counted in a table (a mode with many indices
-// of dim per sampled nonzero) or from the ranks (fewer) are the same
-// multiset of counts, on either side of sliceTableSpan, sampled or exact.
+// TestSliceCounts: slices counted in a bitmap (a mode with few indices of
+// dim per sampled nonzero), in a table (more) or from the ranks (Prepare
+// of a large sample) are the multiset of counts the ranks give, on either
+// side of sliceBitmapSpan, sampled or exact; and the summary's ranks are
+// formats.RankIndices'.
 func TestSliceCounts(t *testing.T) {
 	rng := rand.New(rand.NewPCG(12, 12))
 	for _, c := range []struct {
@@ -117,21 +119,36 @@ func TestSliceCounts(t *testing.T) {
 		nnz  int
 	}{
 		{[]int{40, 5_000_000, 30_000}, 2_000_000}, // sampled: 1,024 nonzeros, 40 and 5·10^6 on either side
-		{[]int{3, 1_000_000, 1_000}, 20_000},      // exact: 20,000 nonzeros, the middle mode past the span
+		{[]int{98_304, 98_305, 64}, 2_000_000},    // sampled: the span's edge, 96·1,024
+		{[]int{3, 1_000_000, 1_000}, 20_000},      // exact: 20,000 nonzeros, every mode within the span
+		{[]int{7, 20_000, 500}, 150},              // exact: 150 nonzeros, the middle mode past the span
 		{[]int{1, 1, 50}, 100},
 	} {
 		x := randomTensor(rng, c.dims, c.nnz, true)
-		s, err := Summarize(x)
-		if err != nil {
-			t.Fatal(err)
-		}
-		n := s.Sample.NNZ()
-		for m, d := range c.dims {
-			got := slices.Sorted(slices.Values(s.sliceCounts(m)))
-			r, _ := formats.RankIndices(s.Sample.Inds[m], d)
-			want := slices.Sorted(slices.Values(r.Counts()))
-			if !slices.Equal(got, want) {
-				t.Errorf("dims %v mode %d (table %v): counts differ from the ranks'", c.dims, m+1, d > sliceTableSpan*n)
+		for _, prepared := range []bool{false, true} {
+			s, err := Summarize(x)
+			if err != nil {
+				t.Fatal(err)
+			}
+			n := s.Sample.NNZ()
+			if prepared {
+				if n < parallelSample {
+					continue
+				}
+				s.Prepare() // ranks every mode, and counts the slices from the ranks
+			}
+			for m, d := range c.dims {
+				got := slices.Sorted(slices.Values(s.sliceCounts(m)))
+				r, _ := formats.RankIndices(s.Sample.Inds[m], d)
+				want := slices.Sorted(slices.Values(r.Counts()))
+				if !slices.Equal(got, want) {
+					t.Errorf("dims %v mode %d (bitmap %v, prepared %v): counts differ from the ranks'", c.dims, m+1, d <= sliceBitmapSpan*n, prepared)
+				}
+				// The summary's own ranks (in its scratch within the
+				// span) are formats.RankIndices'.
+				if own := s.modeRanks(m); own.N != r.N || !slices.Equal(own.Of, r.Of) {
+					t.Errorf("dims %v mode %d (bitmap %v, prepared %v): ranks differ from formats.RankIndices", c.dims, m+1, d <= sliceBitmapSpan*n, prepared)
+				}
 			}
 		}
 	}

@@ -263,46 +263,115 @@ func gather(dst, src [][]uint32, pos []uint64) {
 // modeRanks returns mode m's ranks (formats.RankIndices of the sample's
 // indices, checked in range when the summary was made), made on first
 // use.
+//
+// Up to sliceBitmapSpan indices of dim per sampled nonzero its bitmap and
+// prefix counts are the summaries' scratch, as for the slice counts, so
+// only the ranks themselves are fresh memory.
 func (s *Summary) modeRanks(m int) formats.Ranks {
-	s.rankOnce[m].Do(func() { s.ranks[m], _ = formats.RankIndices(s.Sample.Inds[m], s.Dims[m]) })
+	s.rankOnce[m].Do(func() {
+		ind, dim := s.Sample.Inds[m], s.Dims[m]
+		if n := len(ind); n <= tableKeys && dim <= sliceBitmapSpan*n {
+			words := (dim + 63) / 64
+			buf := getScratch(2 * words)
+			defer putScratch(buf)
+			set, prefix := buf[:words], buf[words:]
+			r := formats.Ranks{Of: make([]uint32, n), N: bitmapPrefix(ind, set, prefix)}
+			for k, i := range ind {
+				r.Of[k] = bitmapRank(i, set, prefix)
+			}
+			s.ranks[m] = r
+			return
+		}
+		s.ranks[m], _ = formats.RankIndices(ind, dim)
+	})
 	return s.ranks[m]
 }
 
 // sliceCounts returns the sample's nonzeros per non-empty slice of mode
 // m, in no particular order: the estimates do not depend on it.
 //
-// Past sliceTableSpan indices of dim per sampled nonzero, they are
-// counted in a table of the indices, as fibers are, not from the mode's
-// ranks: a rank needs a bitmap of the dim (3/16 of a byte per index, with
-// its prefix counts) and a rank per nonzero, fresh memory that a decision
-// by the global features alone (the trees) does not otherwise touch. In a
-// one-shot process its page faults cost more than the table there: a
-// first decision's features at 1,024 sampled nonzeros took 56 against 75
-// µs at dims of 10^5, 60 against 82 at 1.5·10^5 (medians of 9 fresh
-// processes each). Under it the ranks cost less (54 against 49 µs at
-// 9,800, 60 against 57 at 24,000), and the graphs use them anyway.
+// Up to sliceBitmapSpan indices of dim per sampled nonzero they are
+// counted in a bitmap of the dim with a prefix count per word
+// (bitmapCounts), in the summaries' scratch: memory the sample's positions
+// and the fiber counts touch anyway, so no page faults, and no branch per
+// key. Past it the bitmap would outgrow that scratch, and they are counted
+// in a table of the indices, as fibers are. An exact summary of more
+// nonzeros than a table takes ranks the mode (formats.RankIndices).
+//
+// Until 2026-11-27 a mode up to 32 indices per nonzero was ranked and
+// its counts read from the ranks, which the graphs use too; but a rank
+// per nonzero and a bitmap in fresh memory cost a decision by the trees
+// page faults it otherwise does not pay (the table was faster past 32),
+// and a fresh process counted a mode of 10^5 indices in a table in 20 µs,
+// against 6-10 µs for a ranked mode of 10^4. A graph now ranks the modes
+// it needs itself.
 func (s *Summary) sliceCounts(m int) []uint32 {
 	s.sliceOnce[m].Do(func() {
 		ind := s.Sample.Inds[m]
 		n := len(ind)
-		if n > tableKeys || s.Dims[m] <= sliceTableSpan*n {
+		switch words := (s.Dims[m] + 63) / 64; {
+		case n > tableKeys:
 			s.slices[m] = s.modeRanks(m).Counts()
-			return
+		case s.Dims[m] <= sliceBitmapSpan*n:
+			buf := getScratch(2 * words)
+			defer putScratch(buf)
+			s.slices[m] = bitmapCounts(ind, buf[:words], buf[words:])
+		default:
+			buf := getScratch(n + tableSlots(n))
+			defer putScratch(buf)
+			keys := buf[:n]
+			for j, i := range ind {
+				keys[j] = uint64(i)
+			}
+			s.slices[m] = tableCounts(keys, buf[n:])
 		}
-		buf := getScratch(n + tableSlots(n))
-		defer putScratch(buf)
-		keys := buf[:n]
-		for j, i := range ind {
-			keys[j] = uint64(i)
-		}
-		s.slices[m] = tableCounts(keys, buf[n:])
 	})
 	return s.slices[m]
 }
 
-// sliceTableSpan is the indices of dim per sampled nonzero past which
-// sliceCounts counts a mode's slices in a table rather than ranking them.
-const sliceTableSpan = 32
+// sliceBitmapSpan is the indices of dim per sampled nonzero up to which
+// sliceCounts counts a mode's slices in a bitmap: its two words per 64
+// indices then fit in the 3 keys per sampled nonzero that drawing the
+// sample's positions already touched (samplePositions).
+const sliceBitmapSpan = 96
+
+// bitmapCounts returns the number of times each distinct index of ind
+// occurs, in increasing order of index, with set and prefix (each at
+// least one word per 64 indices of the largest index, overwritten) as
+// scratch: the indices' bits are set, each word gets the count of set
+// bits before it, and an index's slot is that count plus the set bits
+// below it in its word. Every step is a sequential pass or a count without
+// a branch.
+func bitmapCounts(ind []uint32, set, prefix []uint64) []uint32 {
+	counts := make([]uint32, bitmapPrefix(ind, set, prefix))
+	for _, i := range ind {
+		counts[bitmapRank(i, set, prefix)]++
+	}
+	return counts
+}
+
+// bitmapPrefix sets the bits of ind's indices in set, gives each word of
+// prefix the count of set bits before it, and returns the distinct
+// indices.
+func bitmapPrefix(ind []uint32, set, prefix []uint64) int {
+	clear(set)
+	for _, i := range ind {
+		set[i>>6] |= 1 << (i & 63)
+	}
+	n := 0
+	for w, v := range set {
+		prefix[w] = uint64(n)
+		n += bits.OnesCount64(v)
+	}
+	return n
+}
+
+// bitmapRank returns the rank of index i among the indices bitmapPrefix
+// set.
+func bitmapRank(i uint32, set, prefix []uint64) uint32 {
+	w := i >> 6
+	return uint32(prefix[w]) + uint32(bits.OnesCount64(set[w]&(1<<(i&63)-1)))
+}
 
 // tableSlots returns the slots tableCounts is given for n keys: a power
 // of two, at least twice n.
@@ -553,15 +622,16 @@ func (s *Summary) Prepare(ops ...hetero.Op) {
 	}
 	ranks := s.Sample.NNZ() >= parallelSample
 	spread(n, s.Sample.NNZ(), func(m int) {
-		s.sliceCounts(m)
-		if fibers[m] {
-			s.fiberCounts(m)
-		}
 		if ranks {
 			// A graph's nodes: worth ranking ahead, in parallel, only
 			// for a sample this large; a decision by the trees needs
-			// none.
-			s.modeRanks(m)
+			// none. The slices are then counted from the ranks.
+			r := s.modeRanks(m)
+			s.sliceOnce[m].Do(func() { s.slices[m] = r.Counts() })
+		}
+		s.sliceCounts(m)
+		if fibers[m] {
+			s.fiberCounts(m)
 		}
 	})
 }
