@@ -79,10 +79,11 @@ func SampleNNZ(nnz int) int {
 // bounds on their error are tested in global_test.go.
 //
 // The positions are read in increasing order, every mode's index in one
-// loop, and checked against the dims. A mode's slices (from its ranks,
-// or in a table of their indices where the dim is large: sliceCounts) and
-// its fibers (in a table of their keys) are counted when first needed, or
-// for every mode at once, concurrently, by Prepare. A Summary is safe for
+// loop, and checked against the dims. A mode's slices (in a bitmap of
+// the dim, or in a table of their indices where the dim is large:
+// sliceCounts) and its fibers (in a table of their keys) are counted when
+// first needed, or for every mode at once, concurrently, by Prepare; a
+// mode's indices are ranked only for a graph. A Summary is safe for
 // concurrent use.
 type Summary struct {
 	Dims   []int
@@ -270,12 +271,10 @@ func gather(dst, src [][]uint32, pos []uint64) {
 func (s *Summary) modeRanks(m int) formats.Ranks {
 	s.rankOnce[m].Do(func() {
 		ind, dim := s.Sample.Inds[m], s.Dims[m]
-		if n := len(ind); n <= tableKeys && dim <= sliceBitmapSpan*n {
-			words := (dim + 63) / 64
-			buf := getScratch(2 * words)
+		if inBitmapSpan(len(ind), dim) {
+			set, prefix, buf := bitmapScratch(dim)
 			defer putScratch(buf)
-			set, prefix := buf[:words], buf[words:]
-			r := formats.Ranks{Of: make([]uint32, n), N: bitmapPrefix(ind, set, prefix)}
+			r := formats.Ranks{Of: make([]uint32, len(ind)), N: bitmapPrefix(ind, set, prefix)}
 			for k, i := range ind {
 				r.Of[k] = bitmapRank(i, set, prefix)
 			}
@@ -309,13 +308,13 @@ func (s *Summary) sliceCounts(m int) []uint32 {
 	s.sliceOnce[m].Do(func() {
 		ind := s.Sample.Inds[m]
 		n := len(ind)
-		switch words := (s.Dims[m] + 63) / 64; {
+		switch {
 		case n > tableKeys:
 			s.slices[m] = s.modeRanks(m).Counts()
-		case s.Dims[m] <= sliceBitmapSpan*n:
-			buf := getScratch(2 * words)
+		case inBitmapSpan(n, s.Dims[m]):
+			set, prefix, buf := bitmapScratch(s.Dims[m])
 			defer putScratch(buf)
-			s.slices[m] = bitmapCounts(ind, buf[:words], buf[words:])
+			s.slices[m] = bitmapCounts(ind, set, prefix)
 		default:
 			buf := getScratch(n + tableSlots(n))
 			defer putScratch(buf)
@@ -334,6 +333,19 @@ func (s *Summary) sliceCounts(m int) []uint32 {
 // indices then fit in the 3 keys per sampled nonzero that drawing the
 // sample's positions already touched (samplePositions).
 const sliceBitmapSpan = 96
+
+// inBitmapSpan reports whether a mode of dim indices, n of them sampled,
+// is counted and ranked in a bitmap in the summaries' scratch.
+func inBitmapSpan(n, dim int) bool { return n <= tableKeys && dim <= sliceBitmapSpan*n }
+
+// bitmapScratch returns a bitmap of dim indices and its prefix counts,
+// one word per 64 indices each, from the summaries' scratch; buf is what
+// to give back (putScratch) when they are done with.
+func bitmapScratch(dim int) (set, prefix, buf []uint64) {
+	words := (dim + 63) / 64
+	buf = getScratch(2 * words)
+	return buf[:words], buf[words:], buf
+}
 
 // bitmapCounts returns the number of times each distinct index of ind
 // occurs, in increasing order of index, with set and prefix (each at
