@@ -184,6 +184,8 @@ type predictRow struct {
 	TotalSeconds     float64        `json:"total_seconds"`     // the whole decision: its share of the summary and the wall time of the rest
 	Cached           bool           `json:"cached"`
 	Warnings         []string       `json:"warnings,omitempty"`
+
+	usedSummary bool // it asked for the shared summary, and gets a share of its time
 }
 
 // runPredict predicts for t as c says. picks, when not nil, are the
@@ -276,7 +278,6 @@ func runPredict(stdout, stderr io.Writer, name string, t *formats.COO, picks *fo
 		return id, nil
 	}
 	var rows []predictRow
-	var usedSummary []bool // per row
 	noHeadNoted := map[string]bool{}
 	for _, devName := range c.devices {
 		dev, err := hetero.Lookup(devName, c.threads)
@@ -370,7 +371,7 @@ func runPredict(stdout, stderr io.Writer, name string, t *formats.COO, picks *fo
 			// reports that in Sample, which its wall time holds.
 			row.SampleSeconds = pr.Sample.Seconds()
 			row.TotalSeconds = (time.Since(rowStart) - (summaryWall - wall0)).Seconds()
-			usedSummary = append(usedSummary, summaryCalls > calls0)
+			row.usedSummary = summaryCalls > calls0
 			rows = append(rows, row)
 		}
 	}
@@ -378,13 +379,13 @@ func runPredict(stdout, stderr io.Writer, name string, t *formats.COO, picks *fo
 	// decision up) gets an equal share of it, in sample_seconds and in its
 	// total.
 	users := 0
-	for _, used := range usedSummary {
-		if used {
+	for _, r := range rows {
+		if r.usedSummary {
 			users++
 		}
 	}
 	for i := range rows {
-		if usedSummary[i] {
+		if rows[i].usedSummary {
 			rows[i].SampleSeconds = sampleTime.Seconds() / float64(users)
 			rows[i].TotalSeconds += rows[i].SampleSeconds
 		}
