@@ -384,11 +384,15 @@ func runKernel(ctx context.Context, stdout, stderr io.Writer, v *viper.Viper, ar
 	return rep.verifyFailure()
 }
 
+// verified reports whether a --verify's relative error is within the
+// tolerance (false for NaN).
+func (r *kernelReport) verified() bool { return *r.VerifyError <= r.VerifyTolerance }
+
 // verifyFailure returns the error of a --verify whose relative error is
 // above the tolerance (or NaN), naming the devices that computed the
 // result; nil when there was no check or it passed.
 func (r *kernelReport) verifyFailure() error {
-	if r.VerifyError == nil || *r.VerifyError <= r.VerifyTolerance {
+	if r.VerifyError == nil || r.verified() {
 		return nil
 	}
 	var devs []string
@@ -434,7 +438,7 @@ func printKernelReport(w io.Writer, r *kernelReport) error {
 		r.Imbalance, ms(r.Seconds), ms(r.RunSeconds), ms(r.PrepareSeconds), ms(r.PredictSeconds), ms(r.ReadSeconds), r.GFlops, r.FlopsConvention)
 	if r.VerifyError != nil {
 		verdict := "within"
-		if !(*r.VerifyError <= r.VerifyTolerance) {
+		if !r.verified() {
 			verdict = "ABOVE"
 		}
 		fmt.Fprintf(w, "verified against the definition (float64): relative error %.3g, %s the tolerance %.0e\n", *r.VerifyError, verdict, r.VerifyTolerance)
