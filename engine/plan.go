@@ -79,7 +79,7 @@ type planSide struct {
 	// from a failed accelerator): decide, once, through chosen; until
 	// then choice is empty.
 	choice    choice
-	decide    func() (choice, []string, error)
+	decide    func() (choice, time.Duration, []string, error)
 	decided   sync.Once
 	decideErr error
 	next      int // index into choice.formats of the format in use
@@ -240,10 +240,7 @@ func (e *Engine) newPlan(ctx context.Context, x *formats.COO, p *Plan, in *input
 	var predict time.Duration
 	for s, sd := range p.sides {
 		dev := sd.dev
-		sd.decide = func() (choice, []string, error) {
-			c, _, ws, err := e.choose(in, p.op, p.mode, dev)
-			return c, ws, err
-		}
+		sd.decide = func() (choice, time.Duration, []string, error) { return e.choose(in, p.op, p.mode, dev) }
 		// Under dynamic either side may pull any chunk.
 		dealt := split.Strategy == hetero.SplitDynamic
 		for i, n := range p.pieceNNZ {
@@ -252,7 +249,7 @@ func (e *Engine) newPlan(ctx context.Context, x *formats.COO, p *Plan, in *input
 		if !dealt && len(p.sides) > 1 {
 			continue
 		}
-		c, took, ws, err := e.choose(in, p.op, p.mode, dev)
+		c, took, ws, err := sd.decide()
 		if err != nil {
 			return nil, err
 		}
@@ -337,7 +334,7 @@ func (e *Engine) newPlan(ctx context.Context, x *formats.COO, p *Plan, in *input
 func (sd *planSide) chosen(warn *collector) error {
 	sd.decided.Do(func() {
 		var ws []string
-		sd.choice, ws, sd.decideErr = sd.decide()
+		sd.choice, _, ws, sd.decideErr = sd.decide()
 		for _, w := range ws {
 			warn.add(w)
 		}
