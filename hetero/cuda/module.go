@@ -77,7 +77,7 @@ func (c *Context) Compile(src string, opts ...string) (*Module, error) {
 }
 
 // LoadPTX loads PTX that NVRTC made (Module.PTX of an earlier Compile, as
-// a cache keeps it) into the context: the driver compiles it for the
+// a cache would keep it) into the context: the driver compiles it for the
 // device. A failure is a [*BuildError].
 func (c *Context) LoadPTX(ptx []byte) (*Module, error) {
 	if err := Load(); err != nil {
