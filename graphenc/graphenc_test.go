@@ -1,6 +1,7 @@
 package graphenc
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"path/filepath"
@@ -274,6 +275,27 @@ func BenchmarkEncode(b *testing.B) {
 				}
 			}
 			b.ReportMetric(float64(in.x.NNZ())*float64(b.N)/b.Elapsed().Seconds()/1e6, "Mnnz/s")
+		})
+	}
+}
+
+// BenchmarkEncodeSample encodes the graph of a prediction's sample (1,024
+// nonzeros, features.MinSample) through one Encoder, its ranks and nodes
+// made once: the part of a decision by the network that the graph costs.
+func BenchmarkEncodeSample(b *testing.B) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	for _, dims := range [][]int{{900, 900, 47, 47}, {40000, 30000, 500}} {
+		x := randomTensor(rng, dims, 1024)
+		x.Sort() // a sample keeps the tensor's order: often sorted
+		e := NewEncoder(x)
+		shape := Shape{Rows: len(dims) - 1, Cols: 0}
+		b.Run(fmt.Sprint(dims), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := e.Encode(shape, DefaultBudget); err != nil {
+					b.Fatal(err)
+				}
+			}
 		})
 	}
 }
