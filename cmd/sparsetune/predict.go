@@ -54,8 +54,8 @@ It prints the chosen format, the scores and the time spent reading the
 tensor's sample, computing features, encoding the graph and running the
 predictor. One sample serves every mode and device of a run: each row
 reports an equal share of it, and total_seconds is the row's share plus
-its own features, encoding and inference (docs/model.md, "Prediction
-cost").
+the wall time of the rest of its decision: features, encoding, inference,
+ranking and checks, or a cache lookup (docs/model.md, "Prediction cost").
 
 Without FILE, predict uses the embedded sample tensor.`,
 		Args: cobra.MaximumNArgs(1),
