@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
@@ -190,24 +191,24 @@ func parseTreesNode(n *mlNode) (*Trees, error) {
 	root := int32(0)
 	for i := range nn {
 		if i == 0 || treeIDs[i] != treeIDs[i-1] {
-			if treeIDs[i] != int64(len(t.Roots)) || nodeIDs[i] != 0 {
+			if int(treeIDs[i]) != len(t.Roots) || nodeIDs[i] != 0 {
 				return nil, fmt.Errorf("node %s: tree %d node %d out of order (trees numbered from 0, each tree's nodes from 0)", n.name, treeIDs[i], nodeIDs[i])
 			}
 			root = int32(i)
 			t.Roots = append(t.Roots, root)
 			t.RootClass = append(t.RootClass, -1)
-		} else if nodeIDs[i] != int64(i)-int64(root) {
+		} else if int(nodeIDs[i]) != i-int(root) {
 			return nil, fmt.Errorf("node %s: tree %d node %d out of order", n.name, treeIDs[i], nodeIDs[i])
 		}
 		switch string(modes.str(i)) {
 		case "BRANCH_LEQ":
-			if feat[i] >= int64(features.Count) {
+			if int(feat[i]) >= features.Count {
 				return nil, fmt.Errorf("node %s: tree %d node %d splits on feature %d of %d", n.name, treeIDs[i], nodeIDs[i], feat[i], features.Count)
 			}
-			t.Feature = append(t.Feature, int32(feat[i]))
-			t.Left = append(t.Left, root+int32(trueIDs[i]))
-			t.Right = append(t.Right, root+int32(falseIDs[i]))
-			if feat[i] < 0 || trueIDs[i] <= 0 || falseIDs[i] <= 0 || trueIDs[i] >= int64(nn) || falseIDs[i] >= int64(nn) {
+			t.Feature = append(t.Feature, feat[i])
+			t.Left = append(t.Left, root+trueIDs[i])
+			t.Right = append(t.Right, root+falseIDs[i])
+			if feat[i] < 0 || trueIDs[i] <= 0 || falseIDs[i] <= 0 || int(trueIDs[i]) >= nn || int(falseIDs[i]) >= nn {
 				return nil, fmt.Errorf("node %s: tree %d node %d: feature %d, children %d and %d", n.name, treeIDs[i], nodeIDs[i], feat[i], trueIDs[i], falseIDs[i])
 			}
 		case "LEAF":
@@ -227,21 +228,21 @@ func parseTreesNode(n *mlNode) (*Trees, error) {
 	seen := make([]bool, nn)
 	for e := range cTree {
 		j := cTree[e]
-		if j < 0 || j >= int64(len(t.Roots)) {
+		if j < 0 || int(j) >= len(t.Roots) {
 			return nil, fmt.Errorf("node %s: class weight for tree %d of %d", n.name, j, len(t.Roots))
 		}
-		i := int64(t.Roots[j]) + cNode[e]
-		if cNode[e] < 0 || i >= int64(nn) || treeIDs[i] != j || t.Feature[i] >= 0 || seen[i] {
+		i := int(t.Roots[j]) + int(cNode[e])
+		if cNode[e] < 0 || i >= nn || treeIDs[i] != j || t.Feature[i] >= 0 || seen[i] {
 			return nil, fmt.Errorf("node %s: class weight on tree %d node %d, which is not a leaf weighted once", n.name, j, cNode[e])
 		}
-		if cID[e] < 0 || cID[e] >= int64(len(t.Classes)) {
+		if cID[e] < 0 || int(cID[e]) >= len(t.Classes) {
 			return nil, fmt.Errorf("node %s: class weight of tree %d for class %d of %d", n.name, j, cID[e], len(t.Classes))
 		}
-		if c := t.RootClass[j]; c >= 0 && int64(c) != cID[e] {
+		if c := t.RootClass[j]; c >= 0 && c != cID[e] {
 			return nil, fmt.Errorf("node %s: tree %d adds to classes %d and %d (this reader takes one class per tree)", n.name, j, c, cID[e])
 		}
 		seen[i] = true
-		t.RootClass[j] = int32(cID[e])
+		t.RootClass[j] = cID[e]
 		t.Value[i] = w[e]
 	}
 	for i := range nn {
@@ -261,17 +262,40 @@ func parseTreesNode(n *mlNode) (*Trees, error) {
 // file, checks each against its head's classes, and checks that there is
 // no other ai.onnx.ml node and that the outputs cut out are exactly the
 // trees' two per head.
+//
+// The nodes are decoded and read concurrently, one goroutine each: they
+// are most of a model file's load (the embedded MTTKRP file's three
+// heads, 45,176 tree nodes), which a one-shot process pays before its
+// first decision. Errors are reported as a reading in file order would.
 func parseTrees(raw [][]byte, outputs []string, list string, heads []Head) (map[string]*Trees, error) {
-	nodes := map[string]*mlNode{}
-	for _, b := range raw {
-		n, err := decodeMLNode(b)
-		if err != nil {
-			return nil, err
+	type read struct {
+		node     *mlNode
+		err      error // decoding the node
+		trees    *Trees
+		treesErr error // reading its trees
+	}
+	reads := make([]read, len(raw))
+	var wg sync.WaitGroup
+	for i, b := range raw {
+		wg.Go(func() {
+			r := &reads[i]
+			if r.node, r.err = decodeMLNode(b); r.err == nil && r.node.opType == treesOpType {
+				r.trees, r.treesErr = parseTreesNode(r.node)
+			}
+		})
+	}
+	wg.Wait()
+	nodes := map[string]*read{}
+	for i := range reads {
+		r := &reads[i]
+		if r.err != nil {
+			return nil, r.err
 		}
+		n := r.node
 		if n.opType != treesOpType {
 			return nil, fmt.Errorf("node %s: operator %s.%s (the trees are TreeEnsembleClassifier nodes)", n.name, mlDomain, n.opType)
 		}
-		nodes[n.name] = n
+		nodes[n.name] = r
 	}
 	out := map[string]*Trees{}
 	var want []string
@@ -281,14 +305,15 @@ func parseTrees(raw [][]byte, outputs []string, list string, heads []Head) (map[
 			if k < 0 {
 				return nil, fmt.Errorf("metadata %s names %q, which is not a head (%s)", metaTreeHeads, h, strings.Join(headNames(heads), ","))
 			}
-			n := nodes[treesNodeName(h)]
-			if n == nil {
+			r := nodes[treesNodeName(h)]
+			if r == nil {
 				return nil, fmt.Errorf("metadata %s names %q, but the graph has no node %s", metaTreeHeads, h, treesNodeName(h))
 			}
+			n := r.node
 			if !slices.Equal(n.input, []string{"global"}) || !slices.Equal(n.output, []string{treesLabelName(h), treesOutputName(h)}) {
 				return nil, fmt.Errorf("node %s: inputs %v and outputs %v, expected [global] and [%s %s]", n.name, n.input, n.output, treesLabelName(h), treesOutputName(h))
 			}
-			t, err := parseTreesNode(n)
+			t, err := r.trees, r.treesErr
 			if err != nil {
 				return nil, err
 			}
@@ -351,7 +376,7 @@ type mlNode struct {
 // scanned by the garbage collector.
 type mlAttr struct {
 	s      []byte
-	ints   []int64
+	ints   []int32 // int64 values saturated to int32: ids and counts are small
 	floats []float32
 	raw    []byte
 	spans  []span
@@ -540,9 +565,9 @@ func decodeMLAttr(b []byte) (string, *mlAttr, error) {
 				return "", nil, fmt.Errorf("%s: ints: %w", name, protowire.ParseError(m))
 			}
 			if a.ints == nil {
-				a.ints = make([]int64, 0, len(b)/2+1)
+				a.ints = make([]int32, 0, len(b)/2+1)
 			}
-			a.ints = append(a.ints, int64(x))
+			a.ints = append(a.ints, saturate32(x))
 			b = b[m:]
 			continue
 		case num == fieldAttrFloats && typ == protowire.Fixed32Type:
@@ -584,15 +609,33 @@ func decodeMLAttr(b []byte) (string, *mlAttr, error) {
 			a.spans = append(a.spans, span{int32(end - len(v)), int32(end)})
 		case fieldAttrInts:
 			if a.ints == nil {
-				a.ints = make([]int64, 0, len(v))
+				// One value per byte below 0x80 (a varint's last).
+				n := 0
+				for _, c := range v {
+					n += int(^c >> 7)
+				}
+				a.ints = make([]int32, 0, n)
 			}
-			for len(v) > 0 {
-				x, k := uvarint(v)
+			// Ids and counts take one or two bytes: those are read
+			// inline, by index (the loop is a quarter of a load).
+			for i := 0; i < len(v); {
+				c := v[i]
+				if c < 0x80 {
+					a.ints = append(a.ints, int32(c))
+					i++
+					continue
+				}
+				if i+1 < len(v) && v[i+1] < 0x80 {
+					a.ints = append(a.ints, int32(c&0x7f)|int32(v[i+1])<<7)
+					i += 2
+					continue
+				}
+				x, k := protowire.ConsumeVarint(v[i:])
 				if k < 0 {
 					return "", nil, fmt.Errorf("%s: ints: %w", name, protowire.ParseError(k))
 				}
-				a.ints = append(a.ints, int64(x))
-				v = v[k:]
+				a.ints = append(a.ints, saturate32(x))
+				i += k
 			}
 		case fieldAttrFloats:
 			if len(v)%4 != 0 {
@@ -607,6 +650,13 @@ func decodeMLAttr(b []byte) (string, *mlAttr, error) {
 		}
 	}
 	return name, a, nil
+}
+
+// saturate32 returns the int64 varint x as an int32, saturated: a value
+// out of int32's range fails the same range checks its saturated value
+// does.
+func saturate32(x uint64) int32 {
+	return int32(min(max(int64(x), math.MinInt32), math.MaxInt32))
 }
 
 // uvarint is protowire.ConsumeVarint with the one-byte case inline: tree
