@@ -2,11 +2,13 @@ package formats
 
 import (
 	"bytes"
+	"fmt"
 	"encoding/binary"
 	"hash/crc32"
 	"math"
 	"math/rand/v2"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"testing/iotest"
@@ -224,6 +226,60 @@ func BenchmarkLoadFile(b *testing.B) {
 					}
 				}
 			})
+		}
+	}
+}
+
+// TestSTBReadAtPieces reads a file of several pieces per array on one to
+// five workers by pread (readBinaryAt) and as a stream, and holds both
+// to the same tensor and, for a corrupted or faulty file, to the same
+// error: the checksums of the workers' runs combined in file order, an
+// array's checksum mismatch before bad content in it, the earliest bad
+// content first.
+func TestSTBReadAtPieces(t *testing.T) {
+	x := genCOO(rand.New(rand.NewPCG(3, 4)), []int{300, 200, 100}, 3*stbCheckPiece+1234)
+	arrays := stbArrays(x)
+	dims := []uint64{300, 200, 100}
+	nnz := uint64(x.NNZ())
+	good := stbBytes(1, dims, nnz, arrays)
+	hdr := 24 + 8*len(dims) + 4
+	// A byte of mode 2's indices flipped in the last piece: a checksum
+	// mismatch in mode 2, although mode 3 below holds bad content too.
+	corrupt := slices.Clone(good)
+	corrupt[hdr+4*x.NNZ()+4*(x.NNZ()-10)] ^= 0x40
+	// Indices of mode 3 beyond its dim under valid checksums (a faulty
+	// writer), in the third piece and then the second: the second
+	// piece's is reported.
+	faulty := slices.Clone(arrays)
+	faulty[2] = slices.Clone(arrays[2])
+	faulty[2][2*stbCheckPiece+5] = 100
+	faulty[2][stbCheckPiece+7] = 1000
+	faultyBytes := stbBytes(1, dims, nnz, faulty)
+	corrupt3 := slices.Clone(faultyBytes)
+	corrupt3[hdr+4*x.NNZ()+100] ^= 1 // and mode 2 corrupted before it
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
+	for _, procs := range []int{1, 2, 3, 5} {
+		runtime.GOMAXPROCS(procs)
+		got, err := readSTB(good, true)
+		if err != nil {
+			t.Fatalf("%d workers: %v", procs, err)
+		}
+		if !got.Equal(x) {
+			t.Fatalf("%d workers: read another tensor", procs)
+		}
+		for _, c := range []struct {
+			name, want string
+			data       []byte
+		}{
+			{"corrupt", "checksum mismatch in the mode 2 indices", corrupt},
+			{"faulty", fmt.Sprintf("offset %d: mode 3: expected an index below the dim 100, found 1000", hdr+4*2*x.NNZ()+4*(stbCheckPiece+7)), faultyBytes},
+			{"corrupt before faulty", "checksum mismatch in the mode 2 indices", corrupt3},
+		} {
+			_, errAt := readSTB(c.data, true)
+			_, errSeq := readSTB(c.data, false)
+			if errAt == nil || errSeq == nil || !strings.Contains(errAt.Error(), c.want) || errAt.Error() != errSeq.Error() {
+				t.Errorf("%d workers, %s: pread %v, stream %v, want both to say %q", procs, c.name, errAt, errSeq, c.want)
+			}
 		}
 	}
 }

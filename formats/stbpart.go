@@ -112,6 +112,14 @@ func crc32cCombine(a, b uint32, n int64) uint32 {
 	if n <= 0 {
 		return a // b is the CRC of "", 0
 	}
+	return apply(crc32cShift(n), a) ^ b
+}
+
+// crc32cShift returns the operator that appending n > 0 zero bytes
+// applies to a CRC-32C: crc32cCombine(a, b, n) is apply(crc32cShift(n),
+// a) ^ b. Making it costs about 20 µs; a caller that combines many CRCs
+// of blocks of one length makes it once.
+func crc32cShift(n int64) [32]uint32 {
 	// bit is the operator of one zero bit: a shift right, folding the
 	// polynomial in where the low bit falls out.
 	var bit [32]uint32
@@ -120,13 +128,27 @@ func crc32cCombine(a, b uint32, n int64) uint32 {
 		bit[i] = 1 << (i - 1)
 	}
 	op := square(square(square(bit))) // eight zero bits: one zero byte
+	var shift [32]uint32
+	for i := range shift {
+		shift[i] = 1 << i // the identity
+	}
 	for ; n > 0; n >>= 1 {
 		if n&1 != 0 {
-			a = apply(op, a)
+			shift = mul(op, shift)
 		}
 		op = square(op)
 	}
-	return a ^ b
+	return shift
+}
+
+// mul returns the product a·b of two GF(2) matrices (column i of m is
+// m[i]): b applied first.
+func mul(a, b [32]uint32) [32]uint32 {
+	var out [32]uint32
+	for i := range out {
+		out[i] = apply(a, b[i])
+	}
+	return out
 }
 
 // apply multiplies the GF(2) matrix m (column i is m[i]) by the vector v.
@@ -141,10 +163,4 @@ func apply(m [32]uint32, v uint32) uint32 {
 }
 
 // square returns m·m.
-func square(m [32]uint32) [32]uint32 {
-	var out [32]uint32
-	for i := range out {
-		out[i] = apply(m, m[i])
-	}
-	return out
-}
+func square(m [32]uint32) [32]uint32 { return mul(m, m) }
