@@ -142,11 +142,7 @@ func (s *stbReader) words(n int, whole bool, what string) ([]uint32, error) {
 		if err := s.read(wordBytes(dst), what); err != nil {
 			return nil, err
 		}
-		if !littleEndian {
-			for i := range dst {
-				dst[i] = binary.LittleEndian.Uint32((*[4]byte)(unsafe.Pointer(&dst[i]))[:])
-			}
-		}
+		fromLittleEndian(dst)
 		out = out[:len(out)+k]
 	}
 	return out, nil
@@ -262,12 +258,7 @@ func readBinary(r io.Reader, name string, size int64, pk *picker) (*COO, error) 
 			return nil, p
 		}
 	}
-	vals := arrays[order]
-	return &COO{
-		Dims: dims,
-		Inds: arrays[:order:order],
-		Vals: unsafe.Slice((*float32)(unsafe.Pointer(unsafe.SliceData(vals))), len(vals)),
-	}, nil
+	return stbCOO(dims, arrays), nil
 }
 
 // readBinaryAt reads the arrays of a .stb file whose size agrees with its
@@ -322,11 +313,7 @@ func readBinaryAt(r io.ReaderAt, off int64, name string, dims []int, nnz int, pk
 					readErr[c] = readAtError(name, at+int64(n), 4*len(piece)-n, what, err)
 					return
 				}
-				if !littleEndian {
-					for k := range piece {
-						piece[k] = binary.LittleEndian.Uint32((*[4]byte)(unsafe.Pointer(&piece[k]))[:])
-					}
-				}
+				fromLittleEndian(piece)
 				rc.crc = crc32.Update(rc.crc, castagnoli, wordBytes(piece))
 				if rc.bad == nil {
 					rc.bad = checkSTBContent(name, piece, i, dims, at)
@@ -369,12 +356,29 @@ func readBinaryAt(r io.ReaderAt, off int64, name string, dims []int, nnz int, pk
 			return nil, bad
 		}
 	}
-	vals := arrays[order]
+	return stbCOO(dims, arrays), nil
+}
+
+// stbCOO returns the tensor of a .stb file's arrays, read and checked: the
+// indices of each mode, then the values' bits, used as float32s in place.
+func stbCOO(dims []int, arrays [][]uint32) *COO {
+	order, vals := len(dims), arrays[len(dims)]
 	return &COO{
 		Dims: dims,
 		Inds: arrays[:order:order],
 		Vals: unsafe.Slice((*float32)(unsafe.Pointer(unsafe.SliceData(vals))), len(vals)),
-	}, nil
+	}
+}
+
+// fromLittleEndian turns words read as little-endian bytes into native
+// ones: nothing to do on a little-endian host.
+func fromLittleEndian(a []uint32) {
+	if littleEndian {
+		return
+	}
+	for i := range a {
+		a[i] = binary.LittleEndian.Uint32((*[4]byte)(unsafe.Pointer(&a[i]))[:])
+	}
 }
 
 // readAtError is the error of a pread that returned fewer bytes than
