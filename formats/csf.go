@@ -191,7 +191,16 @@ func sortedLevels(t *COO, modes []int) ([][]uint32, []uint32) {
 	})
 	keys := make([]uint64, n)
 	t.packKeys(keys, perm, modes)
-	radixSort(keys, perm, make([]uint64, n), make([]uint32, n), total)
+	// A tensor sorted by modes 0..N-1 needs sorting by the lead modes'
+	// bits only, the top of the key (sortPerm says why).
+	from := 0
+	if k := sortedLead(modes, t.Order()); k < len(modes) && t.naturallySorted() {
+		from = total
+		for _, m := range modes[:k] {
+			from -= ModeBits(t.Dims[m])
+		}
+	}
+	radixSortFrom(keys, perm, make([]uint64, n), make([]uint32, n), from, total)
 	shift := total
 	for l, m := range modes {
 		bits := ModeBits(t.Dims[m])

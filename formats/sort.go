@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"sync/atomic"
 )
 
 // SortBy sorts the nonzeros of t lexicographically by the indices of the
@@ -50,6 +51,16 @@ func (t *COO) IsSortedBy(modes ...int) bool {
 }
 
 // sortPerm returns the stable permutation that sorts t by modes.
+//
+// A tensor already sorted by modes 0, 1, ..., N-1, as most files are, is
+// within each group of equal indices of some modes sorted by the others in
+// increasing order. So where the modes after modes[:k] are the first of
+// those others in that order, a stable sort by modes[:k] alone gives the
+// same permutation as a sort by all of modes: for the rooted orders of
+// CSF and of a rooted COO (the root, then the other modes in order) that
+// is one mode's key instead of all of them, and none at all for mode 0.
+// The check is one linear pass, which an unsorted tensor leaves at its
+// first inversion.
 func (t *COO) sortPerm(modes []int) []uint32 {
 	n := t.NNZ()
 	perm := make([]uint32, n)
@@ -58,6 +69,12 @@ func (t *COO) sortPerm(modes []int) []uint32 {
 			perm[k] = uint32(k)
 		}
 	})
+	if k := sortedLead(modes, t.Order()); k < len(modes) && t.naturallySorted() {
+		modes = modes[:k]
+	}
+	if len(modes) == 0 {
+		return perm
+	}
 	// Split the modes into a high and a low group of at most 64 bits each;
 	// sort by the low key first, then stably by the high key.
 	total := 0
@@ -87,6 +104,52 @@ func (t *COO) sortPerm(modes []int) []uint32 {
 	return perm
 }
 
+// sortedLead returns the least k such that, in a tensor of the given
+// order sorted by modes 0..order-1, sorting stably by modes[:k] sorts it
+// by modes: the modes other than modes[:k], in increasing order, begin
+// with modes[k:].
+func sortedLead(modes []int, order int) int {
+	for k := range len(modes) + 1 {
+		rest := make([]int, 0, order)
+		for m := range order {
+			if !slices.Contains(modes[:k], m) {
+				rest = append(rest, m)
+			}
+		}
+		if len(rest) >= len(modes)-k && slices.Equal(rest[:len(modes)-k], modes[k:]) {
+			return k
+		}
+	}
+	return len(modes)
+}
+
+// naturallySorted reports whether t is sorted by modes 0, 1, ..., N-1 (ties
+// allowed), in one parallel pass that stops at an inversion.
+func (t *COO) naturallySorted() bool {
+	n := t.NNZ()
+	w := workers(n, 1<<16)
+	unsorted := make([]bool, w)
+	var stop atomic.Bool
+	parallelChunks(n, w, func(c, lo, hi int) {
+		for k := max(lo, 1); k < hi; k++ {
+			if k&(1<<12-1) == 0 && stop.Load() {
+				return
+			}
+			for _, ind := range t.Inds {
+				if a, b := ind[k-1], ind[k]; a != b {
+					if a > b {
+						unsorted[c] = true
+						stop.Store(true)
+						return
+					}
+					break
+				}
+			}
+		}
+	})
+	return !slices.Contains(unsorted, true)
+}
+
 // packKeys sets keys[k] to the indices of modes of nonzero perm[k], packed
 // with the first mode most significant, and returns the key width in bits.
 func (t *COO) packKeys(keys []uint64, perm []uint32, modes []int) int {
@@ -113,12 +176,19 @@ const radixBits = 11
 // radixSort stably sorts keys (of the given bit width) and carries perm along.
 // scratch and pscratch are buffers of the same length.
 func radixSort(keys []uint64, perm []uint32, scratch []uint64, pscratch []uint32, bits int) {
+	radixSortFrom(keys, perm, scratch, pscratch, 0, bits)
+}
+
+// radixSortFrom is radixSort by bits from to bits-1 of the keys only:
+// keys whose lower bits are already in order within each group of equal
+// upper bits need no passes over them (sortedLead).
+func radixSortFrom(keys []uint64, perm []uint32, scratch []uint64, pscratch []uint32, from, bits int) {
 	n := len(keys)
-	if n < 2 || bits == 0 {
+	if n < 2 || bits <= from {
 		return
 	}
-	passes := (bits + radixBits - 1) / radixBits
-	width := (bits + passes - 1) / passes
+	passes := (bits - from + radixBits - 1) / radixBits
+	width := (bits - from + passes - 1) / passes
 	buckets := 1 << width
 	mask := uint64(buckets - 1)
 	w := workers(n, 1<<15)
@@ -129,7 +199,7 @@ func radixSort(keys []uint64, perm []uint32, scratch []uint64, pscratch []uint32
 	src, dst := keys, scratch
 	psrc, pdst := perm, pscratch
 	for p := range passes {
-		shift := uint(p * width)
+		shift := uint(from + p*width)
 		parallelChunks(n, w, func(c, lo, hi int) {
 			cnt := counts[c]
 			clear(cnt)
