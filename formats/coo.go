@@ -87,17 +87,42 @@ func (t *COO) Validate() error {
 		if len(ind) != nnz {
 			return fmt.Errorf("mode %d has %d indices for %d values", m+1, len(ind), nnz)
 		}
-		dim := uint64(t.Dims[m])
-		for k, i := range ind {
-			if uint64(i) >= dim {
-				return fmt.Errorf("nonzero %d: mode %d index %d (1-based) exceeds dim %d", k, m+1, uint64(i)+1, dim)
-			}
-		}
 	}
-	for k, v := range t.Vals {
-		if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
-			return fmt.Errorf("nonzero %d: value must be finite, found %v", k, v)
+	// Every array in parallel chunks (the engine validates every input,
+	// a pass over all of it); each chunk notes its first problem, and the
+	// first of the first array with one is reported, as a pass in order
+	// would.
+	w := workers(nnz, 1<<16)
+	bad := make([]int, (t.Order()+1)*w)
+	for a := range t.Order() + 1 {
+		parallelChunks(nnz, w, func(c, lo, hi int) {
+			bad[a*w+c] = -1
+			if a < t.Order() {
+				ind, dim := t.Inds[a][lo:hi], uint64(t.Dims[a])
+				for k, i := range ind {
+					if uint64(i) >= dim {
+						bad[a*w+c] = lo + k
+						return
+					}
+				}
+				return
+			}
+			for k, v := range t.Vals[lo:hi] {
+				if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+					bad[a*w+c] = lo + k
+					return
+				}
+			}
+		})
+	}
+	for j, k := range bad {
+		if k < 0 {
+			continue
 		}
+		if m := j / w; m < t.Order() {
+			return fmt.Errorf("nonzero %d: mode %d index %d (1-based) exceeds dim %d", k, m+1, uint64(t.Inds[m][k])+1, t.Dims[m])
+		}
+		return fmt.Errorf("nonzero %d: value must be finite, found %v", k, t.Vals[k])
 	}
 	return nil
 }

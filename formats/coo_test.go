@@ -115,6 +115,40 @@ func TestValidate(t *testing.T) {
 	}
 }
 
+// Validate checks in parallel chunks and reports what a pass in order
+// would: the first bad index of the first bad mode, then values.
+func TestValidateReportsFirst(t *testing.T) {
+	x := genCOO(rand.New(rand.NewPCG(9, 10)), []int{50, 60, 70}, 300_000)
+	x.Inds[2][250_000] = 70 // mode 3, in a late chunk
+	x.Inds[1][290_000] = 60 // mode 2, later still: reported first
+	x.Inds[1][200_001] = 61
+	x.Vals[5] = float32(math.NaN())
+	for _, want := range []string{
+		"nonzero 200001: mode 2 index 62 (1-based) exceeds dim 60",
+		"nonzero 290000: mode 2 index 61 (1-based) exceeds dim 60",
+		"nonzero 250000: mode 3 index 71 (1-based) exceeds dim 70",
+		"nonzero 5: value must be finite, found NaN",
+	} {
+		err := x.Validate()
+		if err == nil || err.Error() != want {
+			t.Fatalf("Validate() = %v, want %q", err, want)
+		}
+		// Mend what was reported, to see the next problem.
+		switch {
+		case strings.Contains(want, "mode 2") && strings.Contains(want, "200001"):
+			x.Inds[1][200_001] = 0
+		case strings.Contains(want, "mode 2"):
+			x.Inds[1][290_000] = 0
+		case strings.Contains(want, "mode 3"):
+			x.Inds[2][250_000] = 0
+		}
+	}
+	x.Vals[5] = 1
+	if err := x.Validate(); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestPermute(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	x := genCOO(rng, []int{3, 5, 7, 2}, 50)
