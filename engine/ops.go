@@ -378,11 +378,17 @@ type mttkrpBinder struct {
 	factors []*kernels.Matrix
 	out     *kernels.Matrix
 	// Slice s is the output-mode index index[s], its nonzeros
-	// order[ptr[s]:ptr[s+1]] (positions in x) and sliceNNZ[s] of them.
+	// order()[ptr[s]:ptr[s+1]] (positions in x) and sliceNNZ[s] of them.
 	index    []uint32
 	ptr      []int
-	order    []uint32
 	sliceNNZ []int64
+	// byIndex holds the positions of x's nonzeros grouped by output
+	// index, made by order on first use: only a piece of some slices
+	// needs it, and a plan whose one piece is the tensor (one device, or
+	// a split that gives one side everything) would pay a scatter of
+	// every nonzero for nothing (8-10 ms at 2 M nonzeros).
+	byIndex     []uint32
+	byIndexOnce sync.Once
 	// empty are the output rows no slice covers: every run zeroes them.
 	empty []int
 	// direct is the output of a piece holding every slice, as for
@@ -409,24 +415,35 @@ func newMTTKRPBinder(x *formats.COO, mode int, factors []*kernels.Matrix, R int)
 	for _, i := range ind {
 		count[i]++
 	}
-	slot := make([]int, x.Dims[mode]) // where index i's nonzeros go next
 	p.ptr = []int{0}
 	for i, c := range count {
 		if c == 0 {
 			p.empty = append(p.empty, i)
 			continue
 		}
-		slot[i] = p.ptr[len(p.ptr)-1]
 		p.index = append(p.index, uint32(i))
 		p.sliceNNZ = append(p.sliceNNZ, int64(c))
-		p.ptr = append(p.ptr, slot[i]+c)
-	}
-	p.order = make([]uint32, len(ind))
-	for k, i := range ind {
-		p.order[slot[i]] = uint32(k)
-		slot[i]++
+		p.ptr = append(p.ptr, p.ptr[len(p.ptr)-1]+c)
 	}
 	return p
+}
+
+// order returns the positions of x's nonzeros grouped by output index, in
+// slice order (slice s's are order()[ptr[s]:ptr[s+1]]), made on first use.
+func (p *mttkrpBinder) order() []uint32 {
+	p.byIndexOnce.Do(func() {
+		ind := p.x.Inds[p.mode]
+		slot := make([]int, p.x.Dims[p.mode]) // where index i's nonzeros go next
+		for s, i := range p.index {
+			slot[i] = p.ptr[s]
+		}
+		p.byIndex = make([]uint32, len(ind))
+		for k, i := range ind {
+			p.byIndex[slot[i]] = uint32(k)
+			slot[i]++
+		}
+	})
+	return p.byIndex
 }
 
 func (p *mttkrpBinder) bind(d hetero.Device, ids []int, format string) (*bound, error) {
@@ -449,7 +466,7 @@ func (p *mttkrpBinder) bind(d hetero.Device, ids []int, format string) (*bound, 
 		sub.Inds[m] = make([]uint32, 0, nnz)
 	}
 	for j, id := range ids {
-		for _, k := range p.order[p.ptr[id]:p.ptr[id+1]] {
+		for _, k := range p.order()[p.ptr[id]:p.ptr[id+1]] {
 			for m := range N {
 				v := x.Inds[m][k]
 				if m == p.mode {
