@@ -73,56 +73,28 @@ func (t *COO) Clone() *COO {
 // index below its dim and every value finite. The error names the first
 // offending nonzero (0-based) and mode (1-based).
 func (t *COO) Validate() error {
-	if err := CheckDims(t.Dims); err != nil {
+	if err := checkFormatInput(t); err != nil {
 		return err
 	}
-	if len(t.Inds) != len(t.Dims) {
-		return fmt.Errorf("tensor has %d dims but %d index arrays", len(t.Dims), len(t.Inds))
-	}
-	nnz := len(t.Vals)
-	if nnz > MaxNNZ {
-		return fmt.Errorf("tensor has %d nonzeros, at most %d are supported", nnz, MaxNNZ)
-	}
-	for m, ind := range t.Inds {
-		if len(ind) != nnz {
-			return fmt.Errorf("mode %d has %d indices for %d values", m+1, len(ind), nnz)
-		}
-	}
-	// Every array in parallel chunks (the engine validates every input,
-	// a pass over all of it); each chunk notes its first problem, and the
-	// first of the first array with one is reported, as a pass in order
-	// would.
-	w := workers(nnz, 1<<16)
-	bad := make([]int, (t.Order()+1)*w)
-	for a := range t.Order() + 1 {
-		parallelChunks(nnz, w, func(c, lo, hi int) {
-			bad[a*w+c] = -1
-			if a < t.Order() {
-				ind, dim := t.Inds[a][lo:hi], uint64(t.Dims[a])
-				for k, i := range ind {
-					if uint64(i) >= dim {
-						bad[a*w+c] = lo + k
-						return
-					}
-				}
+	// The values in parallel chunks, as checkFormatInput checks the
+	// indices (the engine validates every input, a pass over all of it);
+	// the first bad value is reported, as a pass in order would.
+	n := len(t.Vals)
+	w := workers(n, 1<<16)
+	bad := make([]int, w) // first bad nonzero of each chunk, -1 for none
+	parallelChunks(n, w, func(c, lo, hi int) {
+		bad[c] = -1
+		for k, v := range t.Vals[lo:hi] {
+			if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+				bad[c] = lo + k
 				return
 			}
-			for k, v := range t.Vals[lo:hi] {
-				if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
-					bad[a*w+c] = lo + k
-					return
-				}
-			}
-		})
-	}
-	for j, k := range bad {
-		if k < 0 {
-			continue
 		}
-		if m := j / w; m < t.Order() {
-			return fmt.Errorf("nonzero %d: mode %d index %d (1-based) exceeds dim %d", k, m+1, uint64(t.Inds[m][k])+1, t.Dims[m])
+	})
+	for _, k := range bad {
+		if k >= 0 {
+			return fmt.Errorf("nonzero %d: value must be finite, found %v", k, t.Vals[k])
 		}
-		return fmt.Errorf("nonzero %d: value must be finite, found %v", k, t.Vals[k])
 	}
 	return nil
 }
