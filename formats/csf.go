@@ -193,12 +193,9 @@ func sortedLevels(t *COO, modes []int) ([][]uint32, []uint32) {
 	t.packKeys(keys, perm, modes)
 	// A tensor sorted by modes 0..N-1 needs sorting by the lead modes'
 	// bits only, the top of the key (sortPerm says why).
-	from := 0
-	if k := sortedLead(modes, t.Order()); k < len(modes) && t.naturallySorted() {
-		from = total
-		for _, m := range modes[:k] {
-			from -= ModeBits(t.Dims[m])
-		}
+	from := total
+	for _, m := range modes[:t.sortLead(modes)] {
+		from -= ModeBits(t.Dims[m])
 	}
 	radixSortFrom(keys, perm, make([]uint64, n), make([]uint32, n), from, total)
 	shift := total

@@ -69,9 +69,7 @@ func (t *COO) sortPerm(modes []int) []uint32 {
 			perm[k] = uint32(k)
 		}
 	})
-	if k := sortedLead(modes, t.Order()); k < len(modes) && t.naturallySorted() {
-		modes = modes[:k]
-	}
+	modes = modes[:t.sortLead(modes)]
 	if len(modes) == 0 {
 		return perm
 	}
@@ -119,6 +117,16 @@ func sortedLead(modes []int, order int) int {
 		if len(rest) >= len(modes)-k && slices.Equal(rest[:len(modes)-k], modes[k:]) {
 			return k
 		}
+	}
+	return len(modes)
+}
+
+// sortLead returns how many leading modes of modes t must be sorted by
+// for a stable sort by all of them: sortedLead's when t is sorted by modes
+// 0..N-1, else all of them.
+func (t *COO) sortLead(modes []int) int {
+	if k := sortedLead(modes, t.Order()); k < len(modes) && t.naturallySorted() {
+		return k
 	}
 	return len(modes)
 }
