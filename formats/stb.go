@@ -289,13 +289,9 @@ func readBinaryAt(r io.ReaderAt, off int64, name string, dims []int, nnz int, pk
 		return nil, readAtError(name, sumsAt+int64(n), len(sums)-n, "checksums", err)
 	}
 	// run c of every array is pieces [c*pieces/w, (c+1)*pieces/w).
-	type run struct {
-		crc uint32
-		bad *ParseError // the first content problem of the run
-	}
-	runs := make([][]run, order+1) // [array][worker]
+	runs := make([][]stbRun, order+1) // [array][worker]
 	for i := range runs {
-		runs[i] = make([]run, w)
+		runs[i] = make([]stbRun, w)
 	}
 	readErr := make([]*ParseError, w)
 	parallelChunks(pieces, w, func(c, plo, phi int) {
@@ -314,10 +310,7 @@ func readBinaryAt(r io.ReaderAt, off int64, name string, dims []int, nnz int, pk
 					return
 				}
 				fromLittleEndian(piece)
-				rc.crc = crc32.Update(rc.crc, castagnoli, wordBytes(piece))
-				if rc.bad == nil {
-					rc.bad = checkSTBContent(name, piece, i, dims, at)
-				}
+				rc.add(name, piece, i, dims, at)
 				if i < order {
 					pk.pick(c, i, lo, piece)
 				}
@@ -412,22 +405,34 @@ const stbCheckPiece = 1 << 16
 // content problem: bad content under a valid checksum is a faulty writer,
 // under an invalid one a corrupted file.
 func checkSTBArray(name string, a []uint32, i int, dims []int, start int64, sum uint32, pick func(lo int, piece []uint32)) *ParseError {
-	var crc uint32
-	var bad *ParseError
+	var run stbRun
 	for lo := 0; lo < len(a); lo += stbCheckPiece {
 		piece := a[lo:min(lo+stbCheckPiece, len(a))]
-		crc = crc32.Update(crc, castagnoli, wordBytes(piece))
-		if bad == nil {
-			bad = checkSTBContent(name, piece, i, dims, start+4*int64(lo))
-		}
+		run.add(name, piece, i, dims, start+4*int64(lo))
 		if i < len(dims) {
 			pick(lo, piece)
 		}
 	}
-	if crc != sum {
-		return checksumError(name, start, i, len(dims), sum, crc)
+	if run.crc != sum {
+		return checksumError(name, start, i, len(dims), sum, run.crc)
 	}
-	return bad
+	return run.bad
+}
+
+// stbRun is the check of consecutive pieces of one array: the CRC-32C of
+// the pieces so far and their first content problem.
+type stbRun struct {
+	crc uint32
+	bad *ParseError
+}
+
+// add checks the next piece of array i, at offset at in the file: its
+// checksum, and its content unless an earlier piece had a problem.
+func (r *stbRun) add(name string, piece []uint32, i int, dims []int, at int64) {
+	r.crc = crc32.Update(r.crc, castagnoli, wordBytes(piece))
+	if r.bad == nil {
+		r.bad = checkSTBContent(name, piece, i, dims, at)
+	}
 }
 
 // checkSTBContent checks array i's content: indices below their dim, or
