@@ -101,6 +101,23 @@ func compileSaxpy(t *testing.T, c *Context) (*Module, *Function) {
 	return m, f
 }
 
+// saxpyBuffers allocates saxpy's x and y, n float32s each, on the device,
+// and a stream to run it on.
+func saxpyBuffers(t *testing.T, c *Context, n int) (dx, dy *Buffer, s *Stream) {
+	t.Helper()
+	var err error
+	if dx, err = c.Alloc(4 * n); err != nil {
+		t.Fatal(err)
+	}
+	if dy, err = c.Alloc(4 * n); err != nil {
+		t.Fatal(err)
+	}
+	if s, err = c.NewStream(); err != nil {
+		t.Fatal(err)
+	}
+	return dx, dy, s
+}
+
 func TestSaxpy(t *testing.T) {
 	c := testContext(t)
 	m, f := compileSaxpy(t, c)
@@ -121,18 +138,7 @@ func TestSaxpy(t *testing.T) {
 		x[i] = float32(i % 1000)
 		y[i] = float32(i % 7)
 	}
-	dx, err := c.Alloc(4 * n)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dy, err := c.Alloc(4 * n)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := c.NewStream()
-	if err != nil {
-		t.Fatal(err)
-	}
+	dx, dy, s := saxpyBuffers(t, c, n)
 	if err := s.CopyToDevice(dx, 0, hx.Bytes()); err != nil {
 		t.Fatal(err)
 	}
@@ -559,18 +565,7 @@ func TestLoadPTX(t *testing.T) {
 		x[i], y[i] = float32(i), 1
 	}
 	asBytes := func(v []float32) []byte { return unsafe.Slice((*byte)(unsafe.Pointer(&v[0])), 4*len(v)) }
-	dx, err := c.Alloc(4 * n)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dy, err := c.Alloc(4 * n)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := c.NewStream()
-	if err != nil {
-		t.Fatal(err)
-	}
+	dx, dy, s := saxpyBuffers(t, c, n)
 	for _, err := range []error{s.CopyToDevice(dx, 0, asBytes(x)), s.CopyToDevice(dy, 0, asBytes(y)),
 		s.Launch(f, (n+255)/256, 256, 0, float32(3), dx, dy, uint32(n)), s.CopyToHost(asBytes(y), dy, 0), s.Synchronize()} {
 		if err != nil {
