@@ -2,6 +2,7 @@ package formats
 
 import (
 	"fmt"
+	"math/bits"
 	"slices"
 )
 
@@ -183,26 +184,32 @@ func sortedLevels(t *COO, modes []int) ([][]uint32, []uint32) {
 		}
 		return levels, perm
 	}
-	perm := make([]uint32, n)
-	parallelChunks(n, w, func(_, lo, hi int) {
-		for k := lo; k < hi; k++ {
-			perm[k] = uint32(k)
-		}
-	})
-	keys := make([]uint64, n)
-	t.packKeys(keys, perm, modes)
 	// A tensor sorted by modes 0..N-1 needs sorting by the lead modes'
 	// bits only, the top of the key (sortPerm says why).
 	from := total
 	for _, m := range modes[:t.sortLead(modes)] {
 		from -= ModeBits(t.Dims[m])
 	}
-	radixSortFrom(keys, perm, make([]uint64, n), make([]uint32, n), from, total)
-	shift := total
+	// Where the nonzero's position fits below the key, one word carries
+	// both through the sort (sortOrder says why).
+	at := bits.Len(uint(max(n-1, 0)))
+	var perm []uint32
+	keys := make([]uint64, n)
+	if total+at <= 64 {
+		t.packPositions(keys, modes, at)
+		radixSortFrom(keys, nil, make([]uint64, n), nil, at+from, at+total)
+		perm = positions(keys, at)
+	} else {
+		perm = identityPerm(n)
+		t.packKeys(keys, perm, modes)
+		radixSortFrom(keys, perm, make([]uint64, n), make([]uint32, n), from, total)
+		at = 0
+	}
+	shift := at + total
 	for l, m := range modes {
-		bits := ModeBits(t.Dims[m])
-		shift -= bits
-		mask := uint64(1)<<bits - 1
+		width := ModeBits(t.Dims[m])
+		shift -= width
+		mask := uint64(1)<<width - 1
 		out := levels[l]
 		parallelChunks(n, w, func(_, lo, hi int) {
 			for k := lo; k < hi; k++ {

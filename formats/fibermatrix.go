@@ -47,15 +47,32 @@ func NewFiberMatrix(t *COO, mode, sliceMode int) (*FiberMatrix, error) {
 			f.FiberModes = append(f.FiberModes, m)
 		}
 	}
-	perm := t.sortPerm(append(slices.Clone(f.FiberModes), mode))
+	// perm is nil where t is already in the fiber matrix's order.
+	sorted := t.sortOrderKeys(append(slices.Clone(f.FiberModes), mode))
+	perm := sorted.perm
 	nnz := t.NNZ()
 	w := workers(nnz, 1<<15)
-
-	// Gather the sorted fiber coordinates, columns and values.
-	sorted := make([][]uint32, len(f.FiberModes))
+	// fiber[j] is the index of FiberModes[j] of every nonzero in order:
+	// t's own array where t is in order, else cut out of the sorted keys
+	// or gathered through perm, each array in its own parallel loop
+	// (independent loads the core overlaps).
+	fiber := make([][]uint32, len(f.FiberModes))
 	for j, m := range f.FiberModes {
-		sorted[j] = make([]uint32, nnz)
-		src, dst := t.Inds[m], sorted[j]
+		fiber[j] = t.Inds[m]
+		if perm == nil {
+			continue
+		}
+		fiber[j] = make([]uint32, nnz)
+		src, dst := t.Inds[m], fiber[j]
+		if shift, mask, ok := sorted.field(t, m); ok {
+			words := sorted.words
+			parallelChunks(nnz, w, func(_, lo, hi int) {
+				for k := lo; k < hi; k++ {
+					dst[k] = uint32(words[k] >> shift & mask)
+				}
+			})
+			continue
+		}
 		parallelChunks(nnz, w, func(_, lo, hi int) {
 			for k := lo; k < hi; k++ {
 				dst[k] = src[perm[k]]
@@ -66,41 +83,94 @@ func NewFiberMatrix(t *COO, mode, sliceMode int) (*FiberMatrix, error) {
 	f.Vals = make([]float32, nnz)
 	parallelChunks(nnz, w, func(_, lo, hi int) {
 		col := t.Inds[mode]
+		if perm == nil {
+			copy(f.ColInd[lo:hi], col[lo:hi])
+			copy(f.Vals[lo:hi], t.Vals[lo:hi])
+			return
+		}
 		for k := lo; k < hi; k++ {
 			f.ColInd[k] = col[perm[k]]
 			f.Vals[k] = t.Vals[perm[k]]
 		}
 	})
 
-	// A row starts where any fiber index changes, a slice where the
-	// slicing index does.
-	f.RowPtr = make([]uint32, 0, nnz/2+2)
-	f.SlicePtr = []uint32{0}
-	for k := range nnz {
-		newSlice := k == 0 || sorted[0][k] != sorted[0][k-1]
-		newRow := newSlice
-		for j := 1; j < len(sorted) && !newRow; j++ {
-			newRow = sorted[j][k] != sorted[j][k-1]
+	// Where a row starts (any fiber index changes: 1) or a slice does (the
+	// slicing index changes: 2), counted per chunk.
+	starts := make([]uint8, nnz)
+	rowsIn, slicesIn := make([]int, w+1), make([]int, w+1)
+	parallelChunks(nnz, w, func(c, lo, hi int) {
+		// Slices hoisted into locals: the stores to starts would otherwise
+		// make the compiler reload them on every nonzero.
+		slice, rest, out := fiber[0], fiber[1:], starts[lo:hi]
+		var next []uint32 // the one other fiber mode of an order-3 tensor
+		if len(rest) == 1 {
+			next, rest = rest[0], nil
 		}
-		if newRow {
-			if newSlice && k > 0 {
-				f.SlicePtr = append(f.SlicePtr, uint32(len(f.RowPtr)))
+		rows, sls := 0, 0
+		for i := range out {
+			k := lo + i
+			var st uint8
+			if k == 0 || slice[k] != slice[k-1] {
+				st = 2
+				sls++
+			} else if next != nil && next[k] != next[k-1] {
+				st = 1
+			} else {
+				for _, ind := range rest {
+					if ind[k] != ind[k-1] {
+						st = 1
+						break
+					}
+				}
 			}
-			f.RowPtr = append(f.RowPtr, uint32(k))
+			if st != 0 {
+				rows++
+			}
+			out[i] = st
 		}
+		rowsIn[c+1], slicesIn[c+1] = rows, sls
+	})
+	for c := range w {
+		rowsIn[c+1] += rowsIn[c]
+		slicesIn[c+1] += slicesIn[c]
 	}
-	rows := len(f.RowPtr)
-	f.RowPtr = append(f.RowPtr, uint32(nnz))
-	if nnz > 0 {
-		f.SlicePtr = append(f.SlicePtr, uint32(rows))
-	}
-	f.FiberInds = make([][]uint32, len(sorted))
-	for j, s := range sorted {
+	rows, numSlices := rowsIn[w], slicesIn[w]
+
+	// Second pass: each chunk writes where its rows start and its slices'
+	// first rows, from its offsets.
+	f.RowPtr = make([]uint32, rows+1)
+	f.SlicePtr = make([]uint32, numSlices+1)
+	f.FiberInds = make([][]uint32, len(fiber))
+	for j := range fiber {
 		f.FiberInds[j] = make([]uint32, rows)
-		for r := range rows {
-			f.FiberInds[j][r] = s[f.RowPtr[r]]
-		}
 	}
+	parallelChunks(nnz, w, func(c, lo, hi int) {
+		r, sl := rowsIn[c], slicesIn[c]
+		rowPtr, slicePtr, in := f.RowPtr, f.SlicePtr, starts[lo:hi]
+		for i, st := range in {
+			if st == 0 {
+				continue
+			}
+			k := lo + i
+			if st == 2 {
+				slicePtr[sl] = uint32(r)
+				sl++
+			}
+			rowPtr[r] = uint32(k)
+			r++
+		}
+	})
+	// The rows' coordinates, one mode at a time.
+	for j, ind := range fiber {
+		out, rowPtr := f.FiberInds[j], f.RowPtr
+		parallelChunks(rows, workers(rows, 1<<15), func(_, lo, hi int) {
+			for r := lo; r < hi; r++ {
+				out[r] = ind[rowPtr[r]]
+			}
+		})
+	}
+	f.RowPtr[rows] = uint32(nnz)
+	f.SlicePtr[numSlices] = uint32(rows)
 	return f, nil
 }
 

@@ -1,6 +1,8 @@
 package formats
 
 import (
+	"cmp"
+	"fmt"
 	"math/rand/v2"
 	"path/filepath"
 	"slices"
@@ -159,6 +161,101 @@ func TestFiberFormatsRandom(t *testing.T) {
 	}
 }
 
+// naiveFiberMatrix builds the fiber matrix by definition: a stable
+// comparison sort of the nonzeros by the fiber modes (slicing mode first)
+// and then the contracted mode, a row wherever a fiber index changes and a
+// slice wherever the slicing index does.
+func naiveFiberMatrix(x *COO, mode, sliceMode int) *FiberMatrix {
+	f := &FiberMatrix{Dims: x.Dims, Mode: mode, SliceMode: sliceMode, FiberModes: []int{sliceMode}}
+	for m := range x.Order() {
+		if m != mode && m != sliceMode {
+			f.FiberModes = append(f.FiberModes, m)
+		}
+	}
+	order := append(slices.Clone(f.FiberModes), mode)
+	perm := make([]int, x.NNZ())
+	for k := range perm {
+		perm[k] = k
+	}
+	slices.SortStableFunc(perm, func(a, b int) int {
+		for _, m := range order {
+			if c := cmp.Compare(x.Inds[m][a], x.Inds[m][b]); c != 0 {
+				return c
+			}
+		}
+		return 0
+	})
+	f.FiberInds = make([][]uint32, len(f.FiberModes))
+	f.SlicePtr = []uint32{0}
+	for k, p := range perm {
+		newRow := k == 0
+		for _, m := range f.FiberModes {
+			newRow = newRow || x.Inds[m][p] != x.Inds[m][perm[k-1]]
+		}
+		if newRow {
+			if k > 0 && x.Inds[sliceMode][p] != x.Inds[sliceMode][perm[k-1]] {
+				f.SlicePtr = append(f.SlicePtr, uint32(len(f.RowPtr)))
+			}
+			f.RowPtr = append(f.RowPtr, uint32(k))
+			for j, m := range f.FiberModes {
+				f.FiberInds[j] = append(f.FiberInds[j], x.Inds[m][p])
+			}
+		}
+		f.ColInd = append(f.ColInd, x.Inds[mode][p])
+		f.Vals = append(f.Vals, x.Vals[p])
+	}
+	f.RowPtr = append(f.RowPtr, uint32(x.NNZ()))
+	if x.NNZ() > 0 {
+		f.SlicePtr = append(f.SlicePtr, uint32(len(f.RowPtr)-1))
+	}
+	return f
+}
+
+// TestFiberMatrixAgainstNaive holds NewFiberMatrix to the definition on
+// tensors large enough to be built in parallel chunks (rows and slices
+// cut by the chunks' edges), unsorted and sorted by modes 0..N-1 (where
+// the sort is skipped or shortened), with short and long fibers, keys
+// that fit one word with the positions and keys that do not.
+func TestFiberMatrixAgainstNaive(t *testing.T) {
+	rng := rand.New(rand.NewPCG(21, 22))
+	tests := []struct {
+		name string
+		dims []int
+		nnz  int
+	}{
+		{"long fibers", []int{40, 30, 20}, 200_000},
+		{"short fibers", []int{5000, 3000, 400}, 150_000},
+		{"wide keys", []int{1 << 20, 1 << 20, 1 << 16}, 100_000},
+		{"order 4", []int{30, 20, 10, 40}, 120_000},
+		{"order 2", []int{700, 500}, 100_000},
+	}
+	for _, tc := range tests {
+		x := genCOO(rng, tc.dims, tc.nnz)
+		sorted := x.Clone()
+		sorted.Sort()
+		for _, in := range []struct {
+			name string
+			x    *COO
+		}{{"unsorted", x}, {"sorted", sorted}} {
+			for n := range x.Order() {
+				for _, s := range []int{DefaultSliceMode(n), x.Order() - 1} {
+					if s == n {
+						continue
+					}
+					got, err := NewFiberMatrix(in.x, n, s)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if want := naiveFiberMatrix(in.x, n, s); !got.Equal(want) {
+						t.Errorf("%s, %s: mode %d sliced by %d differs from the definition (rows %d, want %d; slices %d, want %d)",
+							tc.name, in.name, n+1, s+1, got.Rows(), want.Rows(), got.NumSlices(), want.NumSlices())
+					}
+				}
+			}
+		}
+	}
+}
+
 func TestFiberMatrixErrors(t *testing.T) {
 	x := handTensor()
 	for _, c := range [][2]int{{0, 0}, {3, 0}, {0, -1}} {
@@ -191,6 +288,22 @@ func TestFiberFormatsReal(t *testing.T) {
 				t.Fatal(err)
 			}
 			checkFiberFormats(t, x, f)
+		}
+	}
+}
+
+// BenchmarkNewFiberMatrix measures building the fiber matrix of every mode,
+// sliced by DefaultSliceMode, as a SpTTM plan does.
+func BenchmarkNewFiberMatrix(b *testing.B) {
+	for _, bt := range formatBenchTensors(b) {
+		for n := range bt.x.Order() {
+			b.Run(fmt.Sprintf("%s/mode%d", bt.name, n+1), func(b *testing.B) {
+				for b.Loop() {
+					if _, err := NewFiberMatrix(bt.x, n, DefaultSliceMode(n)); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
 		}
 	}
 }

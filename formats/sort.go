@@ -3,6 +3,7 @@ package formats
 import (
 	"fmt"
 	"math"
+	"math/bits"
 	"slices"
 	"sync/atomic"
 )
@@ -20,8 +21,9 @@ func (t *COO) SortBy(modes ...int) error {
 	if err := checkModes(modes, t.Order(), false); err != nil {
 		return err
 	}
-	perm := t.sortPerm(modes)
-	t.gather(perm)
+	if perm := t.sortOrder(modes); perm != nil {
+		t.gather(perm)
+	}
 	return nil
 }
 
@@ -31,7 +33,9 @@ func (t *COO) Sort() {
 	for m := range modes {
 		modes[m] = m
 	}
-	t.gather(t.sortPerm(modes))
+	if perm := t.sortOrder(modes); perm != nil {
+		t.gather(perm)
+	}
 }
 
 // IsSortedBy reports whether t is sorted lexicographically by modes.
@@ -62,23 +66,67 @@ func (t *COO) IsSortedBy(modes ...int) bool {
 // The check is one linear pass, which an unsorted tensor leaves at its
 // first inversion.
 func (t *COO) sortPerm(modes []int) []uint32 {
-	n := t.NNZ()
-	perm := make([]uint32, n)
-	parallelChunks(n, workers(n, 1<<16), func(_, lo, hi int) {
-		for k := lo; k < hi; k++ {
-			perm[k] = uint32(k)
-		}
-	})
-	modes = modes[:t.sortLead(modes)]
-	if len(modes) == 0 {
+	if perm := t.sortOrder(modes); perm != nil {
 		return perm
 	}
-	// Split the modes into a high and a low group of at most 64 bits each;
-	// sort by the low key first, then stably by the high key.
+	return identityPerm(t.NNZ())
+}
+
+// sortOrder is sortPerm, but returns nil where t is already in that order.
+//
+// Where the key and a nonzero's position fit one 64-bit word together,
+// the words are sorted on the key's bits and the permutation cut out of
+// them: a pass of the radix sort then moves 8 bytes a nonzero, not a key
+// and a position apart (12).
+func (t *COO) sortOrder(modes []int) []uint32 {
+	return t.sortOrderKeys(modes).perm
+}
+
+// sortKeys is what sortOrderKeys sorted: perm, nil where t was in order,
+// and where the packed path ran, the sorted words, whose bits above the
+// low at hold the indices of modes lead (the first most significant).
+type sortKeys struct {
+	perm  []uint32
+	words []uint64
+	lead  []int
+	at    int
+}
+
+// field returns, where mode m is one of lead, where its index lies in the
+// sorted words (word >> shift & mask): cut out of them, a sequential read
+// where a gather through perm would be a random one.
+func (s sortKeys) field(t *COO, m int) (shift int, mask uint64, ok bool) {
+	i := slices.Index(s.lead, m)
+	if s.words == nil || i < 0 {
+		return 0, 0, false
+	}
+	shift = s.at
+	for _, l := range s.lead[i+1:] {
+		shift += ModeBits(t.Dims[l])
+	}
+	return shift, uint64(1)<<ModeBits(t.Dims[m]) - 1, true
+}
+
+// sortOrderKeys is sortOrder, keeping the sorted words where it made them.
+func (t *COO) sortOrderKeys(modes []int) sortKeys {
+	n := t.NNZ()
+	modes = modes[:t.sortLead(modes)]
+	if len(modes) == 0 || n < 2 {
+		return sortKeys{}
+	}
 	total := 0
 	for _, m := range modes {
 		total += ModeBits(t.Dims[m])
 	}
+	if at := bits.Len(uint(n - 1)); total+at <= 64 {
+		words := make([]uint64, n)
+		t.packPositions(words, modes, at)
+		radixSortFrom(words, nil, make([]uint64, n), nil, at, at+total)
+		return sortKeys{perm: positions(words, at), words: words, lead: modes, at: at}
+	}
+	perm := identityPerm(n)
+	// Split the modes into a high and a low group of at most 64 bits each;
+	// sort by the low key first, then stably by the high key.
 	split := 0 // modes[:split] form the high word
 	if total > 64 {
 		low := 0
@@ -92,13 +140,57 @@ func (t *COO) sortPerm(modes []int) []uint32 {
 	scratch := make([]uint64, n)
 	pscratch := make([]uint32, n)
 	if split < len(modes) {
-		bits := t.packKeys(keys, perm, modes[split:])
-		radixSort(keys, perm, scratch, pscratch, bits)
+		width := t.packKeys(keys, perm, modes[split:])
+		radixSort(keys, perm, scratch, pscratch, width)
 	}
 	if split > 0 {
-		bits := t.packKeys(keys, perm, modes[:split])
-		radixSort(keys, perm, scratch, pscratch, bits)
+		width := t.packKeys(keys, perm, modes[:split])
+		radixSort(keys, perm, scratch, pscratch, width)
 	}
+	return sortKeys{perm: perm}
+}
+
+// identityPerm returns 0, 1, ..., n-1.
+func identityPerm(n int) []uint32 {
+	perm := make([]uint32, n)
+	parallelChunks(n, workers(n, 1<<16), func(_, lo, hi int) {
+		for k := lo; k < hi; k++ {
+			perm[k] = uint32(k)
+		}
+	})
+	return perm
+}
+
+// packPositions sets words[k] to the indices of modes of nonzero k, packed
+// with the first mode most significant, above k itself in the low at bits.
+func (t *COO) packPositions(words []uint64, modes []int, at int) {
+	n := len(words)
+	parallelChunks(n, workers(n, 1<<15), func(_, lo, hi int) {
+		clear(words[lo:hi])
+		for _, m := range modes {
+			shift := ModeBits(t.Dims[m])
+			ind := t.Inds[m]
+			for k := lo; k < hi; k++ {
+				words[k] = words[k]<<shift | uint64(ind[k])
+			}
+		}
+		for k := lo; k < hi; k++ {
+			words[k] = words[k]<<at | uint64(k)
+		}
+	})
+}
+
+// positions returns the low at bits of every word: the permutation of
+// words sorted after packPositions.
+func positions(words []uint64, at int) []uint32 {
+	n := len(words)
+	perm := make([]uint32, n)
+	mask := uint64(1)<<at - 1
+	parallelChunks(n, workers(n, 1<<16), func(_, lo, hi int) {
+		for k := lo; k < hi; k++ {
+			perm[k] = uint32(words[k] & mask)
+		}
+	})
 	return perm
 }
 
@@ -189,7 +281,8 @@ func radixSort(keys []uint64, perm []uint32, scratch []uint64, pscratch []uint32
 
 // radixSortFrom is radixSort by bits from to bits-1 of the keys only:
 // keys whose lower bits are already in order within each group of equal
-// upper bits need no passes over them (sortedLead).
+// upper bits need no passes over them (sortedLead). perm and pscratch may
+// both be nil: then only the keys are sorted.
 func radixSortFrom(keys []uint64, perm []uint32, scratch []uint64, pscratch []uint32, from, bits int) {
 	n := len(keys)
 	if n < 2 || bits <= from {
@@ -233,6 +326,14 @@ func radixSortFrom(keys []uint64, perm []uint32, scratch []uint64, pscratch []ui
 		}
 		parallelChunks(n, w, func(c, lo, hi int) {
 			off := counts[c]
+			if psrc == nil {
+				for _, key := range src[lo:hi] {
+					b := (key >> shift) & mask
+					dst[off[b]] = key
+					off[b]++
+				}
+				return
+			}
 			for k := lo; k < hi; k++ {
 				key := src[k]
 				b := (key >> shift) & mask
