@@ -214,8 +214,8 @@ func naiveFiberMatrix(x *COO, mode, sliceMode int) *FiberMatrix {
 // TestFiberMatrixAgainstNaive holds NewFiberMatrix to the definition on
 // tensors large enough to be built in parallel chunks (rows and slices
 // cut by the chunks' edges), unsorted and sorted by modes 0..N-1 (where
-// the sort is skipped or shortened), with short and long fibers, keys
-// that fit one word with the positions and keys that do not.
+// the sort is skipped or shortened), with short and long fibers, and
+// every mode's index fitting one 64-bit word or not.
 func TestFiberMatrixAgainstNaive(t *testing.T) {
 	rng := rand.New(rand.NewPCG(21, 22))
 	tests := []struct {
@@ -225,7 +225,8 @@ func TestFiberMatrixAgainstNaive(t *testing.T) {
 	}{
 		{"long fibers", []int{40, 30, 20}, 200_000},
 		{"short fibers", []int{5000, 3000, 400}, 150_000},
-		{"wide keys", []int{1 << 20, 1 << 20, 1 << 16}, 100_000},
+		{"keys of a word", []int{1 << 20, 1 << 20, 1 << 16}, 100_000},
+		{"keys past a word", []int{1 << 24, 1 << 24, 1 << 20}, 100_000},
 		{"order 4", []int{30, 20, 10, 40}, 120_000},
 		{"order 2", []int{700, 500}, 100_000},
 	}

@@ -79,40 +79,15 @@ func (t *COO) sortPerm(modes []int) []uint32 {
 // them: a pass of the radix sort then moves 8 bytes a nonzero, not a key
 // and a position apart (12).
 func (t *COO) sortOrder(modes []int) []uint32 {
-	return t.sortOrderKeys(modes).perm
+	return t.sortStable(modes[:t.sortLead(modes)])
 }
 
-// sortKeys is what sortOrderKeys sorted: perm, nil where t was in order,
-// and where the packed path ran, the sorted words, whose bits above the
-// low at hold the indices of modes lead (the first most significant).
-type sortKeys struct {
-	perm  []uint32
-	words []uint64
-	lead  []int
-	at    int
-}
-
-// field returns, where mode m is one of lead, where its index lies in the
-// sorted words (word >> shift & mask): cut out of them, a sequential read
-// where a gather through perm would be a random one.
-func (s sortKeys) field(t *COO, m int) (shift int, mask uint64, ok bool) {
-	i := slices.Index(s.lead, m)
-	if s.words == nil || i < 0 {
-		return 0, 0, false
-	}
-	shift = s.at
-	for _, l := range s.lead[i+1:] {
-		shift += ModeBits(t.Dims[l])
-	}
-	return shift, uint64(1)<<ModeBits(t.Dims[m]) - 1, true
-}
-
-// sortOrderKeys is sortOrder, keeping the sorted words where it made them.
-func (t *COO) sortOrderKeys(modes []int) sortKeys {
+// sortStable returns the permutation of a stable sort of t by modes, nil
+// where there is nothing to sort.
+func (t *COO) sortStable(modes []int) []uint32 {
 	n := t.NNZ()
-	modes = modes[:t.sortLead(modes)]
 	if len(modes) == 0 || n < 2 {
-		return sortKeys{}
+		return nil
 	}
 	total := 0
 	for _, m := range modes {
@@ -122,7 +97,7 @@ func (t *COO) sortOrderKeys(modes []int) sortKeys {
 		words := make([]uint64, n)
 		t.packPositions(words, modes, at)
 		radixSortFrom(words, nil, make([]uint64, n), nil, at, at+total)
-		return sortKeys{perm: positions(words, at), words: words, lead: modes, at: at}
+		return positions(words, at)
 	}
 	perm := identityPerm(n)
 	// Split the modes into a high and a low group of at most 64 bits each;
@@ -147,7 +122,7 @@ func (t *COO) sortOrderKeys(modes []int) sortKeys {
 		width := t.packKeys(keys, perm, modes[:split])
 		radixSort(keys, perm, scratch, pscratch, width)
 	}
-	return sortKeys{perm: perm}
+	return perm
 }
 
 // identityPerm returns 0, 1, ..., n-1.
