@@ -14,10 +14,16 @@ import (
 func TestPlansRejectMalformedFormats(t *testing.T) {
 	rng := rand.New(rand.NewPCG(9, 9))
 	x := randomCOO(rng, []int{30, 40, 50}, 600)
-	f, err := formats.NewFiberMatrix(x, 1, formats.DefaultSliceMode(1))
-	if err != nil {
-		t.Fatal(err)
+	// fiber builds the fiber matrix anew for each case: CSR and FiberCOO
+	// share its arrays, so a case that corrupts them corrupts F.
+	fiber := func() *formats.FiberMatrix {
+		f, err := formats.NewFiberMatrix(x, 1, formats.DefaultSliceMode(1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return f
 	}
+	f := fiber()
 	tensor := func(name string) formats.TensorFormat {
 		tf, err := formats.NewTensorFormat(x, name, 0)
 		if err != nil {
@@ -30,19 +36,19 @@ func TestPlansRejectMalformedFormats(t *testing.T) {
 		build      func() error
 	}{
 		{"csr column", "column index", func() error {
-			c := formats.NewCSR(f)
+			c := formats.NewCSR(fiber())
 			c.ColInd[7] = 40
 			_, err := NewCSRSpTTM(c, 16, 1)
 			return err
 		}},
 		{"csr pointers", "pointer", func() error {
-			c := formats.NewCSR(f)
+			c := formats.NewCSR(fiber())
 			c.RowPtr[3], c.RowPtr[4] = c.RowPtr[4]+1, c.RowPtr[3]
 			_, err := NewCSRSpTTM(c, 16, 1)
 			return err
 		}},
 		{"coo row order", "row order", func() error {
-			c := formats.NewFiberCOO(f)
+			c := formats.NewFiberCOO(fiber())
 			c.RowInd[0] = c.RowInd[len(c.RowInd)-1]
 			_, err := NewCOOSpTTM(c, 16, 1)
 			return err
