@@ -2,7 +2,6 @@ package formats
 
 import (
 	"fmt"
-	"math/bits"
 	"slices"
 )
 
@@ -76,10 +75,10 @@ func checkFormatInput(t *COO) error {
 
 // NewCSF builds the CSF of t with levels in modeOrder, a permutation of t's
 // modes whose first entry is the root. t is not modified: its nonzeros are
-// sorted by a permutation (parallel radix sort), the sorted indices of each
-// level are laid out once, and the two passes that build the tree (count
-// the fibers, then fill the levels) read them sequentially in parallel
-// chunks.
+// sorted (COO.sortedArrays: a parallel radix sort), the sorted indices of
+// each level are laid out once, and the two passes that build the tree
+// (count the fibers, then fill the levels) read them sequentially in
+// parallel chunks.
 func NewCSF(t *COO, modeOrder []int) (*CSF, error) {
 	if err := checkFormatInput(t); err != nil {
 		return nil, fmt.Errorf("csf: %w", err)
@@ -88,7 +87,7 @@ func NewCSF(t *COO, modeOrder []int) (*CSF, error) {
 		return nil, fmt.Errorf("csf: %w", err)
 	}
 	N, n := t.Order(), t.NNZ()
-	inds, perm := sortedLevels(t, modeOrder)
+	inds, vals := t.sortedArrays(modeOrder, t.sortLead(modeOrder), false)
 
 	// Pass 1: the first level at which nonzero k differs from k-1 (N-1 when
 	// only the leaf differs or it is a duplicate); a fiber starts at every
@@ -125,7 +124,7 @@ func NewCSF(t *COO, modeOrder []int) (*CSF, error) {
 		ModeOrder: slices.Clone(modeOrder),
 		FiberPtr:  make([][]uint32, N-1),
 		FiberIdx:  make([][]uint32, N),
-		Vals:      gatherVals(t.Vals, perm),
+		Vals:      vals,
 	}
 	x.FiberIdx[N-1] = inds[N-1] // the sorted leaf indices are the leaf level
 	for l := range N - 1 {
@@ -154,70 +153,6 @@ func NewCSF(t *COO, modeOrder []int) (*CSF, error) {
 		}
 	})
 	return x, nil
-}
-
-// sortedLevels returns the indices of t's modes in the given order, each
-// array sorted lexicographically by modes (stable), and the permutation:
-// sorted nonzero k is t's nonzero perm[k]. When the modes' bits fit one
-// 64-bit key, the indices are cut out of the sorted keys, which is
-// sequential; otherwise they are gathered through the permutation.
-func sortedLevels(t *COO, modes []int) ([][]uint32, []uint32) {
-	n := t.NNZ()
-	w := workers(n, 1<<15)
-	levels := make([][]uint32, len(modes))
-	for l := range levels {
-		levels[l] = make([]uint32, n)
-	}
-	total := 0
-	for _, m := range modes {
-		total += ModeBits(t.Dims[m])
-	}
-	if total > 64 {
-		perm := t.sortPerm(modes)
-		for l, m := range modes {
-			ind, out := t.Inds[m], levels[l]
-			parallelChunks(n, w, func(_, lo, hi int) {
-				for k := lo; k < hi; k++ {
-					out[k] = ind[perm[k]]
-				}
-			})
-		}
-		return levels, perm
-	}
-	// A tensor sorted by modes 0..N-1 needs sorting by the lead modes'
-	// bits only, the top of the key (sortPerm says why).
-	from := total
-	for _, m := range modes[:t.sortLead(modes)] {
-		from -= ModeBits(t.Dims[m])
-	}
-	// Where the nonzero's position fits below the key, one word carries
-	// both through the sort (sortOrder says why).
-	at := bits.Len(uint(max(n-1, 0)))
-	var perm []uint32
-	keys := make([]uint64, n)
-	if total+at <= 64 {
-		t.packPositions(keys, modes, at)
-		radixSortFrom(keys, nil, make([]uint64, n), nil, at+from, at+total)
-		perm = positions(keys, at)
-	} else {
-		perm = identityPerm(n)
-		t.packKeys(keys, perm, modes)
-		radixSortFrom(keys, perm, make([]uint64, n), make([]uint32, n), from, total)
-		at = 0
-	}
-	shift := at + total
-	for l, m := range modes {
-		width := ModeBits(t.Dims[m])
-		shift -= width
-		mask := uint64(1)<<width - 1
-		out := levels[l]
-		parallelChunks(n, w, func(_, lo, hi int) {
-			for k := lo; k < hi; k++ {
-				out[k] = uint32(keys[k] >> shift & mask)
-			}
-		})
-	}
-	return levels, perm
 }
 
 // Order returns the number of modes (and of levels).

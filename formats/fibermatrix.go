@@ -2,7 +2,6 @@ package formats
 
 import (
 	"fmt"
-	"math"
 	"slices"
 )
 
@@ -51,104 +50,35 @@ func NewFiberMatrix(t *COO, mode, sliceMode int) (*FiberMatrix, error) {
 	order := append(slices.Clone(f.FiberModes), mode)
 	nnz := t.NNZ()
 	w := workers(nnz, 1<<15)
-	// fiber[j] is the index of FiberModes[j] of every nonzero in order.
-	fiber := make([][]uint32, len(f.FiberModes))
-	f.ColInd = make([]uint32, nnz)
-	f.Vals = make([]float32, nnz)
 	// A tensor sorted by modes 0..N-1 needs sorting by the lead modes
 	// only (sortedLead). If the slicing mode is mode 0 as well, the sort
 	// moves nonzeros only within each slice, which is contiguous in t:
 	// where slices are short enough to stay in cache, gathering through
-	// the permutation reads nearby memory, and a sort of positions alone
-	// costs less than one that carries every index and value.
+	// the permutation reads nearby memory (sortedArrays).
 	inOrder := t.naturallySorted()
 	lead := len(order)
 	if inOrder {
 		lead = sortedLead(order, t.Order())
 	}
-	local := inOrder && order[0] == 0 && nnz/max(t.Dims[0], 1) <= 1<<15
-	total := 0
-	for _, m := range order {
-		total += ModeBits(t.Dims[m])
-	}
-	switch {
-	case lead == 0 || nnz < 2:
-		// In order already (sortedLead): t's own arrays.
+	near := inOrder && order[0] == 0 && nnz/max(t.Dims[0], 1) <= 1<<15
+	// fiber[j] is the index of FiberModes[j] of every nonzero in order:
+	// t's own arrays where t is in order.
+	var fiber [][]uint32
+	if lead == 0 || nnz < 2 {
+		fiber = make([][]uint32, len(f.FiberModes))
 		for j, m := range f.FiberModes {
 			fiber[j] = t.Inds[m]
 		}
+		f.ColInd = make([]uint32, nnz)
+		f.Vals = make([]float32, nnz)
 		parallelChunks(nnz, w, func(_, lo, hi int) {
 			copy(f.ColInd[lo:hi], t.Inds[mode][lo:hi])
 			copy(f.Vals[lo:hi], t.Vals[lo:hi])
 		})
-	case total <= 64 && !local:
-		// Every index fits one word: sort the words with the values'
-		// bits carried along, then cut every array out of them. Each
-		// pass moves 12 bytes a nonzero, and nothing is gathered through
-		// a permutation, a random read per array and nonzero.
-		words := make([]uint64, nnz)
-		vals := make([]uint32, nnz)
-		parallelChunks(nnz, w, func(_, lo, hi int) {
-			clear(words[lo:hi])
-			for _, m := range order {
-				shift, ind := ModeBits(t.Dims[m]), t.Inds[m]
-				for k := lo; k < hi; k++ {
-					words[k] = words[k]<<shift | uint64(ind[k])
-				}
-			}
-			for k := lo; k < hi; k++ {
-				vals[k] = math.Float32bits(t.Vals[k])
-			}
-		})
-		// Only the lead modes' bits, the top of the word, need sorting.
-		from := total
-		for _, m := range order[:lead] {
-			from -= ModeBits(t.Dims[m])
-		}
-		radixSortFrom(words, vals, make([]uint64, nnz), make([]uint32, nnz), from, total)
-		for j := range fiber {
-			fiber[j] = make([]uint32, nnz)
-		}
-		shift := total
-		for j, m := range order {
-			width := ModeBits(t.Dims[m])
-			shift -= width
-			mask := uint64(1)<<width - 1
-			out := f.ColInd
-			if j < len(fiber) {
-				out = fiber[j]
-			}
-			parallelChunks(nnz, w, func(_, lo, hi int) {
-				for k := lo; k < hi; k++ {
-					out[k] = uint32(words[k] >> shift & mask)
-				}
-			})
-		}
-		parallelChunks(nnz, w, func(_, lo, hi int) {
-			for k := lo; k < hi; k++ {
-				f.Vals[k] = math.Float32frombits(vals[k])
-			}
-		})
-	default:
-		// Gather every array through the sort's permutation, each in its
-		// own parallel loop (independent loads the core overlaps).
-		perm := t.sortStable(order[:lead])
-		for j, m := range f.FiberModes {
-			src, dst := t.Inds[m], make([]uint32, nnz)
-			fiber[j] = dst
-			parallelChunks(nnz, w, func(_, lo, hi int) {
-				for k := lo; k < hi; k++ {
-					dst[k] = src[perm[k]]
-				}
-			})
-		}
-		parallelChunks(nnz, w, func(_, lo, hi int) {
-			col := t.Inds[mode]
-			for k := lo; k < hi; k++ {
-				f.ColInd[k] = col[perm[k]]
-				f.Vals[k] = t.Vals[perm[k]]
-			}
-		})
+	} else {
+		var inds [][]uint32
+		inds, f.Vals = t.sortedArrays(order, lead, near)
+		fiber, f.ColInd = inds[:len(inds)-1], inds[len(inds)-1]
 	}
 
 	// Where a row starts (any fiber index changes: 1) or a slice does (the

@@ -125,6 +125,107 @@ func (t *COO) sortStable(modes []int) []uint32 {
 	return perm
 }
 
+// sortedArrays returns copies of t's index arrays, in the order of modes
+// (every mode of t once), and of its values, sorted stably by
+// modes[:lead]. With lead from sortLead, that is the sort by all of
+// modes.
+//
+// Where every index fits one 64-bit word, the words are sorted with the
+// values' bits carried along and every array is cut out of them: a pass
+// moves 12 bytes a nonzero, and nothing is read through a permutation,
+// a random read per array and nonzero. Otherwise each array is gathered
+// through the sort's permutation, in its own parallel loop (independent
+// loads the core overlaps); so too where the caller knows that the sort
+// moves each nonzero only a short way (near), and a gather reads nearby
+// memory.
+func (t *COO) sortedArrays(modes []int, lead int, near bool) ([][]uint32, []float32) {
+	n := t.NNZ()
+	w := workers(n, 1<<15)
+	inds := make([][]uint32, len(modes))
+	for j := range inds {
+		inds[j] = make([]uint32, n)
+	}
+	vals := make([]float32, n)
+	total := 0
+	for _, m := range modes {
+		total += ModeBits(t.Dims[m])
+	}
+	if total > 64 || lead == 0 || near {
+		perm := t.sortStable(modes[:lead])
+		for j, m := range modes {
+			src, dst := t.Inds[m], inds[j]
+			parallelChunks(n, w, func(_, lo, hi int) {
+				if perm == nil {
+					copy(dst[lo:hi], src[lo:hi])
+					return
+				}
+				for k := lo; k < hi; k++ {
+					dst[k] = src[perm[k]]
+				}
+			})
+		}
+		parallelChunks(n, w, func(_, lo, hi int) {
+			if perm == nil {
+				copy(vals[lo:hi], t.Vals[lo:hi])
+				return
+			}
+			for k := lo; k < hi; k++ {
+				vals[k] = t.Vals[perm[k]]
+			}
+		})
+		return inds, vals
+	}
+	words := make([]uint64, n)
+	bits := make([]uint32, n)
+	parallelChunks(n, w, func(_, lo, hi int) {
+		clear(words[lo:hi])
+		for _, m := range modes {
+			shift, ind := ModeBits(t.Dims[m]), t.Inds[m]
+			for k := lo; k < hi; k++ {
+				words[k] = words[k]<<shift | uint64(ind[k])
+			}
+		}
+		for k := lo; k < hi; k++ {
+			bits[k] = math.Float32bits(t.Vals[k])
+		}
+	})
+	// Only the lead modes' bits, the top of the word, need sorting.
+	from := total
+	for _, m := range modes[:lead] {
+		from -= ModeBits(t.Dims[m])
+	}
+	radixSortFrom(words, bits, make([]uint64, n), make([]uint32, n), from, total)
+	shift := total
+	for j, m := range modes {
+		width := ModeBits(t.Dims[m])
+		shift -= width
+		mask := uint64(1)<<width - 1
+		out := inds[j]
+		parallelChunks(n, w, func(_, lo, hi int) {
+			for k := lo; k < hi; k++ {
+				out[k] = uint32(words[k] >> shift & mask)
+			}
+		})
+	}
+	parallelChunks(n, w, func(_, lo, hi int) {
+		for k := lo; k < hi; k++ {
+			vals[k] = math.Float32frombits(bits[k])
+		}
+	})
+	return inds, vals
+}
+
+// sortedCopy returns a copy of t sorted by modes, a permutation of t's
+// modes.
+func (t *COO) sortedCopy(modes []int) *COO {
+	inds, vals := t.sortedArrays(modes, t.sortLead(modes), false)
+	c := &COO{Dims: slices.Clone(t.Dims), Inds: make([][]uint32, t.Order()), Vals: vals}
+	for j, m := range modes {
+		c.Inds[m] = inds[j]
+	}
+	return c
+}
+
 // identityPerm returns 0, 1, ..., n-1.
 func identityPerm(n int) []uint32 {
 	perm := make([]uint32, n)

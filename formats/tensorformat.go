@@ -31,11 +31,7 @@ func NewTensorFormat(t *COO, name string, mode int) (TensorFormat, error) {
 		if err := checkFormatInput(t); err != nil {
 			return nil, err
 		}
-		c := t.Clone()
-		if err := c.SortBy(RootedOrder(t.Order(), mode)...); err != nil {
-			return nil, err
-		}
-		return c, nil
+		return t.sortedCopy(RootedOrder(t.Order(), mode)), nil
 	case "csf":
 		return NewCSF(t, RootedOrder(t.Order(), mode))
 	case "hicoo":

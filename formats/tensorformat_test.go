@@ -1,6 +1,7 @@
 package formats
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -51,6 +52,24 @@ func TestNewTensorFormat(t *testing.T) {
 	} {
 		if _, err := NewTensorFormat(x, tc.name, tc.mode); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s mode %d: error %v, want %q", tc.name, tc.mode, err, tc.want)
+		}
+	}
+}
+
+// BenchmarkNewTensorFormat measures the COO and CSF an MTTKRP of every mode
+// runs on, built from unsorted and sorted input.
+func BenchmarkNewTensorFormat(b *testing.B) {
+	for _, bt := range formatBenchTensors(b) {
+		for _, name := range []string{"coo", "csf"} {
+			for n := range bt.x.Order() {
+				b.Run(fmt.Sprintf("%s/%s/mode%d", bt.name, name, n+1), func(b *testing.B) {
+					for b.Loop() {
+						if _, err := NewTensorFormat(bt.x, name, n); err != nil {
+							b.Fatal(err)
+						}
+					}
+				})
+			}
 		}
 	}
 }
