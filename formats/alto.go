@@ -2,6 +2,7 @@ package formats
 
 import (
 	"fmt"
+	"math"
 	"math/bits"
 	"slices"
 	"sort"
@@ -206,19 +207,27 @@ func newALTOModes(dims []int) ([]ALTOMode, int) {
 
 // altoSort computes the linear index (hi, lo) of every nonzero of t in the
 // layout of modes and sorts by it. It returns the sorted low words, the
-// sorted high words (nil when width <= 64) and the permutation: sorted
-// nonzero k is t's nonzero perm[k]. The sort is stable.
-func altoSort(t *COO, modes []ALTOMode, width int) (lo, hi []uint64, perm []uint32) {
+// sorted high words (nil when width <= 64) and the values in that order.
+// The sort is stable. Within one word, the values' bits ride along in the
+// sort in place of a permutation: no gather of the values through it, a
+// random read per nonzero.
+func altoSort(t *COO, modes []ALTOMode, width int) (lo, hi []uint64, vals []float32) {
 	n := t.NNZ()
 	w := workers(n, 1<<15)
 	lo = make([]uint64, n)
 	if width > 64 {
 		hi = make([]uint64, n)
 	}
-	perm = make([]uint32, n)
+	// perm holds the values' bits in the one-word sort, positions in the
+	// two-word one.
+	perm := make([]uint32, n)
 	parallelChunks(n, w, func(_, a, b int) {
 		for k := a; k < b; k++ {
-			perm[k] = uint32(k)
+			if hi == nil {
+				perm[k] = math.Float32bits(t.Vals[k])
+			} else {
+				perm[k] = uint32(k)
+			}
 		}
 		for m, ind := range t.Inds {
 			e := &modes[m]
@@ -240,7 +249,13 @@ func altoSort(t *COO, modes []ALTOMode, width int) (lo, hi []uint64, perm []uint
 	pscratch := make([]uint32, n)
 	if hi == nil {
 		radixSort(lo, perm, scratch, pscratch, width)
-		return lo, nil, perm
+		vals = make([]float32, n)
+		parallelChunks(n, w, func(_, a, b int) {
+			for k := a; k < b; k++ {
+				vals[k] = math.Float32frombits(perm[k])
+			}
+		})
+		return lo, nil, vals
 	}
 	// Two LSD rounds: by the low word, then stably by the high word. The
 	// unsorted low words are kept to be gathered by the final permutation.
@@ -258,7 +273,7 @@ func altoSort(t *COO, modes []ALTOMode, width int) (lo, hi []uint64, perm []uint
 			scratch[k] = lo[perm[k]]
 		}
 	})
-	return scratch, hi, perm
+	return scratch, hi, gatherVals(t.Vals, perm)
 }
 
 // gatherVals returns vals[perm[k]] for every k.
@@ -283,14 +298,14 @@ func NewALTO(t *COO, maxBlockNNZ int) (*ALTO, error) {
 		return nil, fmt.Errorf("alto: block cap must be 0 (none) or positive, found %d", maxBlockNNZ)
 	}
 	modes, width := newALTOModes(t.Dims)
-	lo, hi, perm := altoSort(t, modes, width)
+	lo, hi, vals := altoSort(t, modes, width)
 	a := &ALTO{
 		Dims:        slices.Clone(t.Dims),
 		Bits:        width,
 		Modes:       modes,
 		MaxBlockNNZ: maxBlockNNZ,
 		Lin:         lo,
-		Vals:        gatherVals(t.Vals, perm),
+		Vals:        vals,
 		BlockPtr:    []uint32{0},
 	}
 	n := len(lo)

@@ -57,7 +57,7 @@ func NewHiCOO(t *COO, blockBits int) (*HiCOO, error) {
 	}
 	N, n := t.Order(), t.NNZ()
 	modes, width := newALTOModes(t.Dims)
-	lo, hi, perm := altoSort(t, modes, width)
+	lo, hi, vals := altoSort(t, modes, width)
 	// The offset bits are the lowest offBits of the linear index (at most
 	// 8 modes x 8 bits = 64, so all in the low word); a block starts where
 	// the bits above them change.
@@ -93,7 +93,7 @@ func NewHiCOO(t *COO, blockBits int) (*HiCOO, error) {
 		BlockPtr:  make([]uint32, nb+1),
 		BlockInds: make([][]uint32, N),
 		ElemInds:  make([][]uint8, N),
-		Vals:      gatherVals(t.Vals, perm),
+		Vals:      vals,
 	}
 	x.BlockPtr[nb] = uint32(n)
 	for m := range N {
