@@ -1,7 +1,6 @@
 package formats
 
 import (
-	"cmp"
 	"fmt"
 	"math/rand/v2"
 	"path/filepath"
@@ -172,38 +171,25 @@ func naiveFiberMatrix(x *COO, mode, sliceMode int) *FiberMatrix {
 			f.FiberModes = append(f.FiberModes, m)
 		}
 	}
-	order := append(slices.Clone(f.FiberModes), mode)
-	perm := make([]int, x.NNZ())
-	for k := range perm {
-		perm[k] = k
-	}
-	slices.SortStableFunc(perm, func(a, b int) int {
-		for _, m := range order {
-			if c := cmp.Compare(x.Inds[m][a], x.Inds[m][b]); c != 0 {
-				return c
-			}
-		}
-		return 0
-	})
+	s := sortReference(x, append(slices.Clone(f.FiberModes), mode))
 	f.FiberInds = make([][]uint32, len(f.FiberModes))
 	f.SlicePtr = []uint32{0}
-	for k, p := range perm {
+	for k := range s.NNZ() {
 		newRow := k == 0
 		for _, m := range f.FiberModes {
-			newRow = newRow || x.Inds[m][p] != x.Inds[m][perm[k-1]]
+			newRow = newRow || s.Inds[m][k] != s.Inds[m][k-1]
 		}
 		if newRow {
-			if k > 0 && x.Inds[sliceMode][p] != x.Inds[sliceMode][perm[k-1]] {
+			if k > 0 && s.Inds[sliceMode][k] != s.Inds[sliceMode][k-1] {
 				f.SlicePtr = append(f.SlicePtr, uint32(len(f.RowPtr)))
 			}
 			f.RowPtr = append(f.RowPtr, uint32(k))
 			for j, m := range f.FiberModes {
-				f.FiberInds[j] = append(f.FiberInds[j], x.Inds[m][p])
+				f.FiberInds[j] = append(f.FiberInds[j], s.Inds[m][k])
 			}
 		}
-		f.ColInd = append(f.ColInd, x.Inds[mode][p])
-		f.Vals = append(f.Vals, x.Vals[p])
 	}
+	f.ColInd, f.Vals = s.Inds[mode], s.Vals
 	f.RowPtr = append(f.RowPtr, uint32(x.NNZ()))
 	if x.NNZ() > 0 {
 		f.SlicePtr = append(f.SlicePtr, uint32(len(f.RowPtr)-1))

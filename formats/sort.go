@@ -178,13 +178,7 @@ func (t *COO) sortedArrays(modes []int, lead int, near bool) ([][]uint32, []floa
 	words := make([]uint64, n)
 	bits := make([]uint32, n)
 	parallelChunks(n, w, func(_, lo, hi int) {
-		clear(words[lo:hi])
-		for _, m := range modes {
-			shift, ind := ModeBits(t.Dims[m]), t.Inds[m]
-			for k := lo; k < hi; k++ {
-				words[k] = words[k]<<shift | uint64(ind[k])
-			}
-		}
+		t.pack(words, lo, hi, modes)
 		for k := lo; k < hi; k++ {
 			bits[k] = math.Float32bits(t.Vals[k])
 		}
@@ -242,18 +236,23 @@ func identityPerm(n int) []uint32 {
 func (t *COO) packPositions(words []uint64, modes []int, at int) {
 	n := len(words)
 	parallelChunks(n, workers(n, 1<<15), func(_, lo, hi int) {
-		clear(words[lo:hi])
-		for _, m := range modes {
-			shift := ModeBits(t.Dims[m])
-			ind := t.Inds[m]
-			for k := lo; k < hi; k++ {
-				words[k] = words[k]<<shift | uint64(ind[k])
-			}
-		}
+		t.pack(words, lo, hi, modes)
 		for k := lo; k < hi; k++ {
 			words[k] = words[k]<<at | uint64(k)
 		}
 	})
+}
+
+// pack sets words[k], for k from lo to hi-1, to the indices of modes of
+// nonzero k, packed with the first mode most significant.
+func (t *COO) pack(words []uint64, lo, hi int, modes []int) {
+	clear(words[lo:hi])
+	for _, m := range modes {
+		shift, ind := ModeBits(t.Dims[m]), t.Inds[m]
+		for k := lo; k < hi; k++ {
+			words[k] = words[k]<<shift | uint64(ind[k])
+		}
+	}
 }
 
 // positions returns the low at bits of every word: the permutation of
