@@ -3,6 +3,7 @@ package decomp
 import (
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"testing"
 
 	"gonum.org/v1/gonum/mat"
@@ -91,6 +92,82 @@ func TestHOSVDUnusedIndices(t *testing.T) {
 			if ones != 1 {
 				t.Errorf("R=%d column %d: %d ones", R, j, ones)
 			}
+		}
+	}
+}
+
+// TestFiberProducts holds F·q and Fᵀ·z, as the HOSVD start computes
+// them, to dense products, for every number of parts of Fᵀ·z up to more
+// parts than F has columns with entries.
+func TestFiberProducts(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	x, err := formats.NewCOO([]int{40, 30, 20}, 3000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3000 {
+		x.Append([]uint32{uint32(rng.IntN(40)), uint32(rng.IntN(30)), uint32(rng.IntN(20))}, float32(rng.NormFloat64()))
+	}
+	fm, err := formats.NewFiberMatrix(x, 0, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const k = 5
+	dense := mat.NewDense(fm.Rows(), fm.Cols(), nil)
+	for r := range fm.Rows() {
+		for e := fm.RowPtr[r]; e < fm.RowPtr[r+1]; e++ {
+			dense.Set(r, int(fm.ColInd[e]), dense.At(r, int(fm.ColInd[e]))+float64(fm.Vals[e]))
+		}
+	}
+	q := mat.NewDense(fm.Cols(), k, nil)
+	z := mat.NewDense(fm.Rows(), k, nil)
+	for i := range fm.Cols() {
+		for j := range k {
+			q.Set(i, j, rng.NormFloat64())
+		}
+	}
+	fiberTimes(fm, q, z, 3)
+	var want mat.Dense
+	want.Mul(dense, q)
+	if !mat.EqualApprox(z, &want, 1e-12) {
+		t.Fatal("F·q differs from the dense product")
+	}
+	var wantT mat.Dense
+	wantT.Mul(dense.T(), z)
+	for _, parts := range []int{1, 2, 3, 7, 64} {
+		w := mat.NewDense(fm.Cols(), k, nil)
+		w.Apply(func(_, _ int, _ float64) float64 { return math.NaN() }, w) // every row must be written
+		bounds := columnBounds(fm, parts)
+		if bounds[0] != 0 || bounds[len(bounds)-1] != fm.Cols() || len(bounds)-1 > parts {
+			t.Fatalf("%d parts: bounds %v", parts, bounds)
+		}
+		fiberTransTimes(fm, z, w, bounds)
+		if !mat.EqualApprox(w, &wantT, 1e-12) {
+			t.Fatalf("%d parts (bounds %v): Fᵀ·z differs from the dense product", parts, bounds)
+		}
+	}
+}
+
+// BenchmarkHOSVDFactor measures the HOSVD start of one mode of a tensor of
+// 10^6 nonzeros at rank 8 (three power iterations on an 18-column block).
+func BenchmarkHOSVDFactor(b *testing.B) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	dims := []int{50000, 40000, 30}
+	x, err := formats.NewCOO(dims, 1_000_000)
+	if err != nil {
+		b.Fatal(err)
+	}
+	idx := make([]uint32, 3)
+	for range 1_000_000 {
+		for m, d := range dims {
+			idx[m] = uint32(rng.IntN(d))
+		}
+		x.Append(idx, float32(rng.NormFloat64()))
+	}
+	x.Sort()
+	for b.Loop() {
+		if _, err := hosvdFactor(x, 0, 8, 1, runtime.GOMAXPROCS(0)); err != nil {
+			b.Fatal(err)
 		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"sort"
 
+	"gonum.org/v1/gonum/floats"
 	"gonum.org/v1/gonum/mat"
 
 	"github.com/sparsetune/sparsetune/formats"
@@ -64,13 +65,7 @@ func orthonormalColumns(cols [][]float64) {
 	project := func(c []float64, upto int) {
 		for range 2 {
 			for _, q := range cols[:upto] {
-				var d float64
-				for i, x := range q {
-					d += x * c[i]
-				}
-				for i, x := range q {
-					c[i] -= d * x
-				}
+				floats.AddScaled(c, -floats.Dot(q, c), q)
 			}
 		}
 	}
@@ -88,20 +83,14 @@ func orthonormalColumns(cols [][]float64) {
 			before, after = 1, norm2(c)
 		}
 		if after > 0 {
-			for i := range c {
-				c[i] /= after
-			}
+			floats.Scale(1/after, c)
 		}
 	}
 }
 
 // norm2 returns the 2-norm of v.
 func norm2(v []float64) float64 {
-	var s float64
-	for _, x := range v {
-		s += x * x
-	}
-	return math.Sqrt(s)
+	return math.Sqrt(floats.Dot(v, v))
 }
 
 // HOSVD initialisation.
@@ -192,19 +181,32 @@ func hosvdFactor(x *formats.COO, n, R int, seed uint64, threads int) (*kernels.M
 	}
 	z := mat.NewDense(max(fm.Rows(), 1), k, nil)
 	w := mat.NewDense(I, k, nil)
+	// Each part of Fᵀ·z scans all of F: worth a part per thread only
+	// where the work per entry (k products) dwarfs the scan.
+	bounds := columnBounds(fm, rangeParts(fm.NNZ(), float64(2*k), threads))
 	for range iters {
 		fiberTimes(fm, q, z, threads)
-		fiberTransTimes(fm, z, w)
+		fiberTransTimes(fm, z, w, bounds)
 		q.Copy(w)
 		orthoDense(q)
 	}
-	// Rayleigh-Ritz: with Z = FQ, QᵀFᵀFQ = ZᵀZ; its eigenvectors V rotate Q
-	// onto the approximate singular vectors, largest first.
+	// Rayleigh-Ritz: QᵀFᵀFQ = QᵀW with W = Fᵀ(FQ), I x k, where ZᵀZ with
+	// Z = FQ would sum over F's rows, one per fiber and far more than I;
+	// its eigenvectors V rotate Q onto the approximate singular vectors,
+	// largest first. QᵀW is symmetric but for rounding: its two halves are
+	// averaged.
 	fiberTimes(fm, q, z, threads)
-	var b mat.SymDense
-	b.SymOuterK(1, z.T())
+	fiberTransTimes(fm, z, w, bounds)
+	var qw mat.Dense
+	qw.Mul(q.T(), w)
+	b := mat.NewSymDense(k, nil)
+	for i := range k {
+		for j := i; j < k; j++ {
+			b.SetSym(i, j, (qw.At(i, j)+qw.At(j, i))/2)
+		}
+	}
 	var eig mat.EigenSym
-	if !eig.Factorize(&b, true) {
+	if !eig.Factorize(b, true) {
 		return nil, fmt.Errorf("hosvd init: eigen decomposition of mode %d failed", n+1)
 	}
 	vals := eig.Values(nil)
@@ -259,30 +261,56 @@ func fiberTimes(fm *formats.FiberMatrix, q, z *mat.Dense, threads int) {
 			dst := z.RawRowView(r)
 			clear(dst)
 			for e := fm.RowPtr[r]; e < fm.RowPtr[r+1]; e++ {
-				v := float64(fm.Vals[e])
-				for j, x := range q.RawRowView(int(fm.ColInd[e])) {
-					dst[j] += v * x
-				}
+				floats.AddScaled(dst, float64(fm.Vals[e]), q.RawRowView(int(fm.ColInd[e])))
 			}
 		}
 	})
 }
 
-// fiberTransTimes sets w = Fᵀ·z. It scatters into rows of w by column
-// index, so it runs on one goroutine; it is called a few times per mode,
-// once per decomposition.
-func fiberTransTimes(fm *formats.FiberMatrix, z, w *mat.Dense) {
-	w.Zero()
-	for r := range fm.Rows() {
-		src := z.RawRowView(r)
-		for e := fm.RowPtr[r]; e < fm.RowPtr[r+1]; e++ {
-			v := float64(fm.Vals[e])
-			dst := w.RawRowView(int(fm.ColInd[e]))
-			for j, x := range src {
-				dst[j] += v * x
+// fiberTransTimes sets w = Fᵀ·z. Part p of the work owns the rows of w
+// (F's columns) from bounds[p] to bounds[p+1]-1 and scans all of F for
+// the entries in them: every row of w is summed in the order of a serial
+// scatter, z is read in order, and w's rows are read and written at
+// random within a part, as the scatter would, where a transposed F
+// would read z's far larger rows at random.
+func fiberTransTimes(fm *formats.FiberMatrix, z, w *mat.Dense, bounds []int) {
+	par.Range(len(bounds)-1, len(bounds)-1, func(p, _, _ int) {
+		lo, hi := uint32(bounds[p]), uint32(bounds[p+1])
+		for i := lo; i < hi; i++ {
+			clear(w.RawRowView(int(i)))
+		}
+		for r := range fm.Rows() {
+			var src []float64
+			for e := fm.RowPtr[r]; e < fm.RowPtr[r+1]; e++ {
+				col := fm.ColInd[e]
+				if col < lo || col >= hi {
+					continue
+				}
+				if src == nil {
+					src = z.RawRowView(r)
+				}
+				floats.AddScaled(w.RawRowView(int(col)), float64(fm.Vals[e]), src)
 			}
 		}
+	})
+}
+
+// columnBounds cuts F's columns into at most parts ranges holding about
+// equal numbers of entries, for fiberTransTimes.
+func columnBounds(fm *formats.FiberMatrix, parts int) []int {
+	perCol := make([]int, fm.Cols())
+	for _, c := range fm.ColInd {
+		perCol[c]++
 	}
+	bounds := []int{0}
+	seen := 0
+	for c, n := range perCol {
+		seen += n
+		if len(bounds) < parts && seen*parts >= len(bounds)*fm.NNZ() && c+1 < fm.Cols() {
+			bounds = append(bounds, c+1)
+		}
+	}
+	return append(bounds, fm.Cols())
 }
 
 // fixSigns flips each column of a so that its entry of largest magnitude

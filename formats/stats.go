@@ -76,16 +76,26 @@ func (t *COO) ModeStats(n int) (ModeStats, error) {
 		}
 	}
 	modes = append(modes, n)
-	perm := t.sortPerm(modes)
+	// The indices in that order, read in sequence (COO.sortedArrays), not
+	// through a permutation.
+	inds, _ := t.sortedArrays(modes, t.sortLead(modes), false)
+	fiber, own := inds[:len(inds)-1], inds[len(inds)-1]
 	var perFiber []int
 	run := 0
-	for k := range perm {
+	for k := range t.NNZ() {
 		if k > 0 {
-			if !t.samePermCoord(perm[k-1], perm[k], modes[:len(modes)-1]) {
+			same := true
+			for _, ind := range fiber {
+				if ind[k] != ind[k-1] {
+					same = false
+					break
+				}
+			}
+			if !same {
 				perFiber = append(perFiber, run)
 				run = 0
 				st.Distinct++
-			} else if t.Inds[n][perm[k-1]] != t.Inds[n][perm[k]] {
+			} else if own[k] != own[k-1] {
 				st.Distinct++
 			}
 		}
@@ -97,13 +107,4 @@ func (t *COO) ModeStats(n int) (ModeStats, error) {
 	}
 	st.Fibers = summarize(perFiber, false)
 	return st, nil
-}
-
-func (t *COO) samePermCoord(a, b uint32, modes []int) bool {
-	for _, m := range modes {
-		if t.Inds[m][a] != t.Inds[m][b] {
-			return false
-		}
-	}
-	return true
 }

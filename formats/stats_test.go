@@ -1,6 +1,10 @@
 package formats
 
-import "testing"
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+)
 
 func TestModeStatsByHand(t *testing.T) {
 	// A 3x2x2 tensor with 5 stored nonzeros, one of them a duplicate.
@@ -48,4 +52,54 @@ func abs(f float64) float64 {
 		return -f
 	}
 	return f
+}
+
+// TestModeStatsAgainstMaps counts fibers and distinct coordinates with maps
+// on tensors large enough to be sorted in parallel, unsorted and sorted by
+// modes 0..N-1, with duplicates, indices fitting one word or not.
+func TestModeStatsAgainstMaps(t *testing.T) {
+	rng := rand.New(rand.NewPCG(31, 32))
+	for _, dims := range [][]int{{60, 50, 40}, {1 << 24, 1 << 24, 1 << 20}, {20, 30, 10, 25}} {
+		x := genCOO(rng, dims, 120_000)
+		// Duplicates: repeat a tenth of the nonzeros.
+		for k := range x.NNZ() / 10 {
+			c := make([]uint32, len(dims))
+			for m := range c {
+				c[m] = x.Inds[m][k*7]
+			}
+			x.Append(c, 1)
+		}
+		sorted := x.Clone()
+		sorted.Sort()
+		for _, in := range []*COO{x, sorted} {
+			for n := range len(dims) {
+				fibers := map[string]int{}
+				coords := map[string]bool{}
+				for k := range in.NNZ() {
+					key, full := "", ""
+					for m := range len(dims) {
+						s := fmt.Sprint(in.Inds[m][k], ",")
+						full += s
+						if m != n {
+							key += s
+						}
+					}
+					fibers[key]++
+					coords[full] = true
+				}
+				most := 0
+				for _, c := range fibers {
+					most = max(most, c)
+				}
+				st, err := in.ModeStats(n)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if st.Fibers.Count != len(fibers) || st.Fibers.Max != most || st.Distinct != len(coords) {
+					t.Errorf("dims %v mode %d: %d fibers (longest %d), %d distinct; want %d (%d), %d",
+						dims, n+1, st.Fibers.Count, st.Fibers.Max, st.Distinct, len(fibers), most, len(coords))
+				}
+			}
+		}
+	}
 }
