@@ -73,17 +73,17 @@ func (t *COO) sortPerm(modes []int) []uint32 {
 }
 
 // sortOrder is sortPerm, but returns nil where t is already in that order.
-//
-// Where the key and a nonzero's position fit one 64-bit word together,
-// the words are sorted on the key's bits and the permutation cut out of
-// them: a pass of the radix sort then moves 8 bytes a nonzero, not a key
-// and a position apart (12).
 func (t *COO) sortOrder(modes []int) []uint32 {
 	return t.sortStable(modes[:t.sortLead(modes)])
 }
 
 // sortStable returns the permutation of a stable sort of t by modes, nil
 // where there is nothing to sort.
+//
+// Where the key and a nonzero's position fit one 64-bit word together,
+// the words are sorted on the key's bits and the permutation cut out of
+// them: a pass of the radix sort then moves 8 bytes a nonzero, not a key
+// and a position apart (12).
 func (t *COO) sortStable(modes []int) []uint32 {
 	n := t.NNZ()
 	if len(modes) == 0 || n < 2 {
