@@ -501,8 +501,9 @@ func (t *COO) Dedup() (int, error) {
 
 // Duplicates returns the number of nonzeros whose coordinate repeats an
 // earlier one, leaving t unchanged. A tensor sorted by modes 0..N-1 (as
-// most files are) costs one parallel linear pass; any other order costs
-// the permutation of a sort, not the gather.
+// most files are) costs one parallel linear pass; any other order costs a
+// sort of the coordinates packed in words (or, past 64 bits, of a
+// permutation), not a gather.
 func (t *COO) Duplicates() int {
 	n := t.NNZ()
 	w := workers(n, 1<<16)
@@ -538,8 +539,31 @@ func (t *COO) Duplicates() int {
 		return total
 	}
 	all := make([]int, t.Order())
+	total := 0
 	for m := range all {
 		all[m] = m
+		total += ModeBits(t.Dims[m])
+	}
+	if total <= 64 {
+		// Every coordinate fits one word: sort the words alone and count
+		// equal neighbours in sequence.
+		words := make([]uint64, n)
+		parallelChunks(n, w, func(_, lo, hi int) { t.pack(words, lo, hi, all) })
+		radixSort(words, nil, make([]uint64, n), nil, total)
+		parallelChunks(n, w, func(c, lo, hi int) {
+			dup := 0
+			for k := max(lo, 1); k < hi; k++ {
+				if words[k] == words[k-1] {
+					dup++
+				}
+			}
+			dups[c] = dup
+		})
+		sum := 0
+		for _, d := range dups {
+			sum += d
+		}
+		return sum
 	}
 	perm := t.sortPerm(all)
 	dup := 0

@@ -264,3 +264,15 @@ func TestSumDuplicates(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkDuplicates counts duplicate coordinates, as every reader does
+// before summing them, in sorted and unsorted input.
+func BenchmarkDuplicates(b *testing.B) {
+	for _, bt := range formatBenchTensors(b) {
+		b.Run(bt.name, func(b *testing.B) {
+			for b.Loop() {
+				bt.x.Duplicates()
+			}
+		})
+	}
+}

@@ -54,7 +54,8 @@ func abs(f float64) float64 {
 	return f
 }
 
-// TestModeStatsAgainstMaps counts fibers and distinct coordinates with maps
+// TestModeStatsAgainstMaps counts fibers, distinct coordinates and
+// duplicates (COO.Duplicates) with maps
 // on tensors large enough to be sorted in parallel, unsorted and sorted by
 // modes 0..N-1, with duplicates, indices fitting one word or not.
 func TestModeStatsAgainstMaps(t *testing.T) {
@@ -90,6 +91,11 @@ func TestModeStatsAgainstMaps(t *testing.T) {
 				most := 0
 				for _, c := range fibers {
 					most = max(most, c)
+				}
+				if n == 0 {
+					if d := in.Duplicates(); d != in.NNZ()-len(coords) {
+						t.Errorf("dims %v: %d duplicates, want %d", dims, d, in.NNZ()-len(coords))
+					}
 				}
 				st, err := in.ModeStats(n)
 				if err != nil {
