@@ -12,18 +12,35 @@ import (
 // given modes (0-based, most significant first). The sort is stable, so modes
 // not listed keep their previous relative order.
 //
-// It is a parallel least-significant-digit radix sort of a permutation keyed
-// by the modes' indices packed into one (or, past 64 bits, two) 64-bit
-// words, followed by a parallel gather of every array. Digits on which all
-// keys agree are skipped, so a key of b bits costs at most ceil(b/11) passes.
-// BenchmarkSort compares it with a comparison sort.
+// It is a parallel least-significant-digit radix sort (COO.sortedArrays):
+// where every mode's index fits one 64-bit word, of those words with the
+// values carried beside them, every array then cut out of the sorted
+// words; otherwise of a permutation keyed by the modes' indices packed
+// into one or two words, followed by a parallel gather of every array.
+// Digits on which all keys agree are skipped, so a key of b bits costs at
+// most ceil(b/11) passes, and a tensor already in order costs one linear
+// check. BenchmarkSort compares it with a comparison sort.
 func (t *COO) SortBy(modes ...int) error {
 	if err := checkModes(modes, t.Order(), false); err != nil {
 		return err
 	}
-	if perm := t.sortOrder(modes); perm != nil {
-		t.gather(perm)
+	lead := t.sortLead(modes)
+	if lead == 0 || t.NNZ() < 2 {
+		return nil
 	}
+	// The modes not listed follow, in increasing order, below the sort
+	// key: only modes[:lead] are sorted by, and ties keep their order.
+	all := slices.Clone(modes)
+	for m := range t.Order() {
+		if !slices.Contains(all, m) {
+			all = append(all, m)
+		}
+	}
+	inds, vals := t.sortedArrays(all, lead, false)
+	for j, m := range all {
+		t.Inds[m] = inds[j]
+	}
+	t.Vals = vals
 	return nil
 }
 
@@ -33,9 +50,7 @@ func (t *COO) Sort() {
 	for m := range modes {
 		modes[m] = m
 	}
-	if perm := t.sortOrder(modes); perm != nil {
-		t.gather(perm)
-	}
+	t.SortBy(modes...)
 }
 
 // IsSortedBy reports whether t is sorted lexicographically by modes.
@@ -424,29 +439,6 @@ func radixSortFrom(keys []uint64, perm []uint32, scratch []uint64, pscratch []ui
 		copy(keys, src)
 		copy(perm, psrc)
 	}
-}
-
-// gather reorders every array of t so that nonzero k becomes old nonzero
-// perm[k].
-func (t *COO) gather(perm []uint32) {
-	n := t.NNZ()
-	w := workers(n, 1<<15)
-	for m, ind := range t.Inds {
-		out := make([]uint32, n)
-		parallelChunks(n, w, func(_, lo, hi int) {
-			for k := lo; k < hi; k++ {
-				out[k] = ind[perm[k]]
-			}
-		})
-		t.Inds[m] = out
-	}
-	vals := make([]float32, n)
-	parallelChunks(n, w, func(_, lo, hi int) {
-		for k := lo; k < hi; k++ {
-			vals[k] = t.Vals[perm[k]]
-		}
-	})
-	t.Vals = vals
 }
 
 // sameCoord reports whether nonzeros a and b have the same coordinate.
