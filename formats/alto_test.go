@@ -1,6 +1,7 @@
 package formats
 
 import (
+	"math/bits"
 	"math/rand/v2"
 	"path/filepath"
 	"slices"
@@ -117,6 +118,39 @@ func TestCompressExpandBits(t *testing.T) {
 			}
 			if got := expandBits(want, mask, &moves); got != x&mask {
 				t.Fatalf("expand(%#x, %#x) = %#x, want %#x", want, mask, got, x&mask)
+			}
+		}
+	}
+}
+
+// TestSpreadTables holds the table spread of indices (spreadInto) to
+// expandBits, for masks of every popcount up to 40 (one to five tables)
+// and shifts that drop the low bits an earlier word took.
+func TestSpreadTables(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	for pop := 0; pop <= 40; pop++ {
+		for range 5 {
+			// A random mask of pop bits.
+			var mask uint64
+			for bits.OnesCount64(mask) < pop {
+				mask |= 1 << rng.IntN(64)
+			}
+			moves := compressMoves(mask)
+			tabs := spreadTables(mask)
+			for _, shift := range []uint{0, 3, 17} {
+				ind := make([]uint32, 50)
+				dst := make([]uint64, len(ind))
+				for k := range ind {
+					ind[k] = rng.Uint32()
+					dst[k] = uint64(k) << 60 // ORed into, not overwritten
+				}
+				spreadInto(dst, ind, shift, tabs)
+				for k, v := range ind {
+					want := uint64(k)<<60 | expandBits(uint64(v>>shift)&(1<<pop-1), mask, &moves)
+					if dst[k] != want {
+						t.Fatalf("mask %#x (%d bits), shift %d: spread of %#x = %#x, want %#x", mask, pop, shift, v, dst[k], want)
+					}
+				}
 			}
 		}
 	}
