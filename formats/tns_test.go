@@ -183,6 +183,14 @@ func TestTNSMoreErrors(t *testing.T) {
 		{"index 2^32+1", "1 4294967297 1\n", "e.tns:1: mode 2: expected an index of at most " + maxDimText + ", found \"4294967297\""},
 		{"huge index", "99999999999999999999999 1 1\n", "e.tns:1: mode 1: expected an index of at most " + maxDimText},
 		{"float index", "1.5 1 1\n", "e.tns:1: mode 1: expected an integer index, found \"1.5\""},
+		// Indices after the first are read by a one-pass fast path; what
+		// it does not take gets the general path's message.
+		{"float index, mode 2", "1 2.5 1\n", "e.tns:1: mode 2: expected an integer index, found \"2.5\""},
+		{"negative index, mode 3", "1 1 -2 1\n", "e.tns:1: mode 3: expected a positive 1-based index, found \"-2\""},
+		{"comment glued to an index", "1 2#x 1\n", "e.tns:1: mode 2: expected an integer index, found \"2#x\""},
+		{"above the declared dim, mode 2", "2\n3 4\n1 5 1\n", "e.tns:3: mode 2: expected an index of at most 4 (the declared dim), found 5"},
+		{"at the declared dim, mode 2", "2\n3 4\n1 4 1\n", ""},
+		{"eleven digits, mode 2", "1 00000000001 1\n", ""},
 		{"nan lower", "1 1 nan\n", "e.tns:1: value: expected a finite value, found \"nan\""},
 		{"inf", "1 1 inf\n", "e.tns:1: value: expected a finite value, found \"inf\""},
 		{"+Infinity", "1 1 +Infinity\n", "e.tns:1: value: expected a finite value, found \"+Infinity\""},
