@@ -11,7 +11,7 @@ import (
 
 // spaces has bit c set for each byte c that separates fields: ' ', '\t',
 // '\v', '\f' and '\r'.
-const spaces = 1<<' ' | 1<<'\t' | 1<<'\v' | 1<<'\f' | 1<<'\r'
+const spaces uint64 = 1<<' ' | 1<<'\t' | 1<<'\v' | 1<<'\f' | 1<<'\r'
 
 // isSpace reports whether c separates fields. One comparison settles
 // every byte above ' ', as digits are: the scanners call it on every byte
