@@ -24,9 +24,19 @@ func (t *COO) SortBy(modes ...int) error {
 	if err := checkModes(modes, t.Order(), false); err != nil {
 		return err
 	}
+	if inds, vals := t.sorted(modes); inds != nil {
+		copy(t.Inds, inds)
+		t.Vals = vals
+	}
+	return nil
+}
+
+// sorted returns t's index arrays, mode by mode, and its values, sorted
+// stably by modes, or nil where t is in that order already.
+func (t *COO) sorted(modes []int) ([][]uint32, []float32) {
 	lead := t.sortLead(modes)
 	if lead == 0 || t.NNZ() < 2 {
-		return nil
+		return nil, nil
 	}
 	// The modes not listed follow, in increasing order, below the sort
 	// key: only modes[:lead] are sorted by, and ties keep their order.
@@ -36,12 +46,12 @@ func (t *COO) SortBy(modes ...int) error {
 			all = append(all, m)
 		}
 	}
-	inds, vals := t.sortedArrays(all, lead, false)
+	byOrder, vals := t.sortedArrays(all, lead, false)
+	inds := make([][]uint32, t.Order())
 	for j, m := range all {
-		t.Inds[m] = inds[j]
+		inds[m] = byOrder[j]
 	}
-	t.Vals = vals
-	return nil
+	return inds, vals
 }
 
 // Sort sorts t by modes 0, 1, ..., N-1.
@@ -224,15 +234,14 @@ func (t *COO) sortedArrays(modes []int, lead int, near bool) ([][]uint32, []floa
 	return inds, vals
 }
 
-// sortedCopy returns a copy of t sorted by modes, a permutation of t's
-// modes.
+// sortedCopy returns a copy of t sorted stably by modes: SortBy of a
+// clone, without copying the arrays the sort replaces.
 func (t *COO) sortedCopy(modes []int) *COO {
-	inds, vals := t.sortedArrays(modes, t.sortLead(modes), false)
-	c := &COO{Dims: slices.Clone(t.Dims), Inds: make([][]uint32, t.Order()), Vals: vals}
-	for j, m := range modes {
-		c.Inds[m] = inds[j]
+	inds, vals := t.sorted(modes)
+	if inds == nil {
+		return t.Clone()
 	}
-	return c
+	return &COO{Dims: slices.Clone(t.Dims), Inds: inds, Vals: vals}
 }
 
 // identityPerm returns 0, 1, ..., n-1.
@@ -523,25 +532,28 @@ func (t *COO) Duplicates() int {
 		}
 		dups[c] = dup
 	})
-	if !slices.Contains(unsorted, true) {
-		total := 0
-		for _, d := range dups {
-			total += d
+	if slices.Contains(unsorted, true) {
+		all := make([]int, t.Order())
+		width := 0
+		for m := range all {
+			all[m] = m
+			width += ModeBits(t.Dims[m])
 		}
-		return total
-	}
-	all := make([]int, t.Order())
-	total := 0
-	for m := range all {
-		all[m] = m
-		total += ModeBits(t.Dims[m])
-	}
-	if total <= 64 {
+		if width > 64 {
+			perm := t.sortPerm(all)
+			dup := 0
+			for k := 1; k < n; k++ {
+				if t.sameCoord(int(perm[k-1]), int(perm[k])) {
+					dup++
+				}
+			}
+			return dup
+		}
 		// Every coordinate fits one word: sort the words alone and count
 		// equal neighbours in sequence.
 		words := make([]uint64, n)
 		parallelChunks(n, w, func(_, lo, hi int) { t.pack(words, lo, hi, all) })
-		radixSort(words, nil, make([]uint64, n), nil, total)
+		radixSort(words, nil, make([]uint64, n), nil, width)
 		parallelChunks(n, w, func(c, lo, hi int) {
 			dup := 0
 			for k := max(lo, 1); k < hi; k++ {
@@ -551,20 +563,12 @@ func (t *COO) Duplicates() int {
 			}
 			dups[c] = dup
 		})
-		sum := 0
-		for _, d := range dups {
-			sum += d
-		}
-		return sum
 	}
-	perm := t.sortPerm(all)
-	dup := 0
-	for k := 1; k < n; k++ {
-		if t.sameCoord(int(perm[k-1]), int(perm[k])) {
-			dup++
-		}
+	total := 0
+	for _, d := range dups {
+		total += d
 	}
-	return dup
+	return total
 }
 
 // SumDuplicates is Dedup when t has duplicate coordinates, and leaves t
