@@ -51,16 +51,14 @@ func NewFiberMatrix(t *COO, mode, sliceMode int) (*FiberMatrix, error) {
 	nnz := t.NNZ()
 	w := workers(nnz, 1<<15)
 	// A tensor sorted by modes 0..N-1 needs sorting by the lead modes
-	// only (sortedLead). If the slicing mode is mode 0 as well, the sort
-	// moves nonzeros only within each slice, which is contiguous in t:
-	// where slices are short enough to stay in cache, gathering through
-	// the permutation reads nearby memory (sortedArrays).
-	inOrder := t.naturallySorted()
-	lead := len(order)
-	if inOrder {
-		lead = sortedLead(order, t.Order())
-	}
-	near := inOrder && order[0] == 0 && nnz/max(t.Dims[0], 1) <= 1<<15
+	// only (sortLead; its lead is then always shorter than the order,
+	// whose last mode follows the others). If the slicing mode is mode 0
+	// as well, the sort moves nonzeros only within each slice, which is
+	// contiguous in t: where slices are short enough to stay in cache,
+	// gathering through the permutation reads nearby memory
+	// (sortedArrays).
+	lead := t.sortLead(order)
+	near := lead < len(order) && order[0] == 0 && nnz/max(t.Dims[0], 1) <= 1<<15
 	// fiber[j] is the index of FiberModes[j] of every nonzero in order:
 	// t's own arrays where t is in order.
 	var fiber [][]uint32
