@@ -223,24 +223,10 @@ func parseTNSBlock(buf []byte, first int, name string, hdr tnsHeader) *tnsChunk 
 		}
 		for m := 0; m < order; m++ {
 			if m > 0 {
-				// The common field, read in one pass: digits, then a
-				// separator or the end. Anything else (a sign, a
-				// comment, too many digits, an index out of range) takes
-				// the general path below for its message.
-				p := fp
-				for p < len(text) && isSpace(text[p]) {
-					p++
-				}
-				start, v := p, uint64(0)
-				for ; p < len(text) && p-start <= 10; p++ {
-					d := text[p] - '0'
-					if d > 9 {
-						break
-					}
-					v = v*10 + uint64(d)
-				}
-				if p > start && p-start <= 10 && (p == len(text) || isSpace(text[p])) && v >= 1 && v <= limit[m] {
-					idx[m], fp = uint32(v-1), p
+				// The common field in one pass; anything else takes the
+				// general path below for its message.
+				if i, next, ok := scanIndex(text, fp, limit[m]); ok {
+					idx[m], fp = i, next
 					continue
 				}
 				f, fp = nextField(text, fp)

@@ -69,6 +69,31 @@ func parseIndex(f []byte) (uint32, string) {
 	return uint32(v - 1), ""
 }
 
+// scanIndex reads the common index field of line at or after pos in one
+// pass, where nextField and parseIndex take two: separators, then at most
+// ten digits making an index from 1 to limit, then a separator or the end.
+// It returns the index 0-based and the position after it, or false for
+// anything else (a sign, a comment, more digits, an index out of range),
+// which the two-pass path words as an error or, for leading zeros past
+// ten digits, accepts.
+func scanIndex(line []byte, pos int, limit uint64) (uint32, int, bool) {
+	for pos < len(line) && isSpace(line[pos]) {
+		pos++
+	}
+	start, v := pos, uint64(0)
+	for ; pos < len(line) && pos-start <= 10; pos++ {
+		d := line[pos] - '0'
+		if d > 9 {
+			break
+		}
+		v = v*10 + uint64(d)
+	}
+	if pos == start || pos-start > 10 || pos < len(line) && !isSpace(line[pos]) || v < 1 || v > limit {
+		return 0, 0, false
+	}
+	return uint32(v - 1), pos, true
+}
+
 // pow10 holds the powers of ten that float64 represents exactly.
 var pow10 = [...]float64{1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10,
 	1e11, 1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22}
