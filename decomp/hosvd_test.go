@@ -101,13 +101,7 @@ func TestHOSVDUnusedIndices(t *testing.T) {
 // parts than F has columns with entries.
 func TestFiberProducts(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
-	x, err := formats.NewCOO([]int{40, 30, 20}, 3000)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for range 3000 {
-		x.Append([]uint32{uint32(rng.IntN(40)), uint32(rng.IntN(30)), uint32(rng.IntN(20))}, float32(rng.NormFloat64()))
-	}
+	x := randomSparse([]int{40, 30, 20}, 0.125, 5)
 	fm, err := formats.NewFiberMatrix(x, 0, 1)
 	if err != nil {
 		t.Fatal(err)
