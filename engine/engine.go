@@ -21,6 +21,10 @@ const (
 	SourceCached    = "cached"    // a measured decision for this tensor (Options.Decisions)
 	SourcePredicted = "predicted" // Options.Predictor ranked it first
 	SourceMeasured  = "measured"  // timed on the device: the model has no head for its class
+	// SourceOneRun is the CPU's COO kernel run on the tensor in the order
+	// it came, with no conversion, in a call that runs once
+	// (Engine.MTTKRP): see Plan's doc.
+	SourceOneRun = "one-run"
 )
 
 // CachedPredictors are the predictor keys whose decisions the engine takes

@@ -164,7 +164,7 @@ func checkAllSplits(t *testing.T, name string, x *formats.COO, R int) {
 					if err != nil {
 						t.Fatalf("%s: %v", what, err)
 					}
-					checkResult(t, what, res, base, want, s)
+					checkResult(t, what, op, res, base, want, s)
 				}
 			}
 		}
@@ -173,7 +173,7 @@ func checkAllSplits(t *testing.T, name string, x *formats.COO, R int) {
 
 // checkResult holds a split run to the CPU-only run and the reference, and
 // checks its report adds up.
-func checkResult(t *testing.T, what string, res, base *Result, want []float64, s hetero.Strategy) {
+func checkResult(t *testing.T, what string, op hetero.Op, res, base *Result, want []float64, s hetero.Strategy) {
 	t.Helper()
 	if res.Strategy != s {
 		t.Errorf("%s: ran split %s", what, res.Strategy)
@@ -210,8 +210,19 @@ func checkResult(t *testing.T, what string, res, base *Result, want []float64, s
 			t.Errorf("%s: the cpu computed %d nonzeros", what, res.Devices[0].NNZ)
 		}
 	}
-	if res.FormatSource != SourcePredicted {
-		t.Errorf("%s: format source %q, expected predicted", what, res.FormatSource)
+	// A single MTTKRP call runs the CPU's share as it is, with the COO
+	// kernel; everything else is predicted.
+	for i, d := range res.Devices {
+		want := SourcePredicted
+		if op == hetero.MTTKRP && i == 0 {
+			want = SourceOneRun
+		}
+		if d.FormatSource != "" && d.FormatSource != want || d.NNZ > 0 && d.FormatSource == "" {
+			t.Errorf("%s: %s's format source %q, expected %s", what, d.Device, d.FormatSource, want)
+		}
+		if d.FormatSource == SourceOneRun && d.Format != "coo" {
+			t.Errorf("%s: %s ran %s in place, expected coo", what, d.Device, d.Format)
+		}
 	}
 }
 
@@ -567,19 +578,32 @@ func TestCachedDecision(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A plan, which runs many times, takes the cached decision; a single
+	// call (Engine.MTTKRP) runs the tensor as it is on the CPU whatever
+	// the cache says.
+	for _, tc := range []struct {
+		mode           int
+		format, source string
+	}{
+		{1, "hicoo", SourceCached},
+		{0, "", SourcePredicted},
+	} {
+		p, err := e.PlanMTTKRP(context.Background(), x, tc.mode, 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := p.Report().Devices[0]
+		p.Close()
+		if r.FormatSource != tc.source || tc.format != "" && r.Format != tc.format {
+			t.Errorf("mode %d: planned %s (%s), expected %q (%s)", tc.mode+1, r.Format, r.FormatSource, tc.format, tc.source)
+		}
+	}
 	res, _, err := runOp(context.Background(), e, hetero.MTTKRP, x, 1, 3, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r := res.Devices[0]; r.Format != "hicoo" || r.FormatSource != SourceCached {
-		t.Errorf("mode 2: ran %s (%s), expected the cached hicoo", r.Format, r.FormatSource)
-	}
-	res, _, err = runOp(context.Background(), e, hetero.MTTKRP, x, 0, 3, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if r := res.Devices[0]; r.FormatSource != SourcePredicted {
-		t.Errorf("mode 1 (not cached): format source %s", r.FormatSource)
+	if r := res.Devices[0]; r.Format != "coo" || r.FormatSource != SourceOneRun {
+		t.Errorf("mode 2, one call: ran %s (%s), expected coo (%s)", r.Format, r.FormatSource, SourceOneRun)
 	}
 }
 
@@ -867,5 +891,49 @@ func TestUsePicks(t *testing.T) {
 	rec, rep = plan(x, &other)
 	if !sameSample(rec.summaries[0]) || rep.PredictSeconds >= time.Hour.Seconds() {
 		t.Errorf("another tensor's picks: same sample %v, predict_seconds %v", sameSample(rec.summaries[0]), rep.PredictSeconds)
+	}
+}
+
+// TestOneRunInPlace: a single MTTKRP call runs the CPU's COO kernel on the
+// tensor as it is, unless its private output copies would take more
+// memory than a converted copy of the tensor; forced formats and plans
+// are left alone.
+func TestOneRunInPlace(t *testing.T) {
+	rng := rand.New(rand.NewPCG(4, 4))
+	const R = 8
+	for _, tc := range []struct {
+		name   string
+		dims   []int
+		nnz    int
+		mode   int
+		opts   Options
+		format string
+		source string
+	}{
+		{"unsorted", []int{300, 200, 100}, 40000, 1, Options{}, "coo", SourceOneRun},
+		// Two parts: one private copy of 200,000 rows of 8 floats (6.4
+		// MB) against 20,000 nonzeros of 16 bytes.
+		{"output too tall", []int{200000, 5, 5}, 20000, 0, Options{}, "", SourcePredicted},
+		{"forced", []int{300, 200, 100}, 40000, 1, Options{Format: "csf"}, "csf", SourceForced},
+	} {
+		x := randomTensor(rng, tc.dims, tc.nnz)
+		e, err := New([]hetero.Device{hetero.NewCPU(2)}, tc.opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, factors, err := runOp(context.Background(), e, hetero.MTTKRP, x, tc.mode, R, 5)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		d := res.Devices[0]
+		if d.FormatSource != tc.source || tc.format != "" && d.Format != tc.format {
+			t.Errorf("%s: ran %s (%s), expected %q (%s)", tc.name, d.Format, d.FormatSource, tc.format, tc.source)
+		}
+		if e := relErr(res.Y.Data, reference(t, hetero.MTTKRP, x, tc.mode, res, factors)); e > 1e-4 {
+			t.Errorf("%s: relative error %.2e against the reference", tc.name, e)
+		}
+		if tc.source == SourceOneRun && res.PredictSeconds != 0 {
+			t.Errorf("%s: in place, yet predicted for %gs", tc.name, res.PredictSeconds)
+		}
 	}
 }

@@ -123,8 +123,14 @@ func placeholders(dims []int, rank int, modes []int) []*kernels.Matrix {
 // between the devices, so each computes whole rows of M and no row is
 // summed across devices; Result.Y is M, Dims[mode] x R.
 //
-// MTTKRP is PlanMTTKRP, one Run and Close: a caller running the same mode
-// again with new factors keeps the plan instead.
+// MTTKRP is PlanMTTKRP, one Run and Close, with one difference: the CPU
+// runs its share with the COO kernel on the nonzeros in the order they
+// came (format source SourceOneRun), not in a format converted for it,
+// since any conversion costs many runs of the kernel it would speed up.
+// A forced format (Options.Format) is honoured, and an output mode so
+// tall that the kernel's private output copies would outweigh the tensor
+// converts as a plan does. A caller running the same mode again with new
+// factors keeps a plan instead.
 func (e *Engine) MTTKRP(ctx context.Context, x *formats.COO, mode int, factors []*kernels.Matrix) (*Result, error) {
 	start := time.Now()
 	if err := checkInput(x, mode); err != nil {
@@ -219,6 +225,9 @@ func (e *Engine) planMTTKRP(ctx context.Context, x *formats.COO, mode, rank int,
 	b := newMTTKRPBinder(x, mode, operands, rank)
 	p := &Plan{e: e, op: hetero.MTTKRP, mode: mode, rank: rank, dims: slices.Clone(x.Dims), nnz: x.NNZ(), b: b,
 		outRows: x.Dims[mode], operands: operands, sliceNNZ: b.sliceNNZ, once: once}
+	b.inPlace = once && e.opts.Format == "" &&
+		kernels.COOPrivateBytes(x.NNZ(), x.Dims[mode], rank, e.cpu.Info().ComputeUnits) <= x.Bytes()
+	p.inPlace = b.inPlace
 	if _, err := e.newPlan(ctx, x, p, in, start); err != nil {
 		return nil, fmt.Errorf("mttkrp mode %d: %w", mode+1, err)
 	}
@@ -394,6 +403,9 @@ type mttkrpBinder struct {
 	// direct is the output of a piece holding every slice, as for
 	// ttmBinder.
 	direct *kernels.Matrix
+	// inPlace says the CPU's pieces run the COO kernel on their nonzeros
+	// as they are, with no sorted copy (a plan run once: see Plan).
+	inPlace bool
 }
 
 func (p *mttkrpBinder) setOut(out *kernels.Matrix) {
@@ -477,9 +489,14 @@ func (p *mttkrpBinder) bind(d hetero.Device, ids []int, format string) (*bound, 
 			sub.Vals = append(sub.Vals, x.Vals[k])
 		}
 	}
-	f, err := formats.NewTensorFormat(sub, format, p.mode)
-	if err != nil {
-		return nil, err
+	// The piece's nonzeros come grouped by output index, as a rooted COO
+	// has them: in place, the COO kernel runs them as they are.
+	var f formats.TensorFormat = sub
+	var err error
+	if !p.runsInPlace(d, format) {
+		if f, err = formats.NewTensorFormat(sub, format, p.mode); err != nil {
+			return nil, err
+		}
 	}
 	b := &bound{format: format, convert: time.Since(start)}
 	out := kernels.NewMatrix(len(ids), p.rank)
@@ -501,17 +518,27 @@ func (p *mttkrpBinder) bind(d hetero.Device, ids []int, format string) (*bound, 
 // bindWhole binds the whole tensor, output mode as it is, writing into
 // the run's output.
 func (p *mttkrpBinder) bindWhole(d hetero.Device, format string, start time.Time) (*bound, error) {
-	f, err := formats.NewTensorFormat(p.x, format, p.mode)
-	if err != nil {
-		return nil, err
+	var f formats.TensorFormat = p.x
+	if !p.runsInPlace(d, format) {
+		var err error
+		if f, err = formats.NewTensorFormat(p.x, format, p.mode); err != nil {
+			return nil, err
+		}
 	}
 	b := &bound{format: format, convert: time.Since(start), gather: func() {}}
 	start = time.Now()
+	var err error
 	if b.job, err = d.MTTKRP(f, p.mode, p.factors, p.direct); err != nil {
 		return nil, err
 	}
 	b.setup = time.Since(start)
 	return b, nil
+}
+
+// runsInPlace reports whether the device runs format on a piece's
+// nonzeros as they are: the CPU's COO in a plan run once.
+func (p *mttkrpBinder) runsInPlace(d hetero.Device, format string) bool {
+	return p.inPlace && format == "coo" && d.Info().Kind == hetero.CPU
 }
 
 // gatherParts is how many goroutines copy a piece's floats into the

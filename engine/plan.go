@@ -64,8 +64,11 @@ type Plan struct {
 	// once says the plan runs once (TTM, MTTKRP): binding its tensor on
 	// the accelerator is then part of the one run's cost, which the
 	// split weighs; a plan run many times keeps the tensor there.
-	once   bool
-	report PlanReport
+	once bool
+	// inPlace says the CPU runs this one-run MTTKRP's nonzeros as they
+	// are, with the COO kernel, rather than the chosen format's copy.
+	inPlace bool
+	report  PlanReport
 
 	mu     sync.Mutex
 	closed bool
@@ -240,7 +243,12 @@ func (e *Engine) newPlan(ctx context.Context, x *formats.COO, p *Plan, in *input
 	var predict time.Duration
 	for s, sd := range p.sides {
 		dev := sd.dev
-		sd.decide = func() (choice, time.Duration, []string, error) { return e.choose(in, p.op, p.mode, dev) }
+		sd.decide = func() (choice, time.Duration, []string, error) {
+			if p.inPlace && dev.Info().Kind == hetero.CPU {
+				return choice{formats: []string{"coo"}, source: SourceOneRun}, 0, nil, nil
+			}
+			return e.choose(in, p.op, p.mode, dev)
+		}
 		// Under dynamic either side may pull any chunk.
 		dealt := split.Strategy == hetero.SplitDynamic
 		for i, n := range p.pieceNNZ {

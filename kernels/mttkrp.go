@@ -91,16 +91,23 @@ const (
 // parallel paths on small tensors.
 var minPartNNZ = 1 << 13
 
-// runChanges counts the places where ind changes value: len(ind) minus
-// changes is how many nonzeros continue a run.
-func runChanges(ind []uint32) int {
-	c := 0
-	for k := 1; k < len(ind); k++ {
-		if ind[k] != ind[k-1] {
-			c++
-		}
+// rowSpanChanges returns the smallest interval [lo, hi) holding every
+// index in ind ([0, 0) if ind is empty) and how many times ind changes
+// value: len(ind) minus changes is how many nonzeros continue a run.
+func rowSpanChanges(ind []uint32) (lo, hi, changes int) {
+	if len(ind) == 0 {
+		return 0, 0, 0
 	}
-	return c
+	mn, mx, prev := ind[0], ind[0], ind[0]
+	for _, i := range ind {
+		mn = min(mn, i)
+		mx = max(mx, i)
+		if i != prev {
+			changes++
+		}
+		prev = i
+	}
+	return int(mn), int(mx) + 1, changes
 }
 
 // shortRuns reports whether runs of equal output index average fewer than

@@ -58,8 +58,8 @@ func NewALTOMTTKRP(x *formats.ALTO, mode, rank, threads int) (*MTTKRP, error) {
 		k.segments(t, func(b, a, c int) {
 			e := &x.Modes[mode]
 			decodeALTO(e, buf[:c-a], x.Lin[a:c], blockBase(x, e, b))
-			l, h := rowSpan(buf[:c-a])
-			changes += runChanges(buf[:c-a]) + 1
+			l, h, ch := rowSpanChanges(buf[:c-a])
+			changes += ch + 1
 			lo[t], hi[t] = min(lo[t], l), max(hi[t], h)
 		})
 	}

@@ -2,8 +2,10 @@ package kernels
 
 import (
 	"fmt"
+	"runtime"
 
 	"github.com/sparsetune/sparsetune/formats"
+	"github.com/sparsetune/sparsetune/internal/par"
 )
 
 // cooMTTKRP is the COO kernel: part t owns nonzeros [start[t], start[t+1]).
@@ -47,27 +49,38 @@ func NewCOOMTTKRP(x *formats.COO, mode, rank, threads int) (*MTTKRP, error) {
 		k.start[t] = s
 	}
 	k.start[p.parts] = n
-	for t := range p.parts {
-		lo[t], hi[t] = rowSpan(out[k.start[t]:k.start[t+1]])
+	// One pass over each part's output indices, the parts in parallel:
+	// a one-run MTTKRP (engine) builds this plan on a tensor of millions
+	// of nonzeros for a single run.
+	changes := make([]int, p.parts)
+	par.Range(p.parts, p.parts, func(t, _, _ int) {
+		a, b := k.start[t], k.start[t+1]
+		lo[t], hi[t], changes[t] = rowSpanChanges(out[a:b])
+		if a > 0 && a < b && out[a] != out[a-1] {
+			changes[t]++
+		}
+	})
+	total := 0
+	for _, c := range changes {
+		total += c
 	}
-	p.scatter = shortRuns(runChanges(out), n)
+	p.scatter = shortRuns(total, n)
 	p.kernel = k
 	p.placeRows(lo, hi)
 	return p, nil
 }
 
-// rowSpan returns the smallest interval [lo, hi) holding every index in
-// ind ([0, 0) if ind is empty).
-func rowSpan(ind []uint32) (lo, hi int) {
-	if len(ind) == 0 {
-		return 0, 0
+// COOPrivateBytes returns the most memory NewCOOMTTKRP holds in private
+// output copies for nnz nonzeros in no particular order along a mode of
+// rows indices, at rank R on threads goroutines (0 for GOMAXPROCS): one
+// copy of the output per part beyond the first. A COO sorted by the mode
+// holds none.
+func COOPrivateBytes(nnz, rows, rank, threads int) int64 {
+	if threads <= 0 {
+		threads = runtime.GOMAXPROCS(0)
 	}
-	mn, mx := ind[0], ind[0]
-	for _, i := range ind {
-		mn = min(mn, i)
-		mx = max(mx, i)
-	}
-	return int(mn), int(mx) + 1
+	parts := max(1, min(threads, nnz/minPartNNZ))
+	return 4 * int64(parts-1) * int64(rows) * int64(rank)
 }
 
 func (k *cooMTTKRP) compute(p *MTTKRP, t int, dst []float32, rowBase int) {

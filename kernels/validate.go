@@ -2,8 +2,11 @@ package kernels
 
 import (
 	"fmt"
+	"runtime"
+	"slices"
 
 	"github.com/sparsetune/sparsetune/formats"
+	"github.com/sparsetune/sparsetune/internal/par"
 )
 
 // The vector inner loops are assembly and do not check bounds, and the Go
@@ -16,13 +19,42 @@ import (
 // checkIndex returns an error naming the first index of ind not below
 // bound.
 func checkIndex(what string, ind []uint32, bound int) error {
+	if len(ind) == 0 || uint64(largest(ind)) < uint64(bound) {
+		return nil
+	}
 	b := uint64(bound)
 	for k, i := range ind {
 		if uint64(i) >= b {
 			return fmt.Errorf("%s %d at position %d is out of range (bound %d)", what, i, k, bound)
 		}
 	}
-	return nil
+	panic("unreachable: an index at least the bound was found and then not")
+}
+
+// largest returns the largest of ind (0 if it is empty). Its chunks run in
+// parallel with four running maxima each: with no branch on the indices
+// the loop is bound by memory, where a loop returning at the first bad
+// index ran at about a third of that (the indices of a 7 M-nonzero tensor
+// were 18 ms of a one-run MTTKRP on two cores). The offender, if any, is
+// then found by a second, serial pass.
+func largest(ind []uint32) uint32 {
+	const grain = 1 << 16
+	parts := max(1, min(runtime.GOMAXPROCS(0), len(ind)/grain))
+	most := make([]uint32, parts)
+	par.Range(len(ind), parts, func(t, lo, hi int) {
+		var m0, m1, m2, m3 uint32
+		c := ind[lo:hi]
+		k := 0
+		for ; k+4 <= len(c); k += 4 {
+			q := c[k : k+4 : k+4]
+			m0, m1, m2, m3 = max(m0, q[0]), max(m1, q[1]), max(m2, q[2]), max(m3, q[3])
+		}
+		for _, i := range c[k:] {
+			m0 = max(m0, i)
+		}
+		most[t] = max(m0, m1, m2, m3)
+	})
+	return slices.Max(most)
 }
 
 // checkPointers checks that ptr (len n+1) is nondecreasing and ends at most

@@ -18,8 +18,12 @@ tensor along mode n (1-based), with dense factors A_m (Iₘ x R) drawn from
 --seed, the way package engine does it: the slices of mode n are split
 between the CPU and the accelerator (--split, as for ttm), so each device
 computes whole rows of M; each device runs its format (--format forces
-one; auto takes a measured decision for this tensor, else the rule's
+one; auto takes a measured decision for this tensor, else the model's
 prediction for the device); both run at once and the rows are gathered.
+A single run (no --repeat) under auto runs the CPU's share in place,
+with the COO kernel on the nonzeros as read (format source one-run):
+converting to the predicted format costs many runs of its kernel, and
+pays only when the plan runs again (--repeat K, cpd).
 
 An accelerator that fails, or has no kernel for the format, has its
 slices redone on the CPU, with a warning: the result is still exact.
