@@ -422,11 +422,7 @@ func (p *mttkrpBinder) setOut(out *kernels.Matrix) {
 func newMTTKRPBinder(x *formats.COO, mode int, factors []*kernels.Matrix, R int) *mttkrpBinder {
 	p := &mttkrpBinder{x: x, mode: mode, factors: factors, rank: R, direct: kernels.NewMatrix(x.Dims[mode], R)}
 	p.factors[mode] = nil // the output mode is renumbered per chunk; no kernel reads its factor
-	count := make([]int, x.Dims[mode])
-	ind := x.Inds[mode]
-	for _, i := range ind {
-		count[i]++
-	}
+	count := countIndices(x.Inds[mode], x.Dims[mode])
 	p.ptr = []int{0}
 	for i, c := range count {
 		if c == 0 {
@@ -438,6 +434,34 @@ func newMTTKRPBinder(x *formats.COO, mode int, factors []*kernels.Matrix, R int)
 		p.ptr = append(p.ptr, p.ptr[len(p.ptr)-1]+c)
 	}
 	return p
+}
+
+// countIndices returns how many times each index below dim occurs in ind.
+// Chunks count into counts of their own, in parallel, where dim is small
+// next to the chunks (the sum of the counts costs a pass over dim per
+// chunk): the serial count was a fifth of a one-run MTTKRP's preparation
+// at 7 M nonzeros.
+func countIndices(ind []uint32, dim int) []int {
+	const grain = 1 << 16
+	parts := max(1, min(runtime.GOMAXPROCS(0), len(ind)/grain, len(ind)/max(dim, 1)/4))
+	counts := make([][]int, parts)
+	par.Range(len(ind), parts, func(p, lo, hi int) {
+		c := make([]int, dim)
+		for _, i := range ind[lo:hi] {
+			c[i]++
+		}
+		counts[p] = c
+	})
+	if len(ind) == 0 {
+		return make([]int, dim)
+	}
+	total := counts[0]
+	for _, c := range counts[1:] {
+		for i, v := range c {
+			total[i] += v
+		}
+	}
+	return total
 }
 
 // order returns the positions of x's nonzeros grouped by output index, in

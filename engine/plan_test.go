@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -487,6 +488,23 @@ func TestPlanTTMInPlace(t *testing.T) {
 		}
 		if err := p.Close(); err != nil {
 			t.Error(err)
+		}
+	}
+}
+
+// TestCountIndices holds the chunked count to a serial one, on both sides
+// of the sizes where chunks count apart.
+func TestCountIndices(t *testing.T) {
+	rng := rand.New(rand.NewPCG(6, 7))
+	for _, tc := range []struct{ n, dim int }{{0, 5}, {1, 1}, {1000, 10}, {1 << 18, 7}, {1 << 18, 1 << 10}, {1 << 18, 1 << 17}, {3<<17 + 5, 1000}} {
+		ind := make([]uint32, tc.n)
+		want := make([]int, tc.dim)
+		for k := range ind {
+			ind[k] = uint32(rng.IntN(tc.dim))
+			want[ind[k]]++
+		}
+		if got := countIndices(ind, tc.dim); !slices.Equal(got, want) {
+			t.Errorf("%d indices below %d: counts differ from a serial count", tc.n, tc.dim)
 		}
 	}
 }

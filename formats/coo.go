@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"unsafe"
 )
 
 // COO is a sparse tensor in coordinate format, stored as structure of arrays.
@@ -76,27 +77,38 @@ func (t *COO) Validate() error {
 	if err := checkFormatInput(t); err != nil {
 		return err
 	}
-	// The values in parallel chunks, as checkFormatInput checks the
-	// indices (the engine validates every input, a pass over all of it);
-	// the first bad value is reported, as a pass in order would.
-	n := len(t.Vals)
+	// The values as checkFormatInput checks the indices (the engine
+	// validates every input, a pass over all of it): a value is finite
+	// unless its exponent bits are all set, so the largest exponent field
+	// tells whether any is not, in parallel and without a branch per
+	// value; only then is the first bad value looked for, and reported.
+	words := unsafe.Slice((*uint32)(unsafe.Pointer(unsafe.SliceData(t.Vals))), len(t.Vals))
+	n := len(words)
 	w := workers(n, 1<<16)
-	bad := make([]int, w) // first bad nonzero of each chunk, -1 for none
-	parallelChunks(n, w, func(c, lo, hi int) {
-		bad[c] = -1
-		for k, v := range t.Vals[lo:hi] {
-			if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
-				bad[c] = lo + k
-				return
-			}
-		}
-	})
-	for _, k := range bad {
-		if k >= 0 {
-			return fmt.Errorf("nonzero %d: value must be finite, found %v", k, t.Vals[k])
-		}
+	most := make([]uint32, w)
+	parallelChunks(n, w, func(c, lo, hi int) { most[c] = maxExponent(words[lo:hi]) })
+	if slices.Max(most) < expMask {
+		return nil
 	}
-	return nil
+	k := slices.IndexFunc(t.Vals, func(v float32) bool { return math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) })
+	return fmt.Errorf("nonzero %d: value must be finite, found %v", k, t.Vals[k])
+}
+
+// expMask is a float32's exponent field: all set for infinities and NaNs.
+const expMask = 0x7f800000
+
+// maxExponent returns the largest exponent field of the float32 bits in a.
+func maxExponent(a []uint32) uint32 {
+	var m0, m1, m2, m3 uint32
+	k := 0
+	for ; k+4 <= len(a); k += 4 {
+		q := a[k : k+4 : k+4]
+		m0, m1, m2, m3 = max(m0, q[0]&expMask), max(m1, q[1]&expMask), max(m2, q[2]&expMask), max(m3, q[3]&expMask)
+	}
+	for _, v := range a[k:] {
+		m0 = max(m0, v&expMask)
+	}
+	return max(m0, m1, m2, m3)
 }
 
 // Equal reports whether t and u have the same dims and the same nonzeros in

@@ -3,6 +3,8 @@ package formats
 import (
 	"fmt"
 	"slices"
+
+	"github.com/sparsetune/sparsetune/internal/par"
 )
 
 // CSF is a tensor in compressed sparse fiber format (Smith and Karypis): a
@@ -51,24 +53,15 @@ func checkFormatInput(t *COO) error {
 			return fmt.Errorf("mode %d has %d indices for %d values", m+1, len(ind), n)
 		}
 	}
-	w := workers(n, 1<<16)
-	bad := make([]int, w) // first bad nonzero of each chunk, -1 for none
+	// The largest index first (in parallel, without a branch per index);
+	// only a mode that fails looks for its first offender.
 	for m, ind := range t.Inds {
 		dim := uint64(t.Dims[m])
-		parallelChunks(n, w, func(c, lo, hi int) {
-			bad[c] = -1
-			for k := lo; k < hi; k++ {
-				if uint64(ind[k]) >= dim {
-					bad[c] = k
-					return
-				}
-			}
-		})
-		for _, k := range bad {
-			if k >= 0 {
-				return fmt.Errorf("nonzero %d: mode %d index %d (1-based) exceeds dim %d", k, m+1, uint64(ind[k])+1, dim)
-			}
+		if n == 0 || uint64(par.MaxUint32(ind)) < dim {
+			continue
 		}
+		k := slices.IndexFunc(ind, func(i uint32) bool { return uint64(i) >= dim })
+		return fmt.Errorf("nonzero %d: mode %d index %d (1-based) exceeds dim %d", k, m+1, uint64(ind[k])+1, dim)
 	}
 	return nil
 }

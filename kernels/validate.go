@@ -2,8 +2,6 @@ package kernels
 
 import (
 	"fmt"
-	"runtime"
-	"slices"
 
 	"github.com/sparsetune/sparsetune/formats"
 	"github.com/sparsetune/sparsetune/internal/par"
@@ -14,12 +12,14 @@ import (
 // rather than by package formats) gives an error instead of a memory fault
 // or a silently wrong result, every plan constructor checks, once, that the
 // format's arrays are consistent and every index is below its dim. It is
-// one pass over the arrays, small next to building the format.
+// one pass over the arrays, in parallel: small next to building a format,
+// and a tenth of a one-run MTTKRP (engine), which builds none.
 
 // checkIndex returns an error naming the first index of ind not below
-// bound.
+// bound. It looks for that index only once the largest index
+// (par.MaxUint32) says there is one.
 func checkIndex(what string, ind []uint32, bound int) error {
-	if len(ind) == 0 || uint64(largest(ind)) < uint64(bound) {
+	if len(ind) == 0 || uint64(par.MaxUint32(ind)) < uint64(bound) {
 		return nil
 	}
 	b := uint64(bound)
@@ -29,32 +29,6 @@ func checkIndex(what string, ind []uint32, bound int) error {
 		}
 	}
 	panic("unreachable: an index at least the bound was found and then not")
-}
-
-// largest returns the largest of ind (0 if it is empty). Its chunks run in
-// parallel with four running maxima each: with no branch on the indices
-// the loop is bound by memory, where a loop returning at the first bad
-// index ran at about a third of that (the indices of a 7 M-nonzero tensor
-// were 18 ms of a one-run MTTKRP on two cores). The offender, if any, is
-// then found by a second, serial pass.
-func largest(ind []uint32) uint32 {
-	const grain = 1 << 16
-	parts := max(1, min(runtime.GOMAXPROCS(0), len(ind)/grain))
-	most := make([]uint32, parts)
-	par.Range(len(ind), parts, func(t, lo, hi int) {
-		var m0, m1, m2, m3 uint32
-		c := ind[lo:hi]
-		k := 0
-		for ; k+4 <= len(c); k += 4 {
-			q := c[k : k+4 : k+4]
-			m0, m1, m2, m3 = max(m0, q[0]), max(m1, q[1]), max(m2, q[2]), max(m3, q[3])
-		}
-		for _, i := range c[k:] {
-			m0 = max(m0, i)
-		}
-		most[t] = max(m0, m1, m2, m3)
-	})
-	return slices.Max(most)
 }
 
 // checkPointers checks that ptr (len n+1) is nondecreasing and ends at most

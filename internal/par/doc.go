@@ -1,3 +1,4 @@
-// Package par runs a loop's contiguous ranges concurrently: the one
-// helper the packages with parallel loops share.
+// Package par runs a loop's contiguous ranges concurrently, and the one
+// reduction several packages need that way (the largest of a slice): the
+// helpers the packages with parallel loops share.
 package par

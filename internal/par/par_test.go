@@ -32,3 +32,25 @@ func TestRange(t *testing.T) {
 		}
 	}
 }
+
+func TestMaxUint32(t *testing.T) {
+	for _, n := range []int{0, 1, 3, 4, 5, 1000, 3*maxGrain + 7} {
+		for _, at := range []int{0, n / 2, n - 1} {
+			if at < 0 || at >= max(n, 1) {
+				continue
+			}
+			a := make([]uint32, n)
+			for i := range a {
+				a[i] = uint32(i % 977)
+			}
+			want := uint32(0)
+			if n > 0 {
+				a[at] = 1 << 31
+				want = 1 << 31
+			}
+			if got := MaxUint32(a); got != want {
+				t.Errorf("n=%d, the largest at %d: got %d, want %d", n, at, got, want)
+			}
+		}
+	}
+}
