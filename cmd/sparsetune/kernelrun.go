@@ -25,6 +25,7 @@ import (
 	"github.com/spf13/viper"
 
 	"github.com/sparsetune/sparsetune/engine"
+	"github.com/sparsetune/sparsetune/features"
 	"github.com/sparsetune/sparsetune/formats"
 	"github.com/sparsetune/sparsetune/hetero"
 	"github.com/sparsetune/sparsetune/internal/atomicfile"
@@ -623,12 +624,51 @@ func (p *progress) stop() {
 // defaultPredictor is the predictor the engine uses for op when the format
 // is auto: the default GCN (the user's from tune-model, else the embedded
 // one), which a device of a class it has no head for answers by
-// measurement; the hand rule when there is no model for op.
+// measurement; the hand rule when there is no model for op. The model is
+// loaded on the first prediction: a single MTTKRP on the CPU makes none
+// (engine.SourceOneRun), and loading it is 7-8 ms of a fresh process.
 func defaultPredictor(stderr io.Writer, op hetero.Op) model.SummaryPredictor {
-	m, err := model.DefaultModel(op)
-	if err != nil {
-		fmt.Fprintf(stderr, "note: %v: formats come from the hand rule\n", err)
-		return model.RulePredictor{}
+	return &lazyPredictor{load: func() model.SummaryPredictor {
+		m, err := model.DefaultModel(op)
+		if err != nil {
+			fmt.Fprintf(stderr, "note: %v: formats come from the hand rule\n", err)
+			return model.RulePredictor{}
+		}
+		return model.GCNPredictor{Model: m}
+	}}
+}
+
+// lazyPredictor is the predictor load returns, made on first use. It
+// answers every interface the engine asks of a predictor as that one does.
+type lazyPredictor struct {
+	load func() model.SummaryPredictor
+	once sync.Once
+	p    model.SummaryPredictor
+}
+
+func (l *lazyPredictor) get() model.SummaryPredictor {
+	l.once.Do(func() { l.p = l.load() })
+	return l.p
+}
+
+func (l *lazyPredictor) Predict(x *formats.COO, op hetero.Op, mode int, kind hetero.Kind) (*model.Prediction, error) {
+	return l.get().Predict(x, op, mode, kind)
+}
+
+func (l *lazyPredictor) PredictSummary(s *features.Summary, op hetero.Op, mode int, kind hetero.Kind) (*model.Prediction, error) {
+	return l.get().PredictSummary(s, op, mode, kind)
+}
+
+func (l *lazyPredictor) PredictDevice(s *features.Summary, op hetero.Op, mode int, dev hetero.Info) (*model.Prediction, error) {
+	if dp, ok := l.get().(model.DevicePredictor); ok {
+		return dp.PredictDevice(s, op, mode, dev)
 	}
-	return model.GCNPredictor{Model: m}
+	return l.get().PredictSummary(s, op, mode, dev.Kind)
+}
+
+func (l *lazyPredictor) PredictWithoutSummary(op hetero.Op, mode int, dev hetero.Info) (*model.Prediction, bool) {
+	if sf, ok := l.get().(model.SummaryFreePredictor); ok {
+		return sf.PredictWithoutSummary(op, mode, dev)
+	}
+	return nil, false
 }

@@ -13,10 +13,12 @@ import (
 	"testing"
 
 	"github.com/sparsetune/sparsetune/engine"
+	"github.com/sparsetune/sparsetune/features"
 	"github.com/sparsetune/sparsetune/formats"
 	"github.com/sparsetune/sparsetune/hetero"
 	"github.com/sparsetune/sparsetune/internal/npy"
 	"github.com/sparsetune/sparsetune/kernels"
+	"github.com/sparsetune/sparsetune/model"
 )
 
 // kernelEnv points the profile and the decision cache at a temporary
@@ -429,5 +431,47 @@ func TestKernelVerify(t *testing.T) {
 	rep.VerifyError = &ok
 	if err := rep.verifyFailure(); err != nil {
 		t.Errorf("verifyFailure refused %g: %v", ok, err)
+	}
+}
+
+// TestLazyPredictor: the default predictor is loaded by the first
+// prediction, which a single MTTKRP on the CPU never asks for, and then
+// answers as the loaded one does.
+func TestLazyPredictor(t *testing.T) {
+	loads := 0
+	lp := &lazyPredictor{load: func() model.SummaryPredictor { loads++; return model.RulePredictor{} }}
+	e, err := engine.New([]hetero.Device{hetero.NewCPU(0)}, engine.Options{Predictor: lp})
+	if err != nil {
+		t.Fatal(err)
+	}
+	x, err := formats.NewCOO([]int{4, 5, 6}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k := range 40 {
+		x.Append([]uint32{uint32(k % 4), uint32(k % 5), uint32(k % 6)}, float32(k+1))
+	}
+	factors := []*kernels.Matrix{kernels.NewMatrix(4, 2), kernels.NewMatrix(5, 2), kernels.NewMatrix(6, 2)}
+	if _, err := e.MTTKRP(context.Background(), x, 1, factors); err != nil {
+		t.Fatal(err)
+	}
+	if loads != 0 {
+		t.Fatalf("a single MTTKRP loaded the predictor %d times", loads)
+	}
+	p, err := e.PlanMTTKRP(context.Background(), x, 1, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	want, _ := model.RulePredictor{}.Predict(x, hetero.MTTKRP, 1, hetero.CPU)
+	if loads != 1 || p.Formats()[0] != want.Formats[0].Format {
+		t.Errorf("a plan: %d loads, format %s; want 1 and the rule's %s", loads, p.Formats()[0], want.Formats[0].Format)
+	}
+	s, err := features.Summarize(x)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := lp.PredictSummary(s, hetero.SpTTM, 0, hetero.CPU); err != nil || loads != 1 {
+		t.Errorf("a second prediction: %v, %d loads", err, loads)
 	}
 }
