@@ -23,7 +23,7 @@ const (
 	SourceMeasured  = "measured"  // timed on the device: the model has no head for its class
 	// SourceOneRun is the CPU's COO kernel run on the tensor in the order
 	// it came, with no conversion, in a call that runs once
-	// (Engine.MTTKRP): see Plan's doc.
+	// (Engine.MTTKRP says when).
 	SourceOneRun = "one-run"
 )
 

@@ -404,7 +404,7 @@ type mttkrpBinder struct {
 	// ttmBinder.
 	direct *kernels.Matrix
 	// inPlace says the CPU's pieces run the COO kernel on their nonzeros
-	// as they are, with no sorted copy (a plan run once: see Plan).
+	// as they are, with no sorted copy (a plan run once: Engine.MTTKRP).
 	inPlace bool
 }
 
@@ -444,6 +444,9 @@ func newMTTKRPBinder(x *formats.COO, mode int, factors []*kernels.Matrix, R int)
 func countIndices(ind []uint32, dim int) []int {
 	const grain = 1 << 16
 	parts := max(1, min(runtime.GOMAXPROCS(0), len(ind)/grain, len(ind)/max(dim, 1)/4))
+	if len(ind) == 0 {
+		return make([]int, dim)
+	}
 	counts := make([][]int, parts)
 	par.Range(len(ind), parts, func(p, lo, hi int) {
 		c := make([]int, dim)
@@ -452,9 +455,6 @@ func countIndices(ind []uint32, dim int) []int {
 		}
 		counts[p] = c
 	})
-	if len(ind) == 0 {
-		return make([]int, dim)
-	}
 	total := counts[0]
 	for _, c := range counts[1:] {
 		for i, v := range c {
