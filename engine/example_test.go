@@ -145,3 +145,40 @@ func ExampleResult_Verify() {
 	// M row 3: [15 11]
 	// within 1e-4 of the definition: true
 }
+
+// ExampleEngine_MTTKRP runs one MTTKRP: a single call converts nothing on
+// the CPU (a conversion would cost many runs of the kernel it speeds up),
+// where a plan runs the predicted format.
+func ExampleEngine_MTTKRP() {
+	x, _ := formats.NewCOO([]int{3, 2, 2}, 4)
+	x.Append([]uint32{2, 1, 1}, 4)
+	x.Append([]uint32{0, 0, 0}, 1)
+	x.Append([]uint32{2, 0, 1}, 3)
+	x.Append([]uint32{1, 1, 0}, 2)
+	factors := []*kernels.Matrix{
+		{Rows: 3, Cols: 2, Data: []float32{1, 1, 2, 2, 3, 3}},
+		nil, // mode 2 is the output's
+		{Rows: 2, Cols: 2, Data: []float32{0.5, 1, 1, 0.5}}}
+
+	e, err := engine.New([]hetero.Device{hetero.NewCPU(0)}, engine.Options{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	res, err := e.MTTKRP(context.Background(), x, 1, factors)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(res.Devices[0].Format, res.Devices[0].FormatSource)
+	fmt.Println("M:", res.Y.Data)
+
+	p, err := e.PlanMTTKRP(context.Background(), x, 1, 2)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer p.Close()
+	fmt.Println("a plan:", p.Report().Devices[0].FormatSource)
+	// Output:
+	// coo one-run
+	// M: [9.5 5.5 14 10]
+	// a plan: predicted
+}
