@@ -28,7 +28,7 @@ func init() { register(newTuneModelCmd) }
 
 func newTuneModelCmd(v *viper.Viper) *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "tune-model --from DIR [--devices cpu,cuda:0] [--budget 20m] [--count 60] [--max-nnz 300000] [--seed 1] [--work DIR] [--force]",
+		Use:   "tune-model --from DIR [--devices cpu,cuda:0] [--budget 20m] [--count 300] [--max-nnz 2000000] [--seed 1] [--work DIR] [--force]",
 		Short: "Adapt the default model to this machine: label a small generated set here, fine-tune, install",
 		Long: `Labels belong to hardware: the default model was trained on labels
 measured elsewhere. tune-model generates a small set of tensors from the
@@ -47,9 +47,11 @@ rule scored above the network on them defers to the rule, as in train.
 
 The whole run aims at --budget: labelling stops at 70% of it and the rows
 measured so far are used. The set and the labels live in --work (default
-the user cache directory), so a second run resumes and adds to them. The
-tuned model has heads only for the device classes labelled here: list
-every device you use in --devices.`,
+the user cache directory), so a second run resumes and adds to them; the
+default set (300 tensors of up to 2 M nonzeros) takes about 1.2 GB there,
+and on 2 cores about 3 minutes to label and tune. The tuned model has
+heads only for the device classes labelled here: list every device you
+use in --devices.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error { return runTuneModel(cmd, v) },
 	}
@@ -57,8 +59,8 @@ every device you use in --devices.`,
 	f.String("from", "", "directory of MatrixMarket matrices (*.mtx, *.mtx.gz) to generate the tensors from")
 	f.String("devices", "cpu", "comma-separated devices to label on: cpu, opencl:0, cuda:0")
 	f.Duration("budget", 20*time.Minute, "time the whole run aims at")
-	f.Int("count", 60, "tensors to generate")
-	f.Int("max-nnz", 300_000, "largest target number of nonzeros")
+	f.Int("count", 300, "tensors to generate")
+	f.Int("max-nnz", 2_000_000, "largest target number of nonzeros")
 	f.Uint64("seed", 1, "seed of the generated set and of training")
 	f.String("work", "", "directory for the set and the labels (default: the user cache directory's sparsetune/tune)")
 	f.Bool("force", false, "install the tuned model even if it scores below the old one")
