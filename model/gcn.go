@@ -101,6 +101,11 @@ type GCN struct {
 	// CPU depends on them: a prediction on a CPU that runs others carries
 	// a warning (GCNPredictor).
 	CPUInnerLoops []string
+	// CPUModels are, per cpu head, the processors (hetero.Info.Model)
+	// whose times trained it; entries for other names are not written. Which format is fastest differs between
+	// microarchitectures that run the same inner loops: a prediction on
+	// another processor carries a warning (GCNPredictor.CPUModel).
+	CPUModels map[string][]string
 }
 
 // gcnLayer and gcnHead are views of one layer's and one head's weights.

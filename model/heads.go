@@ -100,6 +100,21 @@ func vectorWidth(loops string) string {
 	return w
 }
 
+// otherCPU returns a warning when a cpu head learnt from the times of
+// processors (Info.CPUModels) other than cpuModel, and "" when it learnt
+// from cpuModel's, when no processor is recorded, or cpuModel is "". It
+// concatenates rather than formats: a decision in a fresh process pays
+// for fmt's first call.
+func (info *Info) otherCPU(head int, cpuModel string) string {
+	name := info.Heads[head].Name
+	models := info.CPUModels[name]
+	if cpuModel == "" || len(models) == 0 || slices.Contains(models, cpuModel) {
+		return ""
+	}
+	return "the model's " + name + " head learnt from times measured on " + strings.Join(models, ", ") +
+		", and this CPU is " + cpuModel + ", on which the fastest format often differs: sparsetune tune-model trains on this machine's own times"
+}
+
 // hostHead is HeadFor for this machine's inner loops.
 func (info *Info) hostHead(class string) (int, string) {
 	return info.HeadFor(class, kernels.InnerLoops())

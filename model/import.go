@@ -25,7 +25,7 @@ func (m *ONNXModel) GCN() (*GCN, error) {
 	if err := c.validate(); err != nil {
 		return nil, fmt.Errorf("model %s: %w", in.Path, err)
 	}
-	g := &GCN{Config: c, TrainMin: in.TrainMin, TrainMax: in.TrainMax, RuleHeads: slices.Clone(in.RuleHeads), Trees: maps.Clone(in.Trees), BlendMargins: maps.Clone(in.BlendMargins), CPUInnerLoops: slices.Clone(in.CPUInnerLoops)}
+	g := &GCN{Config: c, TrainMin: in.TrainMin, TrainMax: in.TrainMax, RuleHeads: slices.Clone(in.RuleHeads), Trees: maps.Clone(in.Trees), BlendMargins: maps.Clone(in.BlendMargins), CPUInnerLoops: slices.Clone(in.CPUInnerLoops), CPUModels: maps.Clone(in.CPUModels)}
 	layers, heads, n := c.views(nil)
 	g.Params = make([]float64, n)
 	layers, heads, _ = c.views(g.Params)

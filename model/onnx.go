@@ -47,6 +47,11 @@ const (
 	// metaCPUInnerLoops (optional) lists the inner loops of the builds
 	// that measured the cpu head's labels (GCN.CPUInnerLoops).
 	metaCPUInnerLoops = "sparsetune.cpu_inner_loops"
+	// metaCPUModels + a cpu head's name (optional) lists the processors
+	// whose times trained that head (GCN.CPUModels), cpuModelSep between
+	// them (a processor's name may hold commas).
+	metaCPUModels = "sparsetune.cpu_models."
+	cpuModelSep   = "|"
 	// metaFeatureRevision is features.Revision of the build that
 	// trained the model; absent in files written before revision 2,
 	// which read as revision 1.
@@ -269,6 +274,11 @@ func (g *GCN) ExportONNX() ([]byte, error) {
 	}
 	if len(g.CPUInnerLoops) > 0 {
 		meta[metaCPUInnerLoops] = strings.Join(g.CPUInnerLoops, ",")
+	}
+	for _, h := range headNames { // a cpu head's; rows of other heads may be recorded too
+		if models := g.CPUModels[h]; IsCPUHead(h) && len(models) > 0 {
+			meta[metaCPUModels+h] = strings.Join(models, cpuModelSep)
+		}
 	}
 	opsets := []*onnxpb.OperatorSetIdProto{{Domain: proto.String(""), Version: proto.Int64(opsetVersion)}}
 	var treeHeads []string

@@ -609,3 +609,60 @@ func TestHardwareWarning(t *testing.T) {
 		}
 	}
 }
+
+// TestProcessorWarning: a model records which processors measured each
+// cpu head's labels, and a prediction on another processor says so where
+// the answer was learnt (network or trees), not where the head defers to
+// the rule; the same processor, an unknown one and other heads get no
+// such warning.
+func TestProcessorWarning(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 8))
+	s, err := features.Summarize(familyTensor(rng, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	warned := func(pr *Prediction) bool {
+		for _, w := range pr.Warnings {
+			if strings.Contains(w, "measured on Elsewhere 9000, Other") && strings.Contains(w, "tune-model") {
+				return true
+			}
+		}
+		return false
+	}
+	for _, c := range []struct {
+		models    []string
+		host      string
+		ruleHeads []string
+		want      bool
+	}{
+		{[]string{"Elsewhere 9000", "Other"}, "Here, 2 cores", nil, true},
+		{[]string{"Elsewhere 9000", "Other"}, "Here, 2 cores", []string{"cpu"}, false},
+		{[]string{"Elsewhere 9000", "Other"}, "Other", nil, false},
+		{[]string{"Elsewhere 9000", "Other"}, "", nil, false}, // host unknown
+		{nil, "Here, 2 cores", nil, false},                    // not recorded
+	} {
+		g := randomGCN(t, 23)
+		g.RuleHeads = c.ruleHeads
+		g.CPUModels = map[string][]string{"cpu": c.models, "not a head": {"x"}}
+		m := exportParsed(t, g, "m.onnx")
+		if !slices.Equal(m.Info.CPUModels["cpu"], c.models) || len(m.Info.CPUModels) > 1 {
+			t.Fatalf("read back cpu models %v, want %v for the cpu head alone", m.Info.CPUModels, c.models)
+		}
+		p := GCNPredictor{Model: m}
+		pr, err := p.PredictDevice(s, hetero.SpTTM, 0, hetero.Info{Name: "cpu", Kind: hetero.CPU, Model: c.host})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if warned(pr) != c.want {
+			t.Errorf("models %v on %q, rule heads %v: warnings %q, want the processor warning: %v", c.models, c.host, c.ruleHeads, pr.Warnings, c.want)
+		}
+		gp := GCNPredictor{Model: m, Class: "gpu", CPUModel: c.host}
+		if pr, err := gp.PredictSummary(s, hetero.SpTTM, 0, hetero.GPU); err != nil || warned(pr) {
+			t.Errorf("gpu head: warnings %q, %v", pr.Warnings, err)
+		}
+		back, err := m.GCN()
+		if err != nil || !slices.Equal(back.CPUModels["cpu"], c.models) {
+			t.Errorf("GCN of the file: cpu models %v, %v", back.CPUModels, err)
+		}
+	}
+}

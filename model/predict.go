@@ -140,6 +140,10 @@ type GCNPredictor struct {
 	// where the file answers with the rule (Info.RuleHeads) or with trees
 	// (Info.TreeHeads): for comparing them.
 	Network bool
+	// CPUModel is the host processor (hetero.Info.Model), which
+	// PredictDevice sets for a CPU: a cpu head that learnt from other
+	// processors' times (Info.CPUModels) answers with a warning.
+	CPUModel string
 }
 
 // Predict summarises x and runs the model (see PredictSummary).
@@ -189,6 +193,9 @@ func (p GCNPredictor) PredictWithoutSummary(op hetero.Op, mode int, dev hetero.I
 // predictor's Class: one GCNPredictor serves every device of a run.
 func (p GCNPredictor) PredictDevice(s *features.Summary, op hetero.Op, mode int, dev hetero.Info) (*Prediction, error) {
 	p.Class = dev.Class()
+	if dev.Kind == hetero.CPU {
+		p.CPUModel = dev.Model
+	}
 	return p.PredictSummary(s, op, mode, dev.Kind)
 }
 
@@ -249,6 +256,14 @@ func (p GCNPredictor) PredictSummary(s *features.Summary, op hetero.Op, mode int
 			pr.Warnings = append(pr.Warnings, warning)
 		}
 		return pr, nil
+	}
+	// The rule above is no one machine's; what the trees and the network
+	// learnt is (docs/model.md, "On a machine it never saw").
+	if w := info.otherCPU(head, p.CPUModel); w != "" {
+		if warning != "" {
+			warning += "; "
+		}
+		warning += w
 	}
 	var pr *Prediction
 	var v features.Vector

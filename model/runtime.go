@@ -54,7 +54,10 @@ type Info struct {
 	// CPUInnerLoops are the inner loops of the builds that measured the
 	// cpu head's labels (GCN.CPUInnerLoops); empty when not recorded.
 	CPUInnerLoops []string `json:"cpu_inner_loops,omitempty"`
-	Weights       int      `json:"weights"` // float32 values in the initializers
+	// CPUModels are, per cpu head, the processors whose times trained it
+	// (GCN.CPUModels); empty when not recorded.
+	CPUModels map[string][]string `json:"cpu_models,omitempty"`
+	Weights   int                 `json:"weights"` // float32 values in the initializers
 	Bytes         int      `json:"bytes"`
 }
 
@@ -264,6 +267,19 @@ func parseInfo(data []byte) (*Info, *onnxpb.ModelProto, []byte, error) {
 
 	if v, ok := meta[metaCPUInnerLoops]; ok && v != "" {
 		info.CPUInnerLoops = strings.Split(v, ",")
+	}
+	for k, v := range meta {
+		h, ok := strings.CutPrefix(k, metaCPUModels)
+		if !ok || v == "" {
+			continue
+		}
+		if info.HeadIndex(h) < 0 || !IsCPUHead(h) {
+			return nil, nil, nil, fmt.Errorf("metadata %s: %q is not a cpu head (%s)", k, h, strings.Join(headNames(info.Heads), ","))
+		}
+		if info.CPUModels == nil {
+			info.CPUModels = map[string][]string{}
+		}
+		info.CPUModels[h] = strings.Split(v, cpuModelSep)
 	}
 	info.FeatureRevision = 1
 	if v, ok := meta[metaFeatureRevision]; ok {

@@ -214,6 +214,9 @@ type dataset struct {
 	// cpuLoops are the distinct inner loops of the cpu rows' builds
 	// (cpuInnerLoops), which every model trained on them records.
 	cpuLoops []string
+	// cpuModels are the processors of each cpu head's rows
+	// (cpuModelsOf), which every model trained on them records.
+	cpuModels map[string][]string
 }
 
 // prepare drops unlabelled rows, warns about mixed builds, reads each
@@ -246,6 +249,7 @@ func prepare(all []LabelRow, o *FitOptions, rep *Report) (*dataset, error) {
 	if len(d.cpuLoops) > 1 {
 		splitCPU(d.rows)
 	}
+	d.cpuModels = cpuModelsOf(d.rows)
 	if len(d.rows) == 0 {
 		return nil, errors.New("no labelled rows")
 	}
@@ -555,6 +559,7 @@ func (d *dataset) trainGCN(op hetero.Op, heads []model.Head, trainIdx []int, o *
 		}
 		g.Standardize(ex)
 		g.CPUInnerLoops = slices.Clone(d.cpuLoops)
+		g.CPUModels = d.cpuModels
 		var copied []string
 		if init := o.Init[op.String()]; init != nil {
 			copied = g.StartFrom(init)
@@ -929,6 +934,23 @@ func cpuInnerLoops(rows []LabelRow) []string {
 	}
 	slices.Sort(kinds)
 	return kinds
+}
+
+// cpuModelsOf returns, per cpu device class of the rows (the cpu heads
+// a model trained on them has, once splitCPU has named them), the
+// distinct processors (LabelRow.DeviceModel) that measured its rows, in
+// order.
+func cpuModelsOf(rows []LabelRow) map[string][]string {
+	models := map[string][]string{}
+	for _, r := range rows {
+		if model.IsCPUHead(r.DeviceClass) && r.DeviceModel != "" && !slices.Contains(models[r.DeviceClass], r.DeviceModel) {
+			models[r.DeviceClass] = append(models[r.DeviceClass], r.DeviceModel)
+		}
+	}
+	for _, m := range models {
+		slices.Sort(m)
+	}
+	return models
 }
 
 // baselinesCV returns each baseline's out-of-fold picks: for each

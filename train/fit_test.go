@@ -223,6 +223,10 @@ func TestFitPipeline(t *testing.T) {
 		if want := []string{kernels.InnerLoops()}; !slices.Equal(m.CPUInnerLoops, want) {
 			t.Errorf("%s model: cpu inner loops %v, want %v", op, m.CPUInnerLoops, want)
 		}
+		// and on which processor.
+		if want := []string{rows[0].DeviceModel}; rows[0].DeviceModel == "" || !slices.Equal(m.CPUModels["cpu"], want) {
+			t.Errorf("%s model: cpu models %v, want %v", op, m.CPUModels, want)
+		}
 	}
 	if !slices.Equal(*stages, []string{"features", "fold", "trees", "final"}) {
 		t.Errorf("progress stages %v", *stages)

@@ -288,7 +288,11 @@ func runPredict(stdout, stderr io.Writer, name string, t *formats.COO, picks *fo
 		var p model.Predictor
 		switch c.predictor {
 		case "gcn", "network":
-			p = model.GCNPredictor{Model: gcn, Class: dev.Info().Class(), Network: c.predictor == "network"}
+			gp := model.GCNPredictor{Model: gcn, Class: dev.Info().Class(), Network: c.predictor == "network"}
+			if kind == hetero.CPU {
+				gp.CPUModel = dev.Info().Model
+			}
+			p = gp
 		case "tree", "knn":
 			p = baseline
 		case "rule":
