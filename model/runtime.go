@@ -58,7 +58,7 @@ type Info struct {
 	// (GCN.CPUModels); empty when not recorded.
 	CPUModels map[string][]string `json:"cpu_models,omitempty"`
 	Weights   int                 `json:"weights"` // float32 values in the initializers
-	Bytes         int      `json:"bytes"`
+	Bytes     int                 `json:"bytes"`
 }
 
 // HeadIndex returns the index of the head named name, or -1.
