@@ -123,6 +123,15 @@ func shortRuns(changes, n int) bool { return 16*changes > n }
 // errNotRoot is returned by NewCSFMTTKRP for a CSF not rooted at the mode.
 var errNotRoot = errors.New("the CSF must be rooted at the output mode (build one CSF per mode with that mode first in ModeOrder)")
 
+// partsFor returns how many parts a plan of nnz nonzeros on threads
+// goroutines (0 for GOMAXPROCS) splits them into.
+func partsFor(nnz, threads int) int {
+	if threads <= 0 {
+		threads = runtime.GOMAXPROCS(0)
+	}
+	return max(1, min(threads, nnz/minPartNNZ))
+}
+
 // newPlan fills the format-independent part of a plan.
 func newPlan(format string, dims []int, nnz, mode, rank, threads int) (*MTTKRP, error) {
 	if mode < 0 || mode >= len(dims) {
@@ -131,10 +140,7 @@ func newPlan(format string, dims []int, nnz, mode, rank, threads int) (*MTTKRP, 
 	if rank < 1 {
 		return nil, fmt.Errorf("mttkrp %s: rank must be at least 1, found %d", format, rank)
 	}
-	if threads <= 0 {
-		threads = runtime.GOMAXPROCS(0)
-	}
-	parts := max(1, min(threads, nnz/minPartNNZ))
+	parts := partsFor(nnz, threads)
 	p := &MTTKRP{format: format, mode: mode, rank: rank, dims: dims, nnz: nnz, parts: parts}
 	for r := rank; r > 0; {
 		w := maxWidth

@@ -2,7 +2,6 @@ package kernels
 
 import (
 	"fmt"
-	"runtime"
 
 	"github.com/sparsetune/sparsetune/formats"
 	"github.com/sparsetune/sparsetune/internal/par"
@@ -76,11 +75,7 @@ func NewCOOMTTKRP(x *formats.COO, mode, rank, threads int) (*MTTKRP, error) {
 // copy of the output per part beyond the first. A COO sorted by the mode
 // holds none.
 func COOPrivateBytes(nnz, rows, rank, threads int) int64 {
-	if threads <= 0 {
-		threads = runtime.GOMAXPROCS(0)
-	}
-	parts := max(1, min(threads, nnz/minPartNNZ))
-	return 4 * int64(parts-1) * int64(rows) * int64(rank)
+	return 4 * int64(partsFor(nnz, threads)-1) * int64(rows) * int64(rank)
 }
 
 func (k *cooMTTKRP) compute(p *MTTKRP, t int, dst []float32, rowBase int) {
