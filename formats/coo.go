@@ -6,6 +6,8 @@ import (
 	"math"
 	"slices"
 	"unsafe"
+
+	"github.com/sparsetune/sparsetune/internal/par"
 )
 
 // COO is a sparse tensor in coordinate format, stored as structure of arrays.
@@ -82,12 +84,7 @@ func (t *COO) Validate() error {
 	// unless its exponent bits are all set, so the largest exponent field
 	// tells whether any is not, in parallel and without a branch per
 	// value; only then is the first bad value looked for, and reported.
-	words := unsafe.Slice((*uint32)(unsafe.Pointer(unsafe.SliceData(t.Vals))), len(t.Vals))
-	n := len(words)
-	w := workers(n, 1<<16)
-	most := make([]uint32, w)
-	parallelChunks(n, w, func(c, lo, hi int) { most[c] = maxExponent(words[lo:hi]) })
-	if slices.Max(most) < expMask {
+	if par.MaxMasked(valueBits(t.Vals), expMask) < expMask {
 		return nil
 	}
 	k := slices.IndexFunc(t.Vals, func(v float32) bool { return math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) })
@@ -97,18 +94,9 @@ func (t *COO) Validate() error {
 // expMask is a float32's exponent field: all set for infinities and NaNs.
 const expMask = 0x7f800000
 
-// maxExponent returns the largest exponent field of the float32 bits in a.
-func maxExponent(a []uint32) uint32 {
-	var m0, m1, m2, m3 uint32
-	k := 0
-	for ; k+4 <= len(a); k += 4 {
-		q := a[k : k+4 : k+4]
-		m0, m1, m2, m3 = max(m0, q[0]&expMask), max(m1, q[1]&expMask), max(m2, q[2]&expMask), max(m3, q[3]&expMask)
-	}
-	for _, v := range a[k:] {
-		m0 = max(m0, v&expMask)
-	}
-	return max(m0, m1, m2, m3)
+// valueBits views vals as their IEEE 754 bits, sharing their memory.
+func valueBits(vals []float32) []uint32 {
+	return unsafe.Slice((*uint32)(unsafe.Pointer(unsafe.SliceData(vals))), len(vals))
 }
 
 // Equal reports whether t and u have the same dims and the same nonzeros in

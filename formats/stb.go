@@ -41,7 +41,7 @@ var littleEndian = binary.NativeEndian.Uint16([]byte{1, 0}) == 1
 // stbArrays returns t's index arrays followed by its values as uint32s.
 func stbArrays(t *COO) [][]uint32 {
 	arrays := append([][]uint32(nil), t.Inds...)
-	return append(arrays, unsafe.Slice((*uint32)(unsafe.Pointer(unsafe.SliceData(t.Vals))), len(t.Vals)))
+	return append(arrays, valueBits(t.Vals))
 }
 
 // wordBytes views a as bytes; on a little-endian host these are the

@@ -1,4 +1,4 @@
 // Package par runs a loop's contiguous ranges concurrently, and the one
-// reduction several packages need that way (the largest of a slice): the
-// helpers the packages with parallel loops share.
+// reduction several packages need that way (the largest of a slice, under
+// a mask): the helpers the packages with parallel loops share.
 package par

@@ -40,25 +40,30 @@ const maxGrain = 1 << 16
 // that every index is below its dim: four running maxima and no branch on
 // the values keep the loop bound by memory, where a loop that stops at
 // the first bad index, branching on each, ran at about a third of that.
-func MaxUint32(a []uint32) uint32 {
+func MaxUint32(a []uint32) uint32 { return MaxMasked(a, ^uint32(0)) }
+
+// MaxMasked returns the largest of v&mask over v in a (0 if a is empty),
+// as MaxUint32 does: with the exponent field of float32 bits as the mask,
+// whether any value is an infinity or a NaN.
+func MaxMasked(a []uint32, mask uint32) uint32 {
 	parts := max(1, min(runtime.GOMAXPROCS(0), len(a)/maxGrain))
 	if parts == 1 {
-		return maxUint32(a)
+		return maxMasked(a, mask)
 	}
 	most := make([]uint32, parts)
-	Range(len(a), parts, func(p, lo, hi int) { most[p] = maxUint32(a[lo:hi]) })
+	Range(len(a), parts, func(p, lo, hi int) { most[p] = maxMasked(a[lo:hi], mask) })
 	return slices.Max(most)
 }
 
-func maxUint32(a []uint32) uint32 {
+func maxMasked(a []uint32, mask uint32) uint32 {
 	var m0, m1, m2, m3 uint32
 	k := 0
 	for ; k+4 <= len(a); k += 4 {
 		q := a[k : k+4 : k+4]
-		m0, m1, m2, m3 = max(m0, q[0]), max(m1, q[1]), max(m2, q[2]), max(m3, q[3])
+		m0, m1, m2, m3 = max(m0, q[0]&mask), max(m1, q[1]&mask), max(m2, q[2]&mask), max(m3, q[3]&mask)
 	}
 	for _, v := range a[k:] {
-		m0 = max(m0, v)
+		m0 = max(m0, v&mask)
 	}
 	return max(m0, m1, m2, m3)
 }

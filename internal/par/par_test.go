@@ -54,3 +54,24 @@ func TestMaxUint32(t *testing.T) {
 		}
 	}
 }
+
+// TestMaxMasked: the largest under a mask, whichever chunk holds it.
+func TestMaxMasked(t *testing.T) {
+	const mask = 0x7f800000
+	for _, n := range []int{0, 5, 3*maxGrain + 7} {
+		a := make([]uint32, n)
+		for i := range a {
+			a[i] = uint32(i) | 0x80000000 // bits the mask drops
+		}
+		if n > 0 {
+			a[n-1] |= mask
+		}
+		want := uint32(0)
+		if n > 0 {
+			want = mask
+		}
+		if got := MaxMasked(a, mask); got != want {
+			t.Errorf("n=%d: got %#x, want %#x", n, got, want)
+		}
+	}
+}
