@@ -288,11 +288,7 @@ func runPredict(stdout, stderr io.Writer, name string, t *formats.COO, picks *fo
 		var p model.Predictor
 		switch c.predictor {
 		case "gcn", "network":
-			gp := model.GCNPredictor{Model: gcn, Class: dev.Info().Class(), Network: c.predictor == "network"}
-			if kind == hetero.CPU {
-				gp.CPUModel = dev.Info().Model
-			}
-			p = gp
+			p = model.GCNPredictor{Model: gcn, Class: dev.Info().Class(), Network: c.predictor == "network"}
 		case "tree", "knn":
 			p = baseline
 		case "rule":
@@ -333,7 +329,14 @@ func runPredict(stdout, stderr io.Writer, name string, t *formats.COO, picks *fo
 				case free:
 				case ok && c.predictor != "measure":
 					if err = summarize(); err == nil {
-						pr, err = sp.PredictSummary(summary, c.op, mode, kind)
+						// A predictor that tells devices apart is told
+						// which (the class, and a CPU's processor), as
+						// the engine tells it.
+						if dp, ok := p.(model.DevicePredictor); ok {
+							pr, err = dp.PredictDevice(summary, c.op, mode, dev.Info())
+						} else {
+							pr, err = sp.PredictSummary(summary, c.op, mode, kind)
+						}
 					}
 				default:
 					pr, err = p.Predict(t, c.op, mode, kind)
