@@ -543,15 +543,14 @@ func (p *mttkrpBinder) bind(d hetero.Device, ids []int, format string) (*bound, 
 // the run's output.
 func (p *mttkrpBinder) bindWhole(d hetero.Device, format string, start time.Time) (*bound, error) {
 	var f formats.TensorFormat = p.x
+	var err error
 	if !p.runsInPlace(d, format) {
-		var err error
 		if f, err = formats.NewTensorFormat(p.x, format, p.mode); err != nil {
 			return nil, err
 		}
 	}
 	b := &bound{format: format, convert: time.Since(start), gather: func() {}}
 	start = time.Now()
-	var err error
 	if b.job, err = d.MTTKRP(f, p.mode, p.factors, p.direct); err != nil {
 		return nil, err
 	}

@@ -102,9 +102,10 @@ type GCN struct {
 	// a warning (GCNPredictor).
 	CPUInnerLoops []string
 	// CPUModels are, per cpu head, the processors (hetero.Info.Model)
-	// whose times trained it; entries for other names are not written. Which format is fastest differs between
-	// microarchitectures that run the same inner loops: a prediction on
-	// another processor carries a warning (GCNPredictor.CPUModel).
+	// whose times trained it; entries for other names are not written.
+	// Which format is fastest differs between microarchitectures that run
+	// the same inner loops: a prediction on another processor carries a
+	// warning (GCNPredictor.CPUModel).
 	CPUModels map[string][]string
 }
 
