@@ -11,61 +11,105 @@ import (
 
 // The host CPU's heads. Labels belong to the hardware that measured
 // them, and on a CPU that includes the kernels' inner loops
-// (kernels.InnerLoops): on 40 training tensors of 0.5-2 M nonzeros
-// labelled on an AVX-512 machine and again on an AVX2 one, MTTKRP's
-// fastest format was the same for only 57% of the modes
-// (docs/model.md). So a model trained on CPU labels of more than one kind
-// of inner loops has a cpu head per kind, named CPUHead(loops):
-// "cpu/avx2+pext", "cpu/avx512+pext". A model trained on one kind keeps
-// one head named "cpu" and records the kind in Info.CPUInnerLoops.
+// (kernels.InnerLoops) and the processor: on 40 training tensors of
+// 0.5-2 M nonzeros labelled on an AVX-512 machine and again on an AVX2
+// one, MTTKRP's fastest format was the same for only 57% of the modes,
+// and on 11,900 modes labelled on an AMD and an Intel processor running
+// the same AVX-512 loops, for 64% (docs/model.md). So a model trained
+// on CPU labels of more than one kind of hardware has a cpu head per
+// kind, named CPUHead(loops, family): "cpu/avx2+pext",
+// "cpu/avx512+pext/amd", "cpu/avx512+pext/intel". A family joins the
+// name when the labels came from more than one processor family. A
+// model trained on one kind keeps one head named "cpu" and records the
+// kind in Info.CPUInnerLoops and Info.CPUModels.
 
 // cpuClass is the host CPU's device class (hetero.Info.Class).
 var cpuClass = hetero.Info{Kind: hetero.CPU}.Class()
 
 // CPUHead returns the name of the cpu head for labels measured with the
-// given inner loops, in a model with one cpu head per kind.
-func CPUHead(loops string) string { return cpuClass + "/" + loops }
+// given inner loops on processors of the given family (CPUFamily; ""
+// when the model's heads do not tell families apart).
+func CPUHead(loops, family string) string {
+	if family == "" {
+		return cpuClass + "/" + loops
+	}
+	return cpuClass + "/" + loops + "/" + family
+}
+
+// CPUFamily returns the family of a processor by its model name
+// (hetero.Info.Model, a labels row's device_model), as cpu heads name
+// it: "amd", "intel", or "" for any other. A family stands for the
+// vendor's cores, whose caches and vector units rank the formats alike
+// more often than another vendor's do; it is all a model name reliably
+// tells on every operating system.
+func CPUFamily(model string) string {
+	switch {
+	case strings.HasPrefix(model, "AMD "):
+		return "amd"
+	case strings.HasPrefix(model, "Intel"):
+		return "intel"
+	}
+	return ""
+}
 
 // IsCPUHead reports whether name is a head, or device class, of the host
 // CPU: "cpu" or a CPUHead.
 func IsCPUHead(name string) bool {
-	_, split := splitCPUHead(name)
+	_, _, split := splitCPUHead(name)
 	return name == cpuClass || split
 }
 
-// splitCPUHead returns the inner loops a CPUHead names, and whether name
-// is one.
-func splitCPUHead(name string) (loops string, ok bool) {
-	return strings.CutPrefix(name, cpuClass+"/")
+// splitCPUHead returns the inner loops and the family ("" if none) a
+// CPUHead names, and whether name is one.
+func splitCPUHead(name string) (loops, family string, ok bool) {
+	rest, ok := strings.CutPrefix(name, cpuClass+"/")
+	if !ok {
+		return "", "", false
+	}
+	loops, family, _ = strings.Cut(rest, "/")
+	return loops, family, true
 }
 
 // HeadFor returns the index of the head that answers for a device of
-// class on a machine whose CPU kernels run the inner loops loops, or -1
-// when the model has none, and a warning when the head's labels were
-// measured with other inner loops than loops.
+// class on a machine whose CPU kernels run the inner loops loops on the
+// processor cpuModel (hetero.Info.Model; "" when unknown), or -1 when
+// the model has none, and a warning when the head's labels were
+// measured on other hardware: other inner loops, or another family of
+// processors.
 //
 // A device class other than the CPU's has the head of its name. The CPU
-// has, in order: the head of its inner loops (CPUHead(loops)); a single
-// "cpu" head, with a warning unless Info.CPUInnerLoops holds loops; else
-// the cpu head of the nearest inner loops (the same vector width first),
-// with a warning. A class that is already a CPUHead is looked up as is,
-// and otherwise as the CPU with the inner loops it names.
-func (info *Info) HeadFor(class, loops string) (head int, warning string) {
-	return headFor(info.Heads, info.CPUInnerLoops, class, loops)
+// has, in order: the head of its inner loops and family
+// (CPUHead(loops, CPUFamily(cpuModel))); the head of its inner loops for
+// every family (CPUHead(loops, "")); a single "cpu" head, with a warning
+// unless Info.CPUInnerLoops holds loops; else the nearest cpu head, with
+// a warning: the same inner loops on another family first, then the
+// same family and vector width, then the same vector width. A class that
+// is already a CPUHead is looked up as is, and otherwise as the CPU with
+// the inner loops (and family) it names.
+func (info *Info) HeadFor(class, loops, cpuModel string) (head int, warning string) {
+	return headFor(info.Heads, info.CPUInnerLoops, class, loops, CPUFamily(cpuModel))
 }
 
-func headFor(heads []Head, cpuLoops []string, class, loops string) (int, string) {
+func headFor(heads []Head, cpuLoops []string, class, loops, family string) (int, string) {
 	at := func(name string) int { return slices.IndexFunc(heads, func(h Head) bool { return h.Name == name }) }
 	if !IsCPUHead(class) {
 		return at(class), ""
 	}
-	if l, ok := splitCPUHead(class); ok {
+	if l, f, ok := splitCPUHead(class); ok {
 		if h := at(class); h >= 0 {
 			return h, ""
 		}
 		loops = l
+		if f != "" {
+			family = f
+		}
 	}
-	if h := at(CPUHead(loops)); h >= 0 {
+	if family != "" {
+		if h := at(CPUHead(loops, family)); h >= 0 {
+			return h, ""
+		}
+	}
+	if h := at(CPUHead(loops, "")); h >= 0 {
 		return h, ""
 	}
 	if h := at(cpuClass); h >= 0 {
@@ -74,23 +118,36 @@ func headFor(heads []Head, cpuLoops []string, class, loops string) (int, string)
 		}
 		return h, fmt.Sprintf("the model's cpu head learned from times measured with %s inner loops, and this CPU runs %s, on which the fastest format often differs: sparsetune tune-model trains on this machine's own times", strings.Join(cpuLoops, ", "), loops)
 	}
-	// The first cpu head whose vector width is this CPU's, else the first.
+	// The nearest cpu head: a higher score is nearer.
 	var kinds []string
-	best, bestSameWidth := -1, false
+	best, bestScore := -1, -1
 	for i, h := range heads {
-		l, ok := splitCPUHead(h.Name)
+		l, f, ok := splitCPUHead(h.Name)
 		if !ok {
 			continue
 		}
-		kinds = append(kinds, l)
-		if same := vectorWidth(l) == vectorWidth(loops); best < 0 || same && !bestSameWidth {
-			best, bestSameWidth = i, same
+		kinds = append(kinds, h.Name)
+		score := 0
+		switch {
+		case l == loops:
+			score = 3
+		case f != "" && f == family && vectorWidth(l) == vectorWidth(loops):
+			score = 2
+		case vectorWidth(l) == vectorWidth(loops):
+			score = 1
+		}
+		if score > bestScore {
+			best, bestScore = i, score
 		}
 	}
 	if best < 0 {
 		return -1, ""
 	}
-	return best, fmt.Sprintf("the model's cpu heads learned from times measured with %s inner loops, and this CPU runs %s, on which the fastest format often differs: answering with the %s head; sparsetune tune-model trains on this machine's own times", strings.Join(kinds, ", "), loops, heads[best].Name)
+	this := loops
+	if family != "" {
+		this += " on " + family
+	}
+	return best, fmt.Sprintf("the model's cpu heads (%s) learned from times measured on other hardware than this CPU, which runs %s inner loops, on which the fastest format often differs: answering with the %s head; sparsetune tune-model trains on this machine's own times", strings.Join(kinds, ", "), this, heads[best].Name)
 }
 
 // vectorWidth is the vector unit of inner loops ("avx512" of
@@ -115,7 +172,8 @@ func (info *Info) otherCPU(head int, cpuModel string) string {
 		", and this CPU is " + cpuModel + ", on which the fastest format often differs: sparsetune tune-model trains on this machine's own times"
 }
 
-// hostHead is HeadFor for this machine's inner loops.
-func (info *Info) hostHead(class string) (int, string) {
-	return info.HeadFor(class, kernels.InnerLoops())
+// hostHead is HeadFor for this machine's inner loops and the processor
+// cpuModel.
+func (info *Info) hostHead(class, cpuModel string) (int, string) {
+	return info.HeadFor(class, kernels.InnerLoops(), cpuModel)
 }

@@ -5,10 +5,12 @@ import (
 	"testing"
 )
 
-// TestHeadFor: a cpu prediction takes the head of its inner loops, else
-// the single cpu head, else the cpu head of the same vector width, and
-// warns whenever the head's labels came from other inner loops; other
-// classes take the head of their name and never warn.
+// TestHeadFor: a cpu prediction takes the head of its inner loops and
+// processor family, else of its inner loops, else the single cpu head,
+// else the nearest cpu head (the same inner loops, then the same family
+// and vector width, then the same width), and warns whenever the head's
+// labels came from other hardware; other classes take the head of their
+// name and never warn.
 func TestHeadFor(t *testing.T) {
 	heads := func(names ...string) []Head {
 		var hs []Head
@@ -18,34 +20,73 @@ func TestHeadFor(t *testing.T) {
 		return hs
 	}
 	split := heads("cpu/avx2+pext", "cpu/avx512+pext", "cuda-gpu", "opencl-cpu")
+	families := heads("cpu/avx2+pext/amd", "cpu/avx512+pext/amd", "cpu/avx512+pext/intel", "cuda-gpu")
+	const amd, intel = "AMD EPYC 9B14", "Intel(R) Xeon(R) Processor"
 	for _, c := range []struct {
 		heads    []Head
 		cpuLoops []string
 		class    string
 		loops    string
+		cpu      string
 		want     int
 		warn     bool
 	}{
-		{split, nil, "cpu", "avx512+pext", 1, false},
-		{split, nil, "cpu", "avx2+pext", 0, false},
-		{split, nil, "cpu", "avx512", 1, true}, // no pext: the same width
-		{split, nil, "cpu", "avx2", 0, true},
-		{split, nil, "cpu", "scalar", 0, true}, // the first
-		{split, nil, "cpu/avx512+pext", "avx2+pext", 1, false},
-		{split, nil, "cpu/avx512", "avx2+pext", 1, true}, // a labels row names its loops
-		{split, nil, "cuda-gpu", "avx2+pext", 2, false},
-		{split, nil, "opencl-gpu", "avx2+pext", -1, false},
-		{heads("cpu", "cuda-gpu"), []string{"avx512+pext"}, "cpu", "avx512+pext", 0, false},
-		{heads("cpu", "cuda-gpu"), []string{"avx512+pext"}, "cpu", "avx2+pext", 0, true},
-		{heads("cpu", "cuda-gpu"), nil, "cpu", "avx2+pext", 0, false}, // not recorded
-		{heads("cuda-gpu"), nil, "cpu", "avx2+pext", -1, false},
+		{split, nil, "cpu", "avx512+pext", "", 1, false},
+		{split, nil, "cpu", "avx2+pext", "", 0, false},
+		{split, nil, "cpu", "avx512", "", 1, true}, // no pext: the same width
+		{split, nil, "cpu", "avx2", "", 0, true},
+		{split, nil, "cpu", "scalar", "", 0, true}, // the first
+		{split, nil, "cpu/avx512+pext", "avx2+pext", "", 1, false},
+		{split, nil, "cpu/avx512", "avx2+pext", "", 1, true}, // a labels row names its loops
+		{split, nil, "cuda-gpu", "avx2+pext", "", 2, false},
+		{split, nil, "opencl-gpu", "avx2+pext", "", -1, false},
+		{heads("cpu", "cuda-gpu"), []string{"avx512+pext"}, "cpu", "avx512+pext", "", 0, false},
+		{heads("cpu", "cuda-gpu"), []string{"avx512+pext"}, "cpu", "avx2+pext", "", 0, true},
+		{heads("cpu", "cuda-gpu"), nil, "cpu", "avx2+pext", "", 0, false}, // not recorded
+		{heads("cuda-gpu"), nil, "cpu", "avx2+pext", "", -1, false},
+		// Heads per family: the host's, else its loops' on another
+		// family, else its family's of the same width.
+		{families, nil, "cpu", "avx512+pext", amd, 1, false},
+		{families, nil, "cpu", "avx512+pext", intel, 2, false},
+		{families, nil, "cpu", "avx2+pext", amd, 0, false},
+		{families, nil, "cpu", "avx2+pext", intel, 0, true}, // the same loops
+		{families, nil, "cpu", "avx512", intel, 2, true},    // the same family and width
+		{families, nil, "cpu", "avx512", "", 1, true},       // the same width
+		{families, nil, "cpu", "avx512+pext", "Apple M2", 1, true},
+		{families, nil, "cpu/avx512+pext/intel", "avx2+pext", amd, 2, false},
+		{families, nil, "cpu/avx512+pext", "avx2+pext", intel, 2, false}, // a labels row's loops, on its processor
+		{families, nil, "cpu/avx512+pext", "avx2+pext", "", 1, true},
+		// A head of one family's loops beside heads per family.
+		{heads("cpu/avx2+pext", "cpu/avx512+pext/amd", "cpu/avx512+pext/intel"), nil, "cpu", "avx2+pext", intel, 0, false},
 	} {
-		h, w := (&Info{Heads: c.heads, CPUInnerLoops: c.cpuLoops}).HeadFor(c.class, c.loops)
+		h, w := (&Info{Heads: c.heads, CPUInnerLoops: c.cpuLoops}).HeadFor(c.class, c.loops, c.cpu)
 		if h != c.want || (w != "") != c.warn {
-			t.Errorf("heads %v, recorded %v: %s on %s: head %d, warning %q; want head %d, a warning: %v", headNames(c.heads), c.cpuLoops, c.class, c.loops, h, w, c.want, c.warn)
+			t.Errorf("heads %v, recorded %v: %s on %s (%q): head %d, warning %q; want head %d, a warning: %v", headNames(c.heads), c.cpuLoops, c.class, c.loops, c.cpu, h, w, c.want, c.warn)
 		}
 		if w != "" && (!strings.Contains(w, "tune-model") || !strings.Contains(w, c.loops) && !strings.HasPrefix(c.class, "cpu/")) {
 			t.Errorf("%s on %s: warning %q does not name this CPU's inner loops and tune-model", c.class, c.loops, w)
+		}
+	}
+}
+
+func TestCPUFamily(t *testing.T) {
+	for _, c := range []struct{ model, want string }{
+		{"AMD EPYC", "amd"},
+		{"AMD Ryzen 9 7950X 16-Core Processor", "amd"},
+		{"Intel(R) Xeon(R) Processor", "intel"},
+		{"Intel(R) Core(TM) i7-10700 CPU @ 2.90GHz", "intel"},
+		{"Neoverse-V2", ""},
+		{"arm64", ""},
+		{"", ""},
+		{"AMDX", ""},
+	} {
+		if got := CPUFamily(c.model); got != c.want {
+			t.Errorf("CPUFamily(%q) = %q, want %q", c.model, got, c.want)
+		}
+		if f := c.want; f != "" {
+			if l, fam, ok := splitCPUHead(CPUHead("avx2+pext", f)); !ok || l != "avx2+pext" || fam != f {
+				t.Errorf("CPUHead(avx2+pext, %s) splits into %q, %q, %v", f, l, fam, ok)
+			}
 		}
 	}
 }

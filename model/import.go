@@ -123,8 +123,9 @@ func (m *ONNXModel) GCN() (*GCN, error) {
 // the budget and widths match, and each head of g whose name and classes
 // a head of src has. A cpu head of g with no namesake in src starts from
 // the head src would answer with on g's hardware (Info.HeadFor with g's
-// CPUInnerLoops), when its classes are the same: a "cpu" head tuned on
-// an AVX2 machine starts from a default model's "cpu/avx2+pext". The
+// CPUInnerLoops and the processor of its CPUModels), when its classes are
+// the same: a "cpu" head tuned on an AVX2 machine starts from a default
+// model's "cpu/avx2+pext", on an Intel one from "cpu/avx512+pext/intel". The
 // training range becomes the union of both. It returns the heads copied;
 // none when the architectures differ (g is left as it was).
 func (g *GCN) StartFrom(src *GCN) []string {
@@ -147,7 +148,7 @@ func (g *GCN) StartFrom(src *GCN) []string {
 	for k, h := range a.Heads {
 		j := slices.IndexFunc(b.Heads, func(o Head) bool { return o.Name == h.Name })
 		if j < 0 && IsCPUHead(h.Name) && len(g.CPUInnerLoops) == 1 {
-			j, _ = headFor(b.Heads, src.CPUInnerLoops, h.Name, g.CPUInnerLoops[0])
+			j, _ = headFor(b.Heads, src.CPUInnerLoops, h.Name, g.CPUInnerLoops[0], oneFamily(g.CPUModels[h.Name]))
 		}
 		if j < 0 || !slices.Equal(b.Heads[j].Classes, h.Classes) {
 			continue
@@ -158,4 +159,18 @@ func (g *GCN) StartFrom(src *GCN) []string {
 		copied = append(copied, h.Name)
 	}
 	return copied
+}
+
+// oneFamily returns the family (CPUFamily) of processors when they are
+// all of one, else "".
+func oneFamily(processors []string) string {
+	var family string
+	for i, p := range processors {
+		f := CPUFamily(p)
+		if i > 0 && f != family {
+			return ""
+		}
+		family = f
+	}
+	return family
 }

@@ -521,7 +521,7 @@ func TestStartFrom(t *testing.T) {
 	// A "cpu" head tuned on one kind of inner loops starts from the
 	// source's cpu head of that kind.
 	split := randomGCN(t, 24)
-	split.Config.Heads[0].Name, split.Config.Heads[1].Name = CPUHead("avx2+pext"), CPUHead("avx512+pext")
+	split.Config.Heads[0].Name, split.Config.Heads[1].Name = CPUHead("avx2+pext", ""), CPUHead("avx512+pext", "")
 	cpu := split.Config.Heads[0]
 	cpu.Name = "cpu"
 	for k, loops := range []string{"avx2+pext", "avx512+pext"} {

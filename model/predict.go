@@ -162,7 +162,7 @@ func (p GCNPredictor) headFor(kind hetero.Kind) (int, string, error) {
 		}
 		class = cpuClass
 	}
-	head, warning := info.hostHead(class)
+	head, warning := info.hostHead(class, p.CPUModel)
 	if head < 0 {
 		return -1, "", fmt.Errorf("model %s has no head for device class %s (heads: %v): %w", info.Path, class, headNames(info.Heads), ErrNoHead)
 	}
@@ -177,7 +177,11 @@ func (p GCNPredictor) PredictWithoutSummary(op hetero.Op, mode int, dev hetero.I
 	if op.String() != info.Op {
 		return nil, false
 	}
-	head, warning := info.hostHead(dev.Class())
+	var cpuModel string
+	if dev.Kind == hetero.CPU {
+		cpuModel = dev.Model
+	}
+	head, warning := info.hostHead(dev.Class(), cpuModel)
 	if p.Network || head < 0 || !slices.Contains(info.RuleHeads, info.Heads[head].Name) {
 		return nil, false
 	}

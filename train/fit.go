@@ -246,8 +246,8 @@ func prepare(all []LabelRow, o *FitOptions, rep *Report) (*dataset, error) {
 		o.Warn(fmt.Sprintf("%d rows have no label (every format was skipped): left out", rep.Unlabelled))
 	}
 	d.cpuLoops = cpuInnerLoops(d.rows)
-	if len(d.cpuLoops) > 1 {
-		splitCPU(d.rows)
+	if families := cpuFamilies(d.rows); len(d.cpuLoops) > 1 || len(families) > 1 {
+		splitCPU(d.rows, len(families) > 1)
 	}
 	d.cpuModels = cpuModelsOf(d.rows)
 	if len(d.rows) == 0 {
@@ -370,13 +370,19 @@ func withoutLoops(rows []LabelRow) []LabelRow {
 }
 
 // splitCPU gives the cpu rows one device class per kind of inner loops
-// (model.CPUHead: "cpu/avx2+pext"). prepare calls it when they were
-// measured with more than one: each kind is different hardware, with its
-// own head and its own scores. Rows of one kind keep the class "cpu".
-func splitCPU(rows []LabelRow) {
+// and, with byFamily, per family of processors (model.CPUHead:
+// "cpu/avx2+pext", "cpu/avx512+pext/intel"). prepare calls it when they
+// were measured with more than one kind of inner loops or on more than
+// one family: each kind is different hardware, with its own head and
+// its own scores. Rows of one kind keep the class "cpu".
+func splitCPU(rows []LabelRow, byFamily bool) {
 	for i := range rows {
 		if r := &rows[i]; r.DeviceClass == "cpu" {
-			r.DeviceClass = model.CPUHead(r.Build.InnerLoops)
+			var family string
+			if byFamily {
+				family = model.CPUFamily(r.DeviceModel)
+			}
+			r.DeviceClass = model.CPUHead(r.Build.InnerLoops, family)
 		}
 	}
 }
@@ -936,6 +942,19 @@ func cpuInnerLoops(rows []LabelRow) []string {
 	return kinds
 }
 
+// cpuFamilies returns the distinct families (model.CPUFamily) of the
+// processors that measured the rows of device class cpu, sorted.
+func cpuFamilies(rows []LabelRow) []string {
+	var families []string
+	for _, r := range rows {
+		if f := model.CPUFamily(r.DeviceModel); model.IsCPUHead(r.DeviceClass) && !slices.Contains(families, f) {
+			families = append(families, f)
+		}
+	}
+	slices.Sort(families)
+	return families
+}
+
 // cpuModelsOf returns, per cpu device class of the rows (the cpu heads
 // a model trained on them has, once splitCPU has named them), the
 // distinct processors (LabelRow.DeviceModel) that measured its rows, in
@@ -1084,7 +1103,7 @@ func Evaluate(rows []LabelRow, models []*model.ONNXModel, o FitOptions) (*Report
 			}
 			// The head the model would answer with on the hardware
 			// that measured the row.
-			h, _ := m.Info.HeadFor(r.DeviceClass, r.Build.InnerLoops)
+			h, _ := m.Info.HeadFor(r.DeviceClass, r.Build.InnerLoops, r.DeviceModel)
 			if h < 0 {
 				missing[fmt.Sprintf("model %s has no head for device class %s", m.Info.Path, r.DeviceClass)]++
 				continue

@@ -371,20 +371,25 @@ func TestFitPipeline(t *testing.T) {
 	if want := def.Formats[0]; pr.Best() != want {
 		t.Errorf("row 1: predict says %s, evaluate %s (rule heads %v)", pr.Best(), want, m.Info.RuleHeads)
 	}
-	// The same rows as if measured again on a CPU with other inner loops:
-	// two kinds of hardware, a cpu head and a score for each, and each
-	// kind's rows evaluated with its own head.
-	twice := slices.Clone(rows)
-	for _, r := range rows {
-		r.Build.InnerLoops = "elsewhere"
-		twice = append(twice, r)
+	// The same rows as if measured on an AMD processor, again on one
+	// with other inner loops, and again on an Intel processor with this
+	// one's: three kinds of hardware, a cpu head named by inner loops and
+	// family for each, a score for each, each head recording its
+	// processor, and each kind's rows evaluated with its own head.
+	const amd, intel = "AMD EPYC 9B14", "Intel(R) Xeon(R) Platinum 8481C"
+	var thrice []LabelRow
+	for _, hw := range []struct{ loops, processor string }{{kernels.InnerLoops(), amd}, {"elsewhere", amd}, {kernels.InnerLoops(), intel}} {
+		for _, r := range rows {
+			r.Build.InnerLoops, r.DeviceModel = hw.loops, hw.processor
+			thrice = append(thrice, r)
+		}
 	}
 	o2 := FitOptions{Dir: o.Dir, Folds: 2, Seed: 3, Model: o.Model}
-	split, err := Fit(twice, o2)
+	split, err := Fit(thrice, o2)
 	if err != nil {
 		t.Fatal(err)
 	}
-	kinds := []string{model.CPUHead("elsewhere"), model.CPUHead(kernels.InnerLoops())}
+	kinds := []string{model.CPUHead("elsewhere", "amd"), model.CPUHead(kernels.InnerLoops(), "amd"), model.CPUHead(kernels.InnerLoops(), "intel")}
 	slices.Sort(kinds)
 	for op, g := range split.Models {
 		var names []string
@@ -392,15 +397,18 @@ func TestFitPipeline(t *testing.T) {
 			names = append(names, h.Name)
 		}
 		if !slices.Equal(names, kinds) {
-			t.Errorf("%s model of two CPUs' labels: heads %v, want %v", op, names, kinds)
+			t.Errorf("%s model of three CPUs' labels: heads %v, want %v", op, names, kinds)
+		}
+		if got := g.CPUModels[model.CPUHead(kernels.InnerLoops(), "intel")]; !slices.Equal(got, []string{intel}) {
+			t.Errorf("%s model: the intel head's processors %v", op, got)
 		}
 	}
 	classes := map[string]bool{}
 	for _, s := range split.Scores {
 		classes[s.DeviceClass] = true
 	}
-	if len(classes) != 2 || !classes[kinds[0]] || !classes[kinds[1]] {
-		t.Errorf("scores of two CPUs' labels by class %v, want %v", classes, kinds)
+	if len(classes) != 3 || !classes[kinds[0]] || !classes[kinds[1]] || !classes[kinds[2]] {
+		t.Errorf("scores of three CPUs' labels by class %v, want %v", classes, kinds)
 	}
 	plots, err := WritePlots(filepath.Join(t.TempDir(), "plots"), rep)
 	if err != nil {

@@ -554,7 +554,7 @@ func (l *labeller) pending(name, fp string, order int) int {
 	for _, op := range l.opt.Ops {
 		for mode := 1; mode <= order; mode++ {
 			for _, info := range l.infos {
-				r := LabelRow{Tensor: name, Fingerprint: fp, Op: op.String(), Mode: mode, Device: info.Name, DeviceClass: info.Class(), Rank: l.opt.Rank, Build: l.sum.Build}
+				r := LabelRow{Tensor: name, Fingerprint: fp, Op: op.String(), Mode: mode, Device: info.Name, DeviceClass: info.Class(), DeviceModel: info.Model, Rank: l.opt.Rank, Build: l.sum.Build}
 				if !l.done[r.key()] && (fp == "" || !l.done[r.fingerprintKey()]) {
 					n++
 				}

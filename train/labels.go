@@ -144,32 +144,35 @@ func MixedBuilds(rows []LabelRow) []string {
 
 // labelKey identifies a row for resuming and for duplicates: the tensor
 // (by path or fingerprint), op, mode, device, its class and rank, and for
-// a cpu row the inner loops that measured it: the same tensor labelled on
-// CPUs whose kernels run other inner loops is other hardware's row, not
-// a duplicate (model.CPUHead).
+// a cpu row the inner loops and the processor that measured it: the same
+// tensor labelled on CPUs whose kernels run other inner loops, or on
+// another processor, is other hardware's row, not a duplicate
+// (model.CPUHead).
 type labelKey struct {
-	tensor, op    string
-	mode          int
-	device, class string
-	rank          int
-	loops         string
+	tensor, op       string
+	mode             int
+	device, class    string
+	rank             int
+	loops, processor string
 }
 
 func (r *LabelRow) key() labelKey {
-	return labelKey{r.Tensor, r.Op, r.Mode, r.Device, r.DeviceClass, r.Rank, r.cpuLoops()}
+	loops, processor := r.cpuHardware()
+	return labelKey{r.Tensor, r.Op, r.Mode, r.Device, r.DeviceClass, r.Rank, loops, processor}
 }
 
 func (r *LabelRow) fingerprintKey() labelKey {
-	return labelKey{"#" + r.Fingerprint, r.Op, r.Mode, r.Device, r.DeviceClass, r.Rank, r.cpuLoops()}
+	loops, processor := r.cpuHardware()
+	return labelKey{"#" + r.Fingerprint, r.Op, r.Mode, r.Device, r.DeviceClass, r.Rank, loops, processor}
 }
 
-// cpuLoops returns the inner loops of a cpu row's build, "" for other
-// devices.
-func (r *LabelRow) cpuLoops() string {
+// cpuHardware returns the inner loops of a cpu row's build and its
+// processor, "" for other devices.
+func (r *LabelRow) cpuHardware() (loops, processor string) {
 	if model.IsCPUHead(r.DeviceClass) {
-		return r.Build.InnerLoops
+		return r.Build.InnerLoops, r.DeviceModel
 	}
-	return ""
+	return "", ""
 }
 
 // ReadLabels reads a labels file strictly: every line must be a complete,

@@ -113,17 +113,23 @@ func TestReadLabels(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), ":2: duplicate of line 1") {
 		t.Errorf("duplicate: %v", err)
 	}
-	// The same cpu row measured with other inner loops is another CPU's
-	// row; an accelerator's is still a duplicate (its times are the
-	// device's, whatever the host's loops).
+	// The same cpu row measured with other inner loops, or on another
+	// processor, is another CPU's row; an accelerator's is still a
+	// duplicate (its times are the device's, whatever the host's; two
+	// GPUs of one class resume each other's labelling).
 	for _, class := range []string{"cpu", "opencl-cpu"} {
-		a := validRow()
-		a.Device, a.DeviceClass = class, class
-		b := a
-		b.Build.InnerLoops = "elsewhere"
-		_, err := ReadLabels(writeLines(t, marshalRow(t, a), marshalRow(t, b)))
-		if dup := err != nil && strings.Contains(err.Error(), "duplicate of line 1"); dup != (class != "cpu") || (err != nil && !dup) {
-			t.Errorf("%s rows of two inner loops: %v", class, err)
+		for _, other := range []func(*LabelRow){
+			func(r *LabelRow) { r.Build.InnerLoops = "elsewhere" },
+			func(r *LabelRow) { r.DeviceModel = "Intel(R) Xeon(R) Processor" },
+		} {
+			a := validRow()
+			a.Device, a.DeviceClass, a.DeviceModel = class, class, "AMD EPYC"
+			b := a
+			other(&b)
+			_, err := ReadLabels(writeLines(t, marshalRow(t, a), marshalRow(t, b)))
+			if dup := err != nil && strings.Contains(err.Error(), "duplicate of line 1"); dup != (class != "cpu") || (err != nil && !dup) {
+				t.Errorf("%s rows of two kinds of hardware (%s, %s; %s, %s): %v", class, a.Build.InnerLoops, a.DeviceModel, b.Build.InnerLoops, b.DeviceModel, err)
+			}
 		}
 	}
 	// Every candidate skipped: no label, no near ties.
