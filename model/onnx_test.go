@@ -540,6 +540,24 @@ func TestStartFrom(t *testing.T) {
 			t.Errorf("%s: the cpu head predicts %v, the source's %s head %v", loops, pd.hs[0].probs, split.Config.Heads[k].Name, ps.hs[k].probs)
 		}
 	}
+	// and, with heads per processor family, from its family's head.
+	split.Config.Heads[0].Name, split.Config.Heads[1].Name = CPUHead("avx512+pext", "amd"), CPUHead("avx512+pext", "intel")
+	for k, processor := range []string{"AMD EPYC 9B14", "Intel(R) Xeon(R) Processor"} {
+		tuned, err := NewGCN(DefaultConfig("ttm", cpu), rand.New(rand.NewPCG(4, 4)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		tuned.CPUInnerLoops, tuned.CPUModels = []string{"avx512+pext"}, map[string][]string{"cpu": {processor}}
+		if got := tuned.StartFrom(split); !slices.Equal(got, []string{"cpu"}) {
+			t.Fatalf("%s: copied heads %v, want [cpu]", processor, got)
+		}
+		ps, pd := split.newPass(), tuned.newPass()
+		split.forward(ps, in)
+		tuned.forward(pd, in)
+		if !slices.Equal(pd.hs[0].probs, ps.hs[k].probs) {
+			t.Errorf("%s: the cpu head predicts %v, the source's %s head %v", processor, pd.hs[0].probs, split.Config.Heads[k].Name, ps.hs[k].probs)
+		}
+	}
 
 	other, err := NewGCN(Config{Op: "ttm", Budget: src.Config.Budget, Hidden: 8, MLP: [2]int{4, 4}, Heads: []Head{gpu}}, rand.New(rand.NewPCG(3, 3)))
 	if err != nil {
