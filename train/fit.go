@@ -223,16 +223,15 @@ type dataset struct {
 // tensor once and computes the input of each (tensor, op, mode) as
 // prediction does (model.SummaryInput on features.Summarize of the tensor).
 func prepare(all []LabelRow, o *FitOptions, rep *Report) (*dataset, error) {
-	if b := MixedBuilds(all); b != nil {
-		rep.Builds = b
-		kinds := cpuInnerLoops(all)
-		if len(kinds) > 1 && MixedBuilds(withoutLoops(all)) == nil {
-			// Only the hardware differs, and splitCPU keeps each kind's
-			// times apart.
-			o.Warn(fmt.Sprintf("the cpu rows were measured on CPUs running %d kinds of inner loops (%s): one cpu head per kind", len(kinds), strings.Join(kinds, ", ")))
-		} else {
-			o.Warn(fmt.Sprintf("the labels mix %d builds, whose times may not be comparable: %v", len(b), b))
-		}
+	kinds := cpuKinds(all)
+	b := MixedBuilds(all)
+	rep.Builds = b
+	if b != nil && (len(kinds) == 1 || MixedBuilds(withoutLoops(all)) != nil) {
+		o.Warn(fmt.Sprintf("the labels mix %d builds, whose times may not be comparable: %v", len(b), b))
+	} else if len(kinds) > 1 {
+		// Only the hardware differs, and splitCPU keeps each kind's
+		// times apart.
+		o.Warn(fmt.Sprintf("the cpu rows were measured on %d kinds of CPU (%s): one cpu head per kind", len(kinds), strings.Join(kinds, ", ")))
 	}
 	d := &dataset{}
 	for _, r := range all {
@@ -936,6 +935,32 @@ func cpuInnerLoops(rows []LabelRow) []string {
 	for _, r := range rows {
 		if model.IsCPUHead(r.DeviceClass) && r.Build.InnerLoops != "" && !slices.Contains(kinds, r.Build.InnerLoops) {
 			kinds = append(kinds, r.Build.InnerLoops)
+		}
+	}
+	slices.Sort(kinds)
+	return kinds
+}
+
+// cpuKinds returns the kinds of hardware that measured the rows of
+// device class cpu, one per head a model trained on them has: their
+// inner loops, and the family of their processors when there are more
+// than one ("avx512+pext on intel"), sorted.
+func cpuKinds(rows []LabelRow) []string {
+	byFamily := len(cpuFamilies(rows)) > 1
+	var kinds []string
+	for _, r := range rows {
+		if !model.IsCPUHead(r.DeviceClass) || r.Build.InnerLoops == "" {
+			continue
+		}
+		k := r.Build.InnerLoops
+		if f := model.CPUFamily(r.DeviceModel); byFamily {
+			if f == "" {
+				f = "another family"
+			}
+			k += " on " + f
+		}
+		if !slices.Contains(kinds, k) {
+			kinds = append(kinds, k)
 		}
 	}
 	slices.Sort(kinds)

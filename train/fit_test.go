@@ -155,8 +155,17 @@ func TestFitWarnings(t *testing.T) {
 	b.Build.InnerLoops = "elsewhere"
 	warnings = nil
 	Fit([]LabelRow{a, b}, FitOptions{Dir: t.TempDir(), Folds: 1, Warn: func(s string) { warnings = append(warnings, s) }})
-	if len(warnings) != 1 || !strings.Contains(warnings[0], "2 kinds of inner loops") || !strings.Contains(warnings[0], "one cpu head per kind") {
+	if len(warnings) != 1 || !strings.Contains(warnings[0], "2 kinds of CPU (avx2, elsewhere)") || !strings.Contains(warnings[0], "one cpu head per kind") {
 		t.Fatalf("two CPUs' labels: warnings %q", warnings)
+	}
+	// So are processors of two families, in one build.
+	a.DeviceModel = "AMD EPYC"
+	b = a
+	b.DeviceModel = "Intel(R) Xeon(R) Processor"
+	warnings = nil
+	Fit([]LabelRow{a, b}, FitOptions{Dir: t.TempDir(), Folds: 1, Warn: func(s string) { warnings = append(warnings, s) }})
+	if len(warnings) != 1 || !strings.Contains(warnings[0], "2 kinds of CPU (avx2 on amd, avx2 on intel)") {
+		t.Fatalf("two families' labels: warnings %q", warnings)
 	}
 }
 
