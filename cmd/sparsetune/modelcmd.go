@@ -49,6 +49,14 @@ ranges, and its format version.`,
 			for _, h := range info.Heads {
 				fmt.Fprintf(tw, "head %s\t%s\n", h.Name, strings.Join(h.Classes, ", "))
 			}
+			if len(info.CPUInnerLoops) > 0 {
+				fmt.Fprintf(tw, "cpu inner loops\t%s (of the builds that measured the cpu labels)\n", strings.Join(info.CPUInnerLoops, ", "))
+			}
+			for _, h := range info.Heads {
+				if ps := info.CPUModels[h.Name]; len(ps) > 0 {
+					fmt.Fprintf(tw, "processors %s\t%s (whose times trained the head)\n", h.Name, strings.Join(ps, "; "))
+				}
+			}
 			if len(info.TreeHeads) > 0 {
 				fmt.Fprintf(tw, "tree heads\t%s (boosted trees on the global features, alone or blended with the gcn, scored level with or above it: predictions for them are the trees', %d nodes in all)\n", strings.Join(info.TreeHeads, ", "), info.TreeNodes)
 			}

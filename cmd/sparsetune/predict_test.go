@@ -196,6 +196,11 @@ func TestModelInspect(t *testing.T) {
 	if err != nil || !strings.Contains(out, "head cpu") || !strings.Contains(out, "log_fiber_nnz_cv") || !strings.Contains(out, "revision "+strconv.Itoa(features.Revision)) {
 		t.Errorf("inspect text: %v\n%s", err, out)
 	}
+	// The default MTTKRP model names the processors of each cpu head.
+	out, _, err = run(t, "model", "inspect", "../../model/default/mttkrp.onnx")
+	if err != nil || !strings.Contains(out, "processors cpu/avx512+pext/intel") || !strings.Contains(out, "Intel(R) Xeon(R) Processor (whose times trained the head)") || !strings.Contains(out, "cpu inner loops") {
+		t.Errorf("inspect the default mttkrp model: %v\n%s", err, out)
+	}
 	bad := filepath.Join(t.TempDir(), "bad.onnx")
 	if err := os.WriteFile(bad, []byte("not a model"), 0o644); err != nil {
 		t.Fatal(err)
