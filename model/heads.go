@@ -143,11 +143,11 @@ func headFor(heads []Head, cpuLoops []string, class, loops, family string) (int,
 	if best < 0 {
 		return -1, ""
 	}
-	this := loops
+	this := loops + " inner loops"
 	if family != "" {
-		this += " on " + family
+		this += ", an " + family + " processor"
 	}
-	return best, fmt.Sprintf("the model's cpu heads (%s) learned from times measured on other hardware than this CPU, which runs %s inner loops, on which the fastest format often differs: answering with the %s head; sparsetune tune-model trains on this machine's own times", strings.Join(kinds, ", "), this, heads[best].Name)
+	return best, fmt.Sprintf("the model's cpu heads (%s) learned from times measured on other hardware than this CPU (%s), on which the fastest format often differs: answering with the %s head; sparsetune tune-model trains on this machine's own times", strings.Join(kinds, ", "), this, heads[best].Name)
 }
 
 // vectorWidth is the vector unit of inner loops ("avx512" of

@@ -683,4 +683,18 @@ func TestProcessorWarning(t *testing.T) {
 			t.Errorf("GCN of the file: cpu models %v, %v", back.CPUModels, err)
 		}
 	}
+	// A head chosen for want of one of this CPU's kind warns once, not
+	// again for its processors.
+	g := randomGCN(t, 23)
+	name := CPUHead("elsewhere", "amd")
+	g.Config.Heads[0].Name = name
+	g.CPUModels = map[string][]string{name: {"AMD Elsewhere 9000"}}
+	m := exportParsed(t, g, "m.onnx")
+	pr, err := GCNPredictor{Model: m}.PredictDevice(s, hetero.SpTTM, 0, hetero.Info{Name: "cpu", Kind: hetero.CPU, Model: "Intel(R) Here"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(slices.DeleteFunc(slices.Clone(pr.Warnings), func(w string) bool { return !strings.Contains(w, "tune-model") })); n != 1 || !strings.Contains(pr.Warnings[0], "answering with the "+name+" head") {
+		t.Errorf("a nearest head on another processor: warnings %q, want one naming the head", pr.Warnings)
+	}
 }

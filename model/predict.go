@@ -262,12 +262,10 @@ func (p GCNPredictor) PredictSummary(s *features.Summary, op hetero.Op, mode int
 		return pr, nil
 	}
 	// The rule above is no one machine's; what the trees and the network
-	// learnt is (docs/model.md, "On a machine it never saw").
-	if w := info.otherCPU(head, p.CPUModel); w != "" {
-		if warning != "" {
-			warning += "; "
-		}
-		warning += w
+	// learnt is (docs/model.md, "On a machine it never saw"). A head
+	// chosen with a warning has said so already.
+	if warning == "" {
+		warning = info.otherCPU(head, p.CPUModel)
 	}
 	var pr *Prediction
 	var v features.Vector
