@@ -3,6 +3,7 @@ package model
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"slices"
 	"strconv"
@@ -268,8 +269,11 @@ func parseInfo(data []byte) (*Info, *onnxpb.ModelProto, []byte, error) {
 	if v, ok := meta[metaCPUInnerLoops]; ok && v != "" {
 		info.CPUInnerLoops = strings.Split(v, ",")
 	}
-	for k, v := range meta {
+	// In key order, so that a file with several bad keys is always
+	// reported by the same one.
+	for _, k := range slices.Sorted(maps.Keys(meta)) {
 		h, ok := strings.CutPrefix(k, metaCPUModels)
+		v := meta[k]
 		if !ok || v == "" {
 			continue
 		}
