@@ -519,43 +519,38 @@ func TestStartFrom(t *testing.T) {
 	}
 
 	// A "cpu" head tuned on one kind of inner loops starts from the
-	// source's cpu head of that kind.
+	// source's cpu head of that kind and, with heads per processor
+	// family, of its family.
 	split := randomGCN(t, 24)
-	split.Config.Heads[0].Name, split.Config.Heads[1].Name = CPUHead("avx2+pext", ""), CPUHead("avx512+pext", "")
 	cpu := split.Config.Heads[0]
 	cpu.Name = "cpu"
-	for k, loops := range []string{"avx2+pext", "avx512+pext"} {
+	for _, c := range []struct {
+		heads       [2]string
+		loops, host string
+		want        int
+	}{
+		{[2]string{CPUHead("avx2+pext", ""), CPUHead("avx512+pext", "")}, "avx2+pext", "", 0},
+		{[2]string{CPUHead("avx2+pext", ""), CPUHead("avx512+pext", "")}, "avx512+pext", "", 1},
+		{[2]string{CPUHead("avx512+pext", "amd"), CPUHead("avx512+pext", "intel")}, "avx512+pext", "AMD EPYC 9B14", 0},
+		{[2]string{CPUHead("avx512+pext", "amd"), CPUHead("avx512+pext", "intel")}, "avx512+pext", "Intel(R) Xeon(R) Processor", 1},
+	} {
+		split.Config.Heads[0].Name, split.Config.Heads[1].Name = c.heads[0], c.heads[1]
 		tuned, err := NewGCN(DefaultConfig("ttm", cpu), rand.New(rand.NewPCG(4, 4)))
 		if err != nil {
 			t.Fatal(err)
 		}
-		tuned.CPUInnerLoops = []string{loops}
+		tuned.CPUInnerLoops = []string{c.loops}
+		if c.host != "" {
+			tuned.CPUModels = map[string][]string{"cpu": {c.host}}
+		}
 		if got := tuned.StartFrom(split); !slices.Equal(got, []string{"cpu"}) {
-			t.Fatalf("%s: copied heads %v, want [cpu]", loops, got)
+			t.Fatalf("%s on %q: copied heads %v, want [cpu]", c.loops, c.host, got)
 		}
 		ps, pd := split.newPass(), tuned.newPass()
 		split.forward(ps, in)
 		tuned.forward(pd, in)
-		if !slices.Equal(pd.hs[0].probs, ps.hs[k].probs) {
-			t.Errorf("%s: the cpu head predicts %v, the source's %s head %v", loops, pd.hs[0].probs, split.Config.Heads[k].Name, ps.hs[k].probs)
-		}
-	}
-	// and, with heads per processor family, from its family's head.
-	split.Config.Heads[0].Name, split.Config.Heads[1].Name = CPUHead("avx512+pext", "amd"), CPUHead("avx512+pext", "intel")
-	for k, processor := range []string{"AMD EPYC 9B14", "Intel(R) Xeon(R) Processor"} {
-		tuned, err := NewGCN(DefaultConfig("ttm", cpu), rand.New(rand.NewPCG(4, 4)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		tuned.CPUInnerLoops, tuned.CPUModels = []string{"avx512+pext"}, map[string][]string{"cpu": {processor}}
-		if got := tuned.StartFrom(split); !slices.Equal(got, []string{"cpu"}) {
-			t.Fatalf("%s: copied heads %v, want [cpu]", processor, got)
-		}
-		ps, pd := split.newPass(), tuned.newPass()
-		split.forward(ps, in)
-		tuned.forward(pd, in)
-		if !slices.Equal(pd.hs[0].probs, ps.hs[k].probs) {
-			t.Errorf("%s: the cpu head predicts %v, the source's %s head %v", processor, pd.hs[0].probs, split.Config.Heads[k].Name, ps.hs[k].probs)
+		if !slices.Equal(pd.hs[0].probs, ps.hs[c.want].probs) {
+			t.Errorf("%s on %q: the cpu head predicts %v, the source's %s head %v", c.loops, c.host, pd.hs[0].probs, c.heads[c.want], ps.hs[c.want].probs)
 		}
 	}
 
