@@ -38,10 +38,11 @@ func CPUHead(loops, family string) string {
 
 // CPUFamily returns the family of a processor by its model name
 // (hetero.Info.Model, a labels row's device_model), as cpu heads name
-// it: "amd", "intel", or "" for any other. A family stands for the
-// vendor's cores, whose caches and vector units rank the formats alike
-// more often than another vendor's do; it is all a model name reliably
-// tells on every operating system.
+// it: "amd", "intel", or "" for any other. A family is the vendor: the
+// coarsest split the labels measured so far call for (an AMD and an
+// Intel host ranked the formats differently), and all a model name
+// reliably tells on every operating system. Processors of one family
+// may differ too; a head records which trained it (Info.CPUModels).
 func CPUFamily(model string) string {
 	switch {
 	case strings.HasPrefix(model, "AMD "):
