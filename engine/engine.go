@@ -356,13 +356,7 @@ func (e *Engine) chooseFormats(in *input, op hetero.Op, mode int, dev hetero.Dev
 	}
 	// A predictor that tells device classes apart (a GCN with one head
 	// per class) is given the device; others go by its kind.
-	var pr *model.Prediction
-	var err error
-	if dp, ok := e.opts.Predictor.(model.DevicePredictor); ok {
-		pr, err = dp.PredictDevice(in.summary, op, mode, dev.Info())
-	} else {
-		pr, err = e.opts.Predictor.PredictSummary(in.summary, op, mode, dev.Info().Kind)
-	}
+	pr, err := model.PredictOn(e.opts.Predictor, in.summary, op, mode, dev.Info())
 	var warnings []string
 	source := SourcePredicted
 	if errors.Is(err, model.ErrNoHead) {

@@ -3,6 +3,9 @@ package model
 import (
 	"strings"
 	"testing"
+
+	"github.com/sparsetune/sparsetune/features"
+	"github.com/sparsetune/sparsetune/hetero"
 )
 
 // TestHeadFor: a cpu prediction takes the head of its inner loops and
@@ -88,5 +91,39 @@ func TestCPUFamily(t *testing.T) {
 				t.Errorf("CPUHead(avx2+pext, %s) splits into %q, %q, %v", f, l, fam, ok)
 			}
 		}
+	}
+}
+
+// asked records how a predictor was asked.
+type asked struct {
+	RulePredictor
+	dev    *hetero.Info
+	kind   hetero.Kind
+	byKind bool
+}
+
+func (a *asked) PredictSummary(s *features.Summary, op hetero.Op, mode int, kind hetero.Kind) (*Prediction, error) {
+	a.kind, a.byKind = kind, true
+	return &Prediction{}, nil
+}
+
+type askedDevice struct{ asked }
+
+func (a *askedDevice) PredictDevice(s *features.Summary, op hetero.Op, mode int, dev hetero.Info) (*Prediction, error) {
+	a.dev = &dev
+	return &Prediction{}, nil
+}
+
+// TestPredictOn: a predictor that tells devices apart is given the
+// device, another its kind.
+func TestPredictOn(t *testing.T) {
+	dev := hetero.Info{Name: "opencl:0", Kind: hetero.GPU, Model: "pthread"}
+	var a asked
+	if _, err := PredictOn(&a, nil, hetero.SpTTM, 0, dev); err != nil || !a.byKind || a.kind != hetero.GPU || a.dev != nil {
+		t.Errorf("a predictor by kind: asked for %v, device %v, %v", a.kind, a.dev, err)
+	}
+	var d askedDevice
+	if _, err := PredictOn(&d, nil, hetero.SpTTM, 0, dev); err != nil || d.dev == nil || d.dev.Name != dev.Name || d.byKind {
+		t.Errorf("a device predictor: asked for device %v, by kind too: %v, %v", d.dev, d.byKind, err)
 	}
 }

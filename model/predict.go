@@ -81,6 +81,17 @@ type DevicePredictor interface {
 	PredictDevice(s *features.Summary, op hetero.Op, mode int, dev hetero.Info) (*Prediction, error)
 }
 
+// PredictOn predicts from s for the device dev: through PredictDevice
+// when p tells device classes apart, else by dev's kind. Callers that
+// predict for several devices with one predictor use it, so that each
+// device gets its own head.
+func PredictOn(p SummaryPredictor, s *features.Summary, op hetero.Op, mode int, dev hetero.Info) (*Prediction, error) {
+	if dp, ok := p.(DevicePredictor); ok {
+		return dp.PredictDevice(s, op, mode, dev)
+	}
+	return p.PredictSummary(s, op, mode, dev.Kind)
+}
+
 // viaSummary summarises x and predicts from the summary, counting the
 // summary's time in the prediction.
 func viaSummary(p SummaryPredictor, x *formats.COO, op hetero.Op, mode int, kind hetero.Kind) (*Prediction, error) {
@@ -177,11 +188,7 @@ func (p GCNPredictor) PredictWithoutSummary(op hetero.Op, mode int, dev hetero.I
 	if op.String() != info.Op {
 		return nil, false
 	}
-	var cpuModel string
-	if dev.Kind == hetero.CPU {
-		cpuModel = dev.Model
-	}
-	head, warning := info.hostHead(dev.Class(), cpuModel)
+	head, warning := info.hostHead(dev.Class(), processorOf(dev))
 	if p.Network || head < 0 || !slices.Contains(info.RuleHeads, info.Heads[head].Name) {
 		return nil, false
 	}
@@ -196,11 +203,17 @@ func (p GCNPredictor) PredictWithoutSummary(op hetero.Op, mode int, dev hetero.I
 // PredictDevice runs the head of the device's class, whatever the
 // predictor's Class: one GCNPredictor serves every device of a run.
 func (p GCNPredictor) PredictDevice(s *features.Summary, op hetero.Op, mode int, dev hetero.Info) (*Prediction, error) {
-	p.Class = dev.Class()
-	if dev.Kind == hetero.CPU {
-		p.CPUModel = dev.Model
-	}
+	p.Class, p.CPUModel = dev.Class(), processorOf(dev)
 	return p.PredictSummary(s, op, mode, dev.Kind)
+}
+
+// processorOf returns the host processor of a CPU device, whose cpu
+// heads tell processors apart, and "" for an accelerator.
+func processorOf(dev hetero.Info) string {
+	if dev.Kind == hetero.CPU {
+		return dev.Model
+	}
+	return ""
 }
 
 // SummaryInput computes the model input of op along mode (0-based) from a

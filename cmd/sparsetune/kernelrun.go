@@ -660,10 +660,7 @@ func (l *lazyPredictor) PredictSummary(s *features.Summary, op hetero.Op, mode i
 }
 
 func (l *lazyPredictor) PredictDevice(s *features.Summary, op hetero.Op, mode int, dev hetero.Info) (*model.Prediction, error) {
-	if dp, ok := l.get().(model.DevicePredictor); ok {
-		return dp.PredictDevice(s, op, mode, dev)
-	}
-	return l.get().PredictSummary(s, op, mode, dev.Kind)
+	return model.PredictOn(l.get(), s, op, mode, dev)
 }
 
 func (l *lazyPredictor) PredictWithoutSummary(op hetero.Op, mode int, dev hetero.Info) (*model.Prediction, bool) {

@@ -332,11 +332,7 @@ func runPredict(stdout, stderr io.Writer, name string, t *formats.COO, picks *fo
 						// A predictor that tells devices apart is told
 						// which (the class, and a CPU's processor), as
 						// the engine tells it.
-						if dp, ok := p.(model.DevicePredictor); ok {
-							pr, err = dp.PredictDevice(summary, c.op, mode, dev.Info())
-						} else {
-							pr, err = sp.PredictSummary(summary, c.op, mode, kind)
-						}
+						pr, err = model.PredictOn(sp, summary, c.op, mode, dev.Info())
 					}
 				default:
 					pr, err = p.Predict(t, c.op, mode, kind)
