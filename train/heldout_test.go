@@ -63,9 +63,10 @@ func TestDefaultModelsHeldOut(t *testing.T) {
 	}
 	// Each file's rows were measured on one kind of host, so each is
 	// scored apart: a cpu row is answered by the head of its own inner
-	// loops and processor family (model.CPUHead). Measured with every tensor (docs/model.md,
-	// "Tensors never seen, of every size"). The floors leave room for the
-	// noise of a retrained model, not for a broken one.
+	// loops and processor family (model.CPUHead). Measured with every
+	// tensor (docs/model.md, "Tensors never seen, of every size"). The
+	// floors leave room for the noise of a retrained model, not for a
+	// broken one.
 	for _, file := range []struct {
 		name   string
 		floors []floor
