@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"unsafe"
 
 	"github.com/sparsetune/sparsetune/formats"
 )
@@ -429,6 +430,22 @@ func TestMTTKRPPlacement(t *testing.T) {
 		}
 		if private != wantPrivate {
 			t.Errorf("%s: private copies %v, want %v", p.Format(), private, wantPrivate)
+		}
+	}
+}
+
+// TestIsolated: memory a part writes has isolatePad unused elements on
+// either side, so two such buffers made one after the other (which Go
+// would otherwise place side by side) lie at least both pads apart.
+func TestIsolated(t *testing.T) {
+	for _, n := range []int{1, 128, chunkNNZ} {
+		a, c := isolated(n), isolated(n)
+		if len(a) != n || cap(a) != n {
+			t.Fatalf("n = %d: len %d cap %d", n, len(a), cap(a))
+		}
+		pa, pc := uintptr(unsafe.Pointer(&a[0])), uintptr(unsafe.Pointer(&c[0]))
+		if gap := max(pa, pc) - min(pa, pc); gap < uintptr(4*(n+2*isolatePad)) {
+			t.Errorf("n = %d: two isolated buffers start %d bytes apart, want at least %d", n, gap, 4*(n+2*isolatePad))
 		}
 	}
 }
