@@ -76,19 +76,8 @@ func NewHiCOOMTTKRP(x *formats.HiCOO, mode, rank, threads int) (*MTTKRP, error) 
 
 func (k *hicooMTTKRP) compute(p *MTTKRP, t int, dst []float32, rowBase int) {
 	x, ws := k.x, p.ws[t]
-	if p.scatter && x.Order() == 3 && p.widths[len(p.widths)-1] >= 8 {
-		// Order 3, short runs: the vector loop rebuilds the indices itself.
-		modes := [3]int{p.mode, p.others[0], p.others[1]}
-		f0, f1 := p.fac[modes[1]], p.fac[modes[2]]
-		r0 := 0
-		fused := true
-		for _, w := range p.widths {
-			fused = fused && hicooScatter3Vec(dst, x, k.first[t], k.first[t+1], modes, f0, f1, rowBase, p.rank, r0, w)
-			r0 += w
-		}
-		if fused {
-			return
-		}
+	if p.scatter && p.widths[len(p.widths)-1] >= 8 && k.computeFused(p, t, dst, rowBase) {
+		return
 	}
 	var inds [formats.MaxOrder][]uint32
 	// Blocks of a sparse tensor often hold a few nonzeros each, so chunks
@@ -120,6 +109,41 @@ func (k *hicooMTTKRP) compute(p *MTTKRP, t int, dst []float32, rowBase int) {
 	if fill > 0 {
 		flush()
 	}
+}
+
+// computeFused runs part t of an order-3 or order-4 HiCOO MTTKRP whose
+// runs are short with the index rebuild inside the vector loop
+// (hicooScatter3Vec, hicooScatter4Vec): no decoded index is stored and
+// read back. It reports false, having done nothing, for another order or
+// where the CPU has no vector loops. The rank blocks must all be at least
+// 8 wide.
+func (k *hicooMTTKRP) computeFused(p *MTTKRP, t int, dst []float32, rowBase int) bool {
+	x := k.x
+	b0, b1 := k.first[t], k.first[t+1]
+	r0 := 0
+	switch x.Order() {
+	case 3:
+		modes := [3]int{p.mode, p.others[0], p.others[1]}
+		f0, f1 := p.fac[modes[1]], p.fac[modes[2]]
+		for _, w := range p.widths {
+			if !hicooScatter3Vec(dst, x, b0, b1, modes, f0, f1, rowBase, p.rank, r0, w) {
+				return false
+			}
+			r0 += w
+		}
+	case 4:
+		modes := [4]int{p.mode, p.others[0], p.others[1], p.others[2]}
+		f0, f1, f2 := p.fac[modes[1]], p.fac[modes[2]], p.fac[modes[3]]
+		for _, w := range p.widths {
+			if !hicooScatter4Vec(dst, x, b0, b1, modes, f0, f1, f2, rowBase, p.rank, r0, w) {
+				return false
+			}
+			r0 += w
+		}
+	default:
+		return false
+	}
+	return true
 }
 
 // decodeOffsets sets dst[i] = base | uint32(off[i]).

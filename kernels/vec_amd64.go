@@ -70,6 +70,7 @@ type (
 	alto3Fn  func(dst []float32, lin []uint64, vals []float32, masks *[3]uint64, bases *[3]uint32, f0, f1 *float32, rowBase, stride, shift int)
 	alto4Fn  func(dst []float32, lin []uint64, vals []float32, masks *[4]uint64, bases *[4]uint32, f0, f1, f2 *float32, rowBase, stride, shift int)
 	hicooFn  func(dst []float32, bptr []uint32, bo, b0, b1 *uint32, eo, e0, e1 *uint8, vals *float32, f0, f1 *float32, rowBase, stride, bits int)
+	hicoo4Fn func(dst []float32, bptr []uint32, bo, b0, b1, b2 *uint32, eo, e0, e1, e2 *uint8, vals *float32, f0, f1, f2 *float32, rowBase, stride, bits int)
 	csf4Fn   func(out []float32, roots, ptr0 []uint32, idx1, ptr1, idx2, ptr2, idx3 *uint32, vals *float32, a1, a2, a3 *float32, stride int)
 	csf3Fn   func(out []float32, roots, ptr0 []uint32, idx1, ptr1, idx2 *uint32, vals *float32, a1, a2 *float32, stride int)
 )
@@ -140,6 +141,10 @@ var (
 	hicooScatter3Fns = [3][5]hicooFn{
 		vecAVX2:   {1: hicooScatter3AVX2x1, 2: hicooScatter3AVX2x2, 4: hicooScatter3AVX2x4},
 		vecAVX512: {1: hicooScatter3AVX512x1, 2: hicooScatter3AVX512x2, 4: hicooScatter3AVX512x4},
+	}
+	hicooScatter4Fns = [3][5]hicoo4Fn{
+		vecAVX2:   {1: hicooScatter4AVX2x1, 2: hicooScatter4AVX2x2, 4: hicooScatter4AVX2x4},
+		vecAVX512: {1: hicooScatter4AVX512x1, 2: hicooScatter4AVX512x2, 4: hicooScatter4AVX512x4},
 	}
 	csf4Fns = [3][5]csf4Fn{
 		vecAVX2:   {1: csf4AVX2x1, 2: csf4AVX2x2, 4: csf4AVX2x4},
@@ -326,6 +331,27 @@ func hicooScatter3Vec(dst []float32, x *formats.HiCOO, blk0, blk1 int, modes [3]
 		u, nv, cols := vecPiece(w - off)
 		hicooScatter3Fns[u][nv](dst[r0+off:], x.BlockPtr[blk0:blk1+1], &bi[m][blk0], &bi[a][blk0], &bi[b][blk0],
 			&ei[m][0], &ei[a][0], &ei[b][0], &x.Vals[0], &f0[r0+off], &f1[r0+off], rowBase, R, x.BlockBits)
+		off += cols
+	}
+	return true
+}
+
+// hicooScatter4Vec is hicooScatter3Vec for an order-4 HiCOO tensor:
+// modes are the output mode and the three others in increasing order, f0,
+// f1 and f2 the others' factors.
+func hicooScatter4Vec(dst []float32, x *formats.HiCOO, blk0, blk1 int, modes [4]int, f0, f1, f2 []float32, rowBase, R, r0, w int) bool {
+	if vec == vecScalar || w < 8 {
+		return false
+	}
+	if blk0 >= blk1 || len(x.Vals) == 0 {
+		return true
+	}
+	bi, ei := x.BlockInds, x.ElemInds
+	m, a, b, c := modes[0], modes[1], modes[2], modes[3]
+	for off := 0; off < w; {
+		u, nv, cols := vecPiece(w - off)
+		hicooScatter4Fns[u][nv](dst[r0+off:], x.BlockPtr[blk0:blk1+1], &bi[m][blk0], &bi[a][blk0], &bi[b][blk0], &bi[c][blk0],
+			&ei[m][0], &ei[a][0], &ei[b][0], &ei[c][0], &x.Vals[0], &f0[r0+off], &f1[r0+off], &f2[r0+off], rowBase, R, x.BlockBits)
 		off += cols
 	}
 	return true

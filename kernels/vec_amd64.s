@@ -870,6 +870,86 @@ done:
 	VZEROUPPER
 	RET
 
+// func hicooScatter4AVX2x1(dst []float32, bptr []uint32, bo *uint32, b0 *uint32, b1 *uint32, b2 *uint32, eo *uint8, e0 *uint8, e1 *uint8, e2 *uint8, vals *float32, f0 *float32, f1 *float32, f2 *float32, rowBase int, stride int, bits int)
+// Requires: AVX, FMA3
+TEXT ·hicooScatter4AVX2x1(SB), NOSPLIT, $32-168
+	MOVQ  stride+152(FP), AX
+	SHLQ  $0x02, AX
+	MOVQ  rowBase+144(FP), DX
+	IMULQ AX, DX
+	NEGQ  DX
+	ADDQ  dst_base+0(FP), DX
+	MOVQ  DX, 8(SP)
+	MOVQ  bits+160(FP), CX
+	MOVQ  AX, DX
+	SHLQ  CL, DX
+	MOVQ  DX, 16(SP)
+	MOVQ  $0x00000000, (SP)
+	MOVQ  bptr_len+32(FP), CX
+	CMPQ  CX, $0x01
+	JBE   done
+	MOVQ  vals+112(FP), CX
+	MOVQ  eo+80(FP), DX
+	MOVQ  e0+88(FP), BX
+	MOVQ  e1+96(FP), SI
+	MOVQ  e2+104(FP), DI
+
+block:
+	MOVQ  (SP), R12
+	MOVQ  bptr_base+24(FP), R9
+	MOVL  (R9)(R12*4), R8
+	MOVL  4(R9)(R12*4), R9
+	MOVQ  R9, 24(SP)
+	MOVQ  bo+48(FP), R9
+	MOVL  (R9)(R12*4), R9
+	IMULQ 16(SP), R9
+	ADDQ  8(SP), R9
+	MOVQ  b0+56(FP), R10
+	MOVL  (R10)(R12*4), R10
+	IMULQ 16(SP), R10
+	ADDQ  f0+120(FP), R10
+	MOVQ  b1+64(FP), R11
+	MOVL  (R11)(R12*4), R11
+	IMULQ 16(SP), R11
+	ADDQ  f1+128(FP), R11
+	MOVQ  b2+72(FP), R13
+	MOVL  (R13)(R12*4), R12
+	IMULQ 16(SP), R12
+	ADDQ  f2+136(FP), R12
+	CMPQ  R8, 24(SP)
+	JAE   next
+
+nnz:
+	MOVBQZX      (DX)(R8*1), R13
+	IMULQ        AX, R13
+	MOVBQZX      (BX)(R8*1), R14
+	IMULQ        AX, R14
+	VBROADCASTSS (CX)(R8*4), Y0
+	VMULPS       (R10)(R14*1), Y0, Y0
+	MOVBQZX      (SI)(R8*1), R14
+	IMULQ        AX, R14
+	VMULPS       (R11)(R14*1), Y0, Y0
+	MOVBQZX      (DI)(R8*1), R14
+	IMULQ        AX, R14
+	VMOVUPS      (R9)(R13*1), Y1
+	VFMADD231PS  (R12)(R14*1), Y0, Y1
+	VMOVUPS      Y1, (R9)(R13*1)
+	INCQ         R8
+	CMPQ         R8, 24(SP)
+	JB           nnz
+
+next:
+	MOVQ (SP), R12
+	INCQ R12
+	MOVQ R12, (SP)
+	INCQ R12
+	CMPQ R12, bptr_len+32(FP)
+	JB   block
+
+done:
+	VZEROUPPER
+	RET
+
 // func csrAVX2x2(out []float32, ptr []uint32, col []uint32, vals []float32, u []float32, stride int)
 // Requires: AVX, FMA3
 TEXT ·csrAVX2x2(SB), NOSPLIT, $0-128
@@ -1809,6 +1889,91 @@ next:
 	MOVQ R11, (SP)
 	INCQ R11
 	CMPQ R11, bptr_len+32(FP)
+	JB   block
+
+done:
+	VZEROUPPER
+	RET
+
+// func hicooScatter4AVX2x2(dst []float32, bptr []uint32, bo *uint32, b0 *uint32, b1 *uint32, b2 *uint32, eo *uint8, e0 *uint8, e1 *uint8, e2 *uint8, vals *float32, f0 *float32, f1 *float32, f2 *float32, rowBase int, stride int, bits int)
+// Requires: AVX, FMA3
+TEXT ·hicooScatter4AVX2x2(SB), NOSPLIT, $32-168
+	MOVQ  stride+152(FP), AX
+	SHLQ  $0x02, AX
+	MOVQ  rowBase+144(FP), DX
+	IMULQ AX, DX
+	NEGQ  DX
+	ADDQ  dst_base+0(FP), DX
+	MOVQ  DX, 8(SP)
+	MOVQ  bits+160(FP), CX
+	MOVQ  AX, DX
+	SHLQ  CL, DX
+	MOVQ  DX, 16(SP)
+	MOVQ  $0x00000000, (SP)
+	MOVQ  bptr_len+32(FP), CX
+	CMPQ  CX, $0x01
+	JBE   done
+	MOVQ  vals+112(FP), CX
+	MOVQ  eo+80(FP), DX
+	MOVQ  e0+88(FP), BX
+	MOVQ  e1+96(FP), SI
+	MOVQ  e2+104(FP), DI
+
+block:
+	MOVQ  (SP), R12
+	MOVQ  bptr_base+24(FP), R9
+	MOVL  (R9)(R12*4), R8
+	MOVL  4(R9)(R12*4), R9
+	MOVQ  R9, 24(SP)
+	MOVQ  bo+48(FP), R9
+	MOVL  (R9)(R12*4), R9
+	IMULQ 16(SP), R9
+	ADDQ  8(SP), R9
+	MOVQ  b0+56(FP), R10
+	MOVL  (R10)(R12*4), R10
+	IMULQ 16(SP), R10
+	ADDQ  f0+120(FP), R10
+	MOVQ  b1+64(FP), R11
+	MOVL  (R11)(R12*4), R11
+	IMULQ 16(SP), R11
+	ADDQ  f1+128(FP), R11
+	MOVQ  b2+72(FP), R13
+	MOVL  (R13)(R12*4), R12
+	IMULQ 16(SP), R12
+	ADDQ  f2+136(FP), R12
+	CMPQ  R8, 24(SP)
+	JAE   next
+
+nnz:
+	MOVBQZX      (DX)(R8*1), R13
+	IMULQ        AX, R13
+	MOVBQZX      (BX)(R8*1), R14
+	IMULQ        AX, R14
+	VBROADCASTSS (CX)(R8*4), Y1
+	VMULPS       (R10)(R14*1), Y1, Y0
+	VMULPS       32(R10)(R14*1), Y1, Y1
+	MOVBQZX      (SI)(R8*1), R14
+	IMULQ        AX, R14
+	VMULPS       (R11)(R14*1), Y0, Y0
+	VMULPS       32(R11)(R14*1), Y1, Y1
+	MOVBQZX      (DI)(R8*1), R14
+	IMULQ        AX, R14
+	VMOVUPS      (R9)(R13*1), Y2
+	VFMADD231PS  (R12)(R14*1), Y0, Y2
+	VMOVUPS      Y2, (R9)(R13*1)
+	VMOVUPS      32(R9)(R13*1), Y0
+	VFMADD231PS  32(R12)(R14*1), Y1, Y0
+	VMOVUPS      Y0, 32(R9)(R13*1)
+	INCQ         R8
+	CMPQ         R8, 24(SP)
+	JB           nnz
+
+next:
+	MOVQ (SP), R12
+	INCQ R12
+	MOVQ R12, (SP)
+	INCQ R12
+	CMPQ R12, bptr_len+32(FP)
 	JB   block
 
 done:
@@ -2918,6 +3083,101 @@ done:
 	VZEROUPPER
 	RET
 
+// func hicooScatter4AVX2x4(dst []float32, bptr []uint32, bo *uint32, b0 *uint32, b1 *uint32, b2 *uint32, eo *uint8, e0 *uint8, e1 *uint8, e2 *uint8, vals *float32, f0 *float32, f1 *float32, f2 *float32, rowBase int, stride int, bits int)
+// Requires: AVX, FMA3
+TEXT ·hicooScatter4AVX2x4(SB), NOSPLIT, $32-168
+	MOVQ  stride+152(FP), AX
+	SHLQ  $0x02, AX
+	MOVQ  rowBase+144(FP), DX
+	IMULQ AX, DX
+	NEGQ  DX
+	ADDQ  dst_base+0(FP), DX
+	MOVQ  DX, 8(SP)
+	MOVQ  bits+160(FP), CX
+	MOVQ  AX, DX
+	SHLQ  CL, DX
+	MOVQ  DX, 16(SP)
+	MOVQ  $0x00000000, (SP)
+	MOVQ  bptr_len+32(FP), CX
+	CMPQ  CX, $0x01
+	JBE   done
+	MOVQ  vals+112(FP), CX
+	MOVQ  eo+80(FP), DX
+	MOVQ  e0+88(FP), BX
+	MOVQ  e1+96(FP), SI
+	MOVQ  e2+104(FP), DI
+
+block:
+	MOVQ  (SP), R12
+	MOVQ  bptr_base+24(FP), R9
+	MOVL  (R9)(R12*4), R8
+	MOVL  4(R9)(R12*4), R9
+	MOVQ  R9, 24(SP)
+	MOVQ  bo+48(FP), R9
+	MOVL  (R9)(R12*4), R9
+	IMULQ 16(SP), R9
+	ADDQ  8(SP), R9
+	MOVQ  b0+56(FP), R10
+	MOVL  (R10)(R12*4), R10
+	IMULQ 16(SP), R10
+	ADDQ  f0+120(FP), R10
+	MOVQ  b1+64(FP), R11
+	MOVL  (R11)(R12*4), R11
+	IMULQ 16(SP), R11
+	ADDQ  f1+128(FP), R11
+	MOVQ  b2+72(FP), R13
+	MOVL  (R13)(R12*4), R12
+	IMULQ 16(SP), R12
+	ADDQ  f2+136(FP), R12
+	CMPQ  R8, 24(SP)
+	JAE   next
+
+nnz:
+	MOVBQZX      (DX)(R8*1), R13
+	IMULQ        AX, R13
+	MOVBQZX      (BX)(R8*1), R14
+	IMULQ        AX, R14
+	VBROADCASTSS (CX)(R8*4), Y3
+	VMULPS       (R10)(R14*1), Y3, Y0
+	VMULPS       32(R10)(R14*1), Y3, Y1
+	VMULPS       64(R10)(R14*1), Y3, Y2
+	VMULPS       96(R10)(R14*1), Y3, Y3
+	MOVBQZX      (SI)(R8*1), R14
+	IMULQ        AX, R14
+	VMULPS       (R11)(R14*1), Y0, Y0
+	VMULPS       32(R11)(R14*1), Y1, Y1
+	VMULPS       64(R11)(R14*1), Y2, Y2
+	VMULPS       96(R11)(R14*1), Y3, Y3
+	MOVBQZX      (DI)(R8*1), R14
+	IMULQ        AX, R14
+	VMOVUPS      (R9)(R13*1), Y4
+	VFMADD231PS  (R12)(R14*1), Y0, Y4
+	VMOVUPS      Y4, (R9)(R13*1)
+	VMOVUPS      32(R9)(R13*1), Y0
+	VFMADD231PS  32(R12)(R14*1), Y1, Y0
+	VMOVUPS      Y0, 32(R9)(R13*1)
+	VMOVUPS      64(R9)(R13*1), Y0
+	VFMADD231PS  64(R12)(R14*1), Y2, Y0
+	VMOVUPS      Y0, 64(R9)(R13*1)
+	VMOVUPS      96(R9)(R13*1), Y0
+	VFMADD231PS  96(R12)(R14*1), Y3, Y0
+	VMOVUPS      Y0, 96(R9)(R13*1)
+	INCQ         R8
+	CMPQ         R8, 24(SP)
+	JB           nnz
+
+next:
+	MOVQ (SP), R12
+	INCQ R12
+	MOVQ R12, (SP)
+	INCQ R12
+	CMPQ R12, bptr_len+32(FP)
+	JB   block
+
+done:
+	VZEROUPPER
+	RET
+
 // func csrAVX512x1(out []float32, ptr []uint32, col []uint32, vals []float32, u []float32, stride int)
 // Requires: AVX, AVX512DQ, AVX512F
 TEXT ·csrAVX512x1(SB), NOSPLIT, $0-128
@@ -3778,6 +4038,86 @@ next:
 	MOVQ R11, (SP)
 	INCQ R11
 	CMPQ R11, bptr_len+32(FP)
+	JB   block
+
+done:
+	VZEROUPPER
+	RET
+
+// func hicooScatter4AVX512x1(dst []float32, bptr []uint32, bo *uint32, b0 *uint32, b1 *uint32, b2 *uint32, eo *uint8, e0 *uint8, e1 *uint8, e2 *uint8, vals *float32, f0 *float32, f1 *float32, f2 *float32, rowBase int, stride int, bits int)
+// Requires: AVX, AVX512F
+TEXT ·hicooScatter4AVX512x1(SB), NOSPLIT, $32-168
+	MOVQ  stride+152(FP), AX
+	SHLQ  $0x02, AX
+	MOVQ  rowBase+144(FP), DX
+	IMULQ AX, DX
+	NEGQ  DX
+	ADDQ  dst_base+0(FP), DX
+	MOVQ  DX, 8(SP)
+	MOVQ  bits+160(FP), CX
+	MOVQ  AX, DX
+	SHLQ  CL, DX
+	MOVQ  DX, 16(SP)
+	MOVQ  $0x00000000, (SP)
+	MOVQ  bptr_len+32(FP), CX
+	CMPQ  CX, $0x01
+	JBE   done
+	MOVQ  vals+112(FP), CX
+	MOVQ  eo+80(FP), DX
+	MOVQ  e0+88(FP), BX
+	MOVQ  e1+96(FP), SI
+	MOVQ  e2+104(FP), DI
+
+block:
+	MOVQ  (SP), R12
+	MOVQ  bptr_base+24(FP), R9
+	MOVL  (R9)(R12*4), R8
+	MOVL  4(R9)(R12*4), R9
+	MOVQ  R9, 24(SP)
+	MOVQ  bo+48(FP), R9
+	MOVL  (R9)(R12*4), R9
+	IMULQ 16(SP), R9
+	ADDQ  8(SP), R9
+	MOVQ  b0+56(FP), R10
+	MOVL  (R10)(R12*4), R10
+	IMULQ 16(SP), R10
+	ADDQ  f0+120(FP), R10
+	MOVQ  b1+64(FP), R11
+	MOVL  (R11)(R12*4), R11
+	IMULQ 16(SP), R11
+	ADDQ  f1+128(FP), R11
+	MOVQ  b2+72(FP), R13
+	MOVL  (R13)(R12*4), R12
+	IMULQ 16(SP), R12
+	ADDQ  f2+136(FP), R12
+	CMPQ  R8, 24(SP)
+	JAE   next
+
+nnz:
+	MOVBQZX      (DX)(R8*1), R13
+	IMULQ        AX, R13
+	MOVBQZX      (BX)(R8*1), R14
+	IMULQ        AX, R14
+	VBROADCASTSS (CX)(R8*4), Z0
+	VMULPS       (R10)(R14*1), Z0, Z0
+	MOVBQZX      (SI)(R8*1), R14
+	IMULQ        AX, R14
+	VMULPS       (R11)(R14*1), Z0, Z0
+	MOVBQZX      (DI)(R8*1), R14
+	IMULQ        AX, R14
+	VMOVUPS      (R9)(R13*1), Z1
+	VFMADD231PS  (R12)(R14*1), Z0, Z1
+	VMOVUPS      Z1, (R9)(R13*1)
+	INCQ         R8
+	CMPQ         R8, 24(SP)
+	JB           nnz
+
+next:
+	MOVQ (SP), R12
+	INCQ R12
+	MOVQ R12, (SP)
+	INCQ R12
+	CMPQ R12, bptr_len+32(FP)
 	JB   block
 
 done:
@@ -4723,6 +5063,91 @@ next:
 	MOVQ R11, (SP)
 	INCQ R11
 	CMPQ R11, bptr_len+32(FP)
+	JB   block
+
+done:
+	VZEROUPPER
+	RET
+
+// func hicooScatter4AVX512x2(dst []float32, bptr []uint32, bo *uint32, b0 *uint32, b1 *uint32, b2 *uint32, eo *uint8, e0 *uint8, e1 *uint8, e2 *uint8, vals *float32, f0 *float32, f1 *float32, f2 *float32, rowBase int, stride int, bits int)
+// Requires: AVX, AVX512F
+TEXT ·hicooScatter4AVX512x2(SB), NOSPLIT, $32-168
+	MOVQ  stride+152(FP), AX
+	SHLQ  $0x02, AX
+	MOVQ  rowBase+144(FP), DX
+	IMULQ AX, DX
+	NEGQ  DX
+	ADDQ  dst_base+0(FP), DX
+	MOVQ  DX, 8(SP)
+	MOVQ  bits+160(FP), CX
+	MOVQ  AX, DX
+	SHLQ  CL, DX
+	MOVQ  DX, 16(SP)
+	MOVQ  $0x00000000, (SP)
+	MOVQ  bptr_len+32(FP), CX
+	CMPQ  CX, $0x01
+	JBE   done
+	MOVQ  vals+112(FP), CX
+	MOVQ  eo+80(FP), DX
+	MOVQ  e0+88(FP), BX
+	MOVQ  e1+96(FP), SI
+	MOVQ  e2+104(FP), DI
+
+block:
+	MOVQ  (SP), R12
+	MOVQ  bptr_base+24(FP), R9
+	MOVL  (R9)(R12*4), R8
+	MOVL  4(R9)(R12*4), R9
+	MOVQ  R9, 24(SP)
+	MOVQ  bo+48(FP), R9
+	MOVL  (R9)(R12*4), R9
+	IMULQ 16(SP), R9
+	ADDQ  8(SP), R9
+	MOVQ  b0+56(FP), R10
+	MOVL  (R10)(R12*4), R10
+	IMULQ 16(SP), R10
+	ADDQ  f0+120(FP), R10
+	MOVQ  b1+64(FP), R11
+	MOVL  (R11)(R12*4), R11
+	IMULQ 16(SP), R11
+	ADDQ  f1+128(FP), R11
+	MOVQ  b2+72(FP), R13
+	MOVL  (R13)(R12*4), R12
+	IMULQ 16(SP), R12
+	ADDQ  f2+136(FP), R12
+	CMPQ  R8, 24(SP)
+	JAE   next
+
+nnz:
+	MOVBQZX      (DX)(R8*1), R13
+	IMULQ        AX, R13
+	MOVBQZX      (BX)(R8*1), R14
+	IMULQ        AX, R14
+	VBROADCASTSS (CX)(R8*4), Z1
+	VMULPS       (R10)(R14*1), Z1, Z0
+	VMULPS       64(R10)(R14*1), Z1, Z1
+	MOVBQZX      (SI)(R8*1), R14
+	IMULQ        AX, R14
+	VMULPS       (R11)(R14*1), Z0, Z0
+	VMULPS       64(R11)(R14*1), Z1, Z1
+	MOVBQZX      (DI)(R8*1), R14
+	IMULQ        AX, R14
+	VMOVUPS      (R9)(R13*1), Z2
+	VFMADD231PS  (R12)(R14*1), Z0, Z2
+	VMOVUPS      Z2, (R9)(R13*1)
+	VMOVUPS      64(R9)(R13*1), Z0
+	VFMADD231PS  64(R12)(R14*1), Z1, Z0
+	VMOVUPS      Z0, 64(R9)(R13*1)
+	INCQ         R8
+	CMPQ         R8, 24(SP)
+	JB           nnz
+
+next:
+	MOVQ (SP), R12
+	INCQ R12
+	MOVQ R12, (SP)
+	INCQ R12
+	CMPQ R12, bptr_len+32(FP)
 	JB   block
 
 done:
@@ -5826,6 +6251,101 @@ next:
 	MOVQ R11, (SP)
 	INCQ R11
 	CMPQ R11, bptr_len+32(FP)
+	JB   block
+
+done:
+	VZEROUPPER
+	RET
+
+// func hicooScatter4AVX512x4(dst []float32, bptr []uint32, bo *uint32, b0 *uint32, b1 *uint32, b2 *uint32, eo *uint8, e0 *uint8, e1 *uint8, e2 *uint8, vals *float32, f0 *float32, f1 *float32, f2 *float32, rowBase int, stride int, bits int)
+// Requires: AVX, AVX512F
+TEXT ·hicooScatter4AVX512x4(SB), NOSPLIT, $32-168
+	MOVQ  stride+152(FP), AX
+	SHLQ  $0x02, AX
+	MOVQ  rowBase+144(FP), DX
+	IMULQ AX, DX
+	NEGQ  DX
+	ADDQ  dst_base+0(FP), DX
+	MOVQ  DX, 8(SP)
+	MOVQ  bits+160(FP), CX
+	MOVQ  AX, DX
+	SHLQ  CL, DX
+	MOVQ  DX, 16(SP)
+	MOVQ  $0x00000000, (SP)
+	MOVQ  bptr_len+32(FP), CX
+	CMPQ  CX, $0x01
+	JBE   done
+	MOVQ  vals+112(FP), CX
+	MOVQ  eo+80(FP), DX
+	MOVQ  e0+88(FP), BX
+	MOVQ  e1+96(FP), SI
+	MOVQ  e2+104(FP), DI
+
+block:
+	MOVQ  (SP), R12
+	MOVQ  bptr_base+24(FP), R9
+	MOVL  (R9)(R12*4), R8
+	MOVL  4(R9)(R12*4), R9
+	MOVQ  R9, 24(SP)
+	MOVQ  bo+48(FP), R9
+	MOVL  (R9)(R12*4), R9
+	IMULQ 16(SP), R9
+	ADDQ  8(SP), R9
+	MOVQ  b0+56(FP), R10
+	MOVL  (R10)(R12*4), R10
+	IMULQ 16(SP), R10
+	ADDQ  f0+120(FP), R10
+	MOVQ  b1+64(FP), R11
+	MOVL  (R11)(R12*4), R11
+	IMULQ 16(SP), R11
+	ADDQ  f1+128(FP), R11
+	MOVQ  b2+72(FP), R13
+	MOVL  (R13)(R12*4), R12
+	IMULQ 16(SP), R12
+	ADDQ  f2+136(FP), R12
+	CMPQ  R8, 24(SP)
+	JAE   next
+
+nnz:
+	MOVBQZX      (DX)(R8*1), R13
+	IMULQ        AX, R13
+	MOVBQZX      (BX)(R8*1), R14
+	IMULQ        AX, R14
+	VBROADCASTSS (CX)(R8*4), Z3
+	VMULPS       (R10)(R14*1), Z3, Z0
+	VMULPS       64(R10)(R14*1), Z3, Z1
+	VMULPS       128(R10)(R14*1), Z3, Z2
+	VMULPS       192(R10)(R14*1), Z3, Z3
+	MOVBQZX      (SI)(R8*1), R14
+	IMULQ        AX, R14
+	VMULPS       (R11)(R14*1), Z0, Z0
+	VMULPS       64(R11)(R14*1), Z1, Z1
+	VMULPS       128(R11)(R14*1), Z2, Z2
+	VMULPS       192(R11)(R14*1), Z3, Z3
+	MOVBQZX      (DI)(R8*1), R14
+	IMULQ        AX, R14
+	VMOVUPS      (R9)(R13*1), Z4
+	VFMADD231PS  (R12)(R14*1), Z0, Z4
+	VMOVUPS      Z4, (R9)(R13*1)
+	VMOVUPS      64(R9)(R13*1), Z0
+	VFMADD231PS  64(R12)(R14*1), Z1, Z0
+	VMOVUPS      Z0, 64(R9)(R13*1)
+	VMOVUPS      128(R9)(R13*1), Z0
+	VFMADD231PS  128(R12)(R14*1), Z2, Z0
+	VMOVUPS      Z0, 128(R9)(R13*1)
+	VMOVUPS      192(R9)(R13*1), Z0
+	VFMADD231PS  192(R12)(R14*1), Z3, Z0
+	VMOVUPS      Z0, 192(R9)(R13*1)
+	INCQ         R8
+	CMPQ         R8, 24(SP)
+	JB           nnz
+
+next:
+	MOVQ (SP), R12
+	INCQ R12
+	MOVQ R12, (SP)
+	INCQ R12
+	CMPQ R12, bptr_len+32(FP)
 	JB   block
 
 done:

@@ -40,6 +40,10 @@ func hicooScatter3Vec(dst []float32, x *formats.HiCOO, blk0, blk1 int, modes [3]
 	return false
 }
 
+func hicooScatter4Vec(dst []float32, x *formats.HiCOO, blk0, blk1 int, modes [4]int, f0, f1, f2 []float32, rowBase, R, r0, w int) bool {
+	return false
+}
+
 func addVec(dst, src []float32) int { return 0 }
 
 func pextVec(dst []uint32, lin []uint64, mask uint64, base uint32) bool { return false }

@@ -89,6 +89,11 @@ func altoRuns3AVX2x1(dst []float32, lin []uint64, vals []float32, masks *[3]uint
 //go:noescape
 func hicooScatter3AVX2x1(dst []float32, bptr []uint32, bo *uint32, b0 *uint32, b1 *uint32, eo *uint8, e0 *uint8, e1 *uint8, vals *float32, f0 *float32, f1 *float32, rowBase int, stride int, bits int)
 
+// hicooScatter4AVX2x1 adds 8 columns of each nonzero's MTTKRP term of a range of order-4 HiCOO blocks into its output row (see asmgen).
+//
+//go:noescape
+func hicooScatter4AVX2x1(dst []float32, bptr []uint32, bo *uint32, b0 *uint32, b1 *uint32, b2 *uint32, eo *uint8, e0 *uint8, e1 *uint8, e2 *uint8, vals *float32, f0 *float32, f1 *float32, f2 *float32, rowBase int, stride int, bits int)
+
 // csrAVX2x2 sets 16 columns of each row of a CSR row range (see asmgen).
 //
 //go:noescape
@@ -173,6 +178,11 @@ func altoRuns3AVX2x2(dst []float32, lin []uint64, vals []float32, masks *[3]uint
 //
 //go:noescape
 func hicooScatter3AVX2x2(dst []float32, bptr []uint32, bo *uint32, b0 *uint32, b1 *uint32, eo *uint8, e0 *uint8, e1 *uint8, vals *float32, f0 *float32, f1 *float32, rowBase int, stride int, bits int)
+
+// hicooScatter4AVX2x2 adds 16 columns of each nonzero's MTTKRP term of a range of order-4 HiCOO blocks into its output row (see asmgen).
+//
+//go:noescape
+func hicooScatter4AVX2x2(dst []float32, bptr []uint32, bo *uint32, b0 *uint32, b1 *uint32, b2 *uint32, eo *uint8, e0 *uint8, e1 *uint8, e2 *uint8, vals *float32, f0 *float32, f1 *float32, f2 *float32, rowBase int, stride int, bits int)
 
 // csrAVX2x4 sets 32 columns of each row of a CSR row range (see asmgen).
 //
@@ -259,6 +269,11 @@ func altoRuns3AVX2x4(dst []float32, lin []uint64, vals []float32, masks *[3]uint
 //go:noescape
 func hicooScatter3AVX2x4(dst []float32, bptr []uint32, bo *uint32, b0 *uint32, b1 *uint32, eo *uint8, e0 *uint8, e1 *uint8, vals *float32, f0 *float32, f1 *float32, rowBase int, stride int, bits int)
 
+// hicooScatter4AVX2x4 adds 32 columns of each nonzero's MTTKRP term of a range of order-4 HiCOO blocks into its output row (see asmgen).
+//
+//go:noescape
+func hicooScatter4AVX2x4(dst []float32, bptr []uint32, bo *uint32, b0 *uint32, b1 *uint32, b2 *uint32, eo *uint8, e0 *uint8, e1 *uint8, e2 *uint8, vals *float32, f0 *float32, f1 *float32, f2 *float32, rowBase int, stride int, bits int)
+
 // csrAVX512x1 sets 16 columns of each row of a CSR row range (see asmgen).
 //
 //go:noescape
@@ -343,6 +358,11 @@ func altoRuns3AVX512x1(dst []float32, lin []uint64, vals []float32, masks *[3]ui
 //
 //go:noescape
 func hicooScatter3AVX512x1(dst []float32, bptr []uint32, bo *uint32, b0 *uint32, b1 *uint32, eo *uint8, e0 *uint8, e1 *uint8, vals *float32, f0 *float32, f1 *float32, rowBase int, stride int, bits int)
+
+// hicooScatter4AVX512x1 adds 16 columns of each nonzero's MTTKRP term of a range of order-4 HiCOO blocks into its output row (see asmgen).
+//
+//go:noescape
+func hicooScatter4AVX512x1(dst []float32, bptr []uint32, bo *uint32, b0 *uint32, b1 *uint32, b2 *uint32, eo *uint8, e0 *uint8, e1 *uint8, e2 *uint8, vals *float32, f0 *float32, f1 *float32, f2 *float32, rowBase int, stride int, bits int)
 
 // csrAVX512x2 sets 32 columns of each row of a CSR row range (see asmgen).
 //
@@ -429,6 +449,11 @@ func altoRuns3AVX512x2(dst []float32, lin []uint64, vals []float32, masks *[3]ui
 //go:noescape
 func hicooScatter3AVX512x2(dst []float32, bptr []uint32, bo *uint32, b0 *uint32, b1 *uint32, eo *uint8, e0 *uint8, e1 *uint8, vals *float32, f0 *float32, f1 *float32, rowBase int, stride int, bits int)
 
+// hicooScatter4AVX512x2 adds 32 columns of each nonzero's MTTKRP term of a range of order-4 HiCOO blocks into its output row (see asmgen).
+//
+//go:noescape
+func hicooScatter4AVX512x2(dst []float32, bptr []uint32, bo *uint32, b0 *uint32, b1 *uint32, b2 *uint32, eo *uint8, e0 *uint8, e1 *uint8, e2 *uint8, vals *float32, f0 *float32, f1 *float32, f2 *float32, rowBase int, stride int, bits int)
+
 // csrAVX512x4 sets 64 columns of each row of a CSR row range (see asmgen).
 //
 //go:noescape
@@ -513,6 +538,11 @@ func altoRuns3AVX512x4(dst []float32, lin []uint64, vals []float32, masks *[3]ui
 //
 //go:noescape
 func hicooScatter3AVX512x4(dst []float32, bptr []uint32, bo *uint32, b0 *uint32, b1 *uint32, eo *uint8, e0 *uint8, e1 *uint8, vals *float32, f0 *float32, f1 *float32, rowBase int, stride int, bits int)
+
+// hicooScatter4AVX512x4 adds 64 columns of each nonzero's MTTKRP term of a range of order-4 HiCOO blocks into its output row (see asmgen).
+//
+//go:noescape
+func hicooScatter4AVX512x4(dst []float32, bptr []uint32, bo *uint32, b0 *uint32, b1 *uint32, b2 *uint32, eo *uint8, e0 *uint8, e1 *uint8, e2 *uint8, vals *float32, f0 *float32, f1 *float32, f2 *float32, rowBase int, stride int, bits int)
 
 // addToAVX2 adds src into dst, 4·8 floats per step; len(dst) must be a multiple of 32 (see asmgen).
 //

@@ -62,6 +62,7 @@ func main() {
 			}
 			altoRuns3(s, nv)
 			hicooScatter3(s, nv)
+			hicooScatter4(s, nv)
 		}
 	}
 	for _, s := range isas {
@@ -725,6 +726,100 @@ func hicooScatter3(s isa, nv int) {
 	}
 	INCQ(k)
 	CMPQ(k, kend)
+	JB(LabelRef("nnz"))
+	Label("next")
+	MOVQ(bSlot, b)
+	INCQ(b)
+	MOVQ(b, bSlot)
+	INCQ(b)
+	CMPQ(b, paramAddr(Param("bptr").Len()))
+	JB(LabelRef("block"))
+	Label("done")
+	VZEROUPPER()
+	RET()
+}
+
+// hicooScatter4 is hicooScatter3 for an order-4 HiCOO tensor: b2, e2 and
+// f2 are the third other mode's. The nonzero loop needs fourteen values
+// in general registers with the block's end among them, one more than
+// there are: the end is compared in its stack slot.
+func hicooScatter4(s isa, nv int) {
+	text(fn("hicooScatter4", s, nv), "func(dst []float32, bptr []uint32, bo, b0, b1, b2 *uint32, eo, e0, e1, e2 *uint8, vals *float32, f0, f1, f2 *float32, rowBase, stride, bits int)")
+	Doc(fmt.Sprintf("hicooScatter4%sx%d adds %d columns of each nonzero's MTTKRP term of a range of order-4 HiCOO blocks into its output row (see asmgen).", s.name, nv, nv*s.lanes))
+	bSlot, dstSlot, scaleSlot, endSlot := AllocLocal(8), AllocLocal(8), AllocLocal(8), AllocLocal(8)
+	sb := strideBytes()
+	x := Load(Param("rowBase"), GP64())
+	IMULQ(sb, x)
+	NEGQ(x)
+	ADDQ(paramAddr(Param("dst").Base()), x)
+	MOVQ(x, dstSlot)
+	y := Load(Param("bits"), GP64())
+	MOVQ(y, RCX)
+	MOVQ(sb, x)
+	SHLQ(CL, x)
+	MOVQ(x, scaleSlot)
+	MOVQ(U32(0), bSlot)
+	n := Load(Param("bptr").Len(), GP64())
+	CMPQ(n, U8(1))
+	JBE(LabelRef("done"))
+	valp := Load(Param("vals"), GP64())
+	eo := Load(Param("eo"), GP64())
+	e0 := Load(Param("e0"), GP64())
+	e1 := Load(Param("e1"), GP64())
+	e2 := Load(Param("e2"), GP64())
+	t := vecs(s, nv)
+	d := vecs(s, nv)
+	v := s.vec()
+	k := GP64()
+	bo, b0, b1, b2 := GP64(), GP64(), GP64(), GP64()
+
+	Label("block")
+	b := GP64()
+	MOVQ(bSlot, b)
+	bp := Load(Param("bptr").Base(), GP64())
+	MOVL(Mem{Base: bp, Index: b, Scale: 4}, k.As32())
+	end := GP32()
+	MOVL(Mem{Base: bp, Index: b, Scale: 4, Disp: 4}, end)
+	MOVQ(end.As64(), endSlot)
+	for _, c := range []struct {
+		reg   GPVirtual
+		coord string
+		base  Op
+	}{{bo, "bo", dstSlot}, {b0, "b0", paramAddr(Param("f0"))}, {b1, "b1", paramAddr(Param("f1"))}, {b2, "b2", paramAddr(Param("f2"))}} {
+		p := Load(Param(c.coord), GP64())
+		MOVL(Mem{Base: p, Index: b, Scale: 4}, c.reg.As32())
+		IMULQ(scaleSlot, c.reg)
+		ADDQ(c.base, c.reg)
+	}
+	CMPQ(k, endSlot)
+	JAE(LabelRef("next"))
+	Label("nnz")
+	row, a := GP64(), GP64()
+	MOVBQZX(Mem{Base: eo, Index: k, Scale: 1}, row)
+	IMULQ(sb, row)
+	MOVBQZX(Mem{Base: e0, Index: k, Scale: 1}, a)
+	IMULQ(sb, a)
+	VBROADCASTSS(Mem{Base: valp, Index: k, Scale: 4}, v)
+	for q := range t {
+		VMULPS(Mem{Base: b0, Index: a, Scale: 1, Disp: 4 * s.lanes * q}, v, t[q])
+	}
+	c := GP64()
+	MOVBQZX(Mem{Base: e1, Index: k, Scale: 1}, c)
+	IMULQ(sb, c)
+	for q := range t {
+		VMULPS(Mem{Base: b1, Index: c, Scale: 1, Disp: 4 * s.lanes * q}, t[q], t[q])
+	}
+	e := GP64()
+	MOVBQZX(Mem{Base: e2, Index: k, Scale: 1}, e)
+	IMULQ(sb, e)
+	dst := Mem{Base: bo, Index: row, Scale: 1}
+	for q := range d {
+		VMOVUPS(dst.Offset(4*s.lanes*q), d[q])
+		VFMADD231PS(Mem{Base: b2, Index: e, Scale: 1, Disp: 4 * s.lanes * q}, t[q], d[q])
+		VMOVUPS(d[q], dst.Offset(4*s.lanes*q))
+	}
+	INCQ(k)
+	CMPQ(k, endSlot)
 	JB(LabelRef("nnz"))
 	Label("next")
 	MOVQ(bSlot, b)
