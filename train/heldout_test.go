@@ -90,13 +90,19 @@ func TestDefaultModelsHeldOut(t *testing.T) {
 			{"mttkrp", "cpu", 0.88, 0.98},
 			{"ttm", "cpu", 0.92, 0.98},
 		}},
-		// The Intel Xeon VM (Emerald Rapids, AVX-512), answered by the
-		// cpu/avx512+pext/intel head: 0.820 / 0.980 (MTTKRP; 0.675 /
-		// 0.918 by the AMD head before that head; its labels repeat on
-		// 0.854 of the rows), 0.974 / 0.994 (SpTTM, cpu: the rule).
+		// The Intel Xeon VM (Emerald Rapids, AVX-512): 0.974 / 0.994
+		// (SpTTM, cpu: the rule). Its MTTKRP rows timed kernels since
+		// changed (docs/model.md, "Labels of the new kernels"); the next
+		// file's replace them.
 		{"labels-xeon-avx512.jsonl.gz", []floor{
-			{"mttkrp", "cpu", 0.78, 0.97},
 			{"ttm", "cpu", 0.92, 0.98},
+		}},
+		// The same tensors' MTTKRP rows timed by the kernels of
+		// 2026-11-28 on that VM, answered by the cpu/avx512+pext/intel
+		// head: 0.809 / 0.981 (0.764 / 0.973 by the head trained on the
+		// old kernels' times).
+		{"labels-xeon-avx512-v2.jsonl.gz", []floor{
+			{"mttkrp", "cpu", 0.78, 0.975},
 		}},
 		// An NVIDIA H200 (cuda:0), interleaved protocol: 0.977 / 0.998
 		// (MTTKRP), 0.650 / 0.990 (SpTTM; 0.637-0.654 / 0.988-0.990
