@@ -594,3 +594,53 @@ func TestChooseTrees(t *testing.T) {
 		t.Errorf("blend margins %v, want %v", margins, want)
 	}
 }
+
+// TestChooseTreesSlack: a larger blend margin that mends one row in 400
+// (0.0025 of accuracy, less than blendSlack) is not worth asking the
+// network more often: the head answers with the trees alone. With the
+// slack at zero it takes the margin that mends the row.
+func TestChooseTreesSlack(t *testing.T) {
+	var d dataset
+	var network, trees [][]float64
+	for i := range 400 {
+		label := i % 2
+		names := []string{"coo", "csf"}
+		d.rows = append(d.rows, LabelRow{Tensor: fmt.Sprintf("t%d", i), Source: "s", Op: "mttkrp", Mode: 1, DeviceClass: "cpu",
+			Label: names[label], Times: map[string]float64{names[label]: 1, names[1-label]: 1.2}})
+		right := func(p float64) []float64 {
+			if label == 0 {
+				return []float64{p, 1 - p}
+			}
+			return []float64{1 - p, p}
+		}
+		switch {
+		case i < 10: // the network wrong, the trees sure and right
+			network, trees = append(network, right(0.3)), append(trees, right(0.8))
+		case i == 10: // the trees wrong by a lead of 0.3, the network sure and right
+			network, trees = append(network, right(0.95)), append(trees, right(0.35))
+		default:
+			network, trees = append(network, right(0.9)), append(trees, right(0.8))
+		}
+	}
+	gcn := Picks{Predictor: PredictorGCN, Formats: make([]string, len(d.rows))}
+	for i := range d.rows {
+		gcn.Formats[i] = []string{"coo", "csf"}[argmax(network[i])]
+	}
+	scores := Scores(d.rows, []Picks{gcn})
+	heads, margins := d.chooseTrees(scores, nil, network, trees)
+	if want := map[string][]string{"mttkrp": {"cpu"}}; !reflect.DeepEqual(heads, want) {
+		t.Errorf("tree heads %v, want %v", heads, want)
+	}
+	if len(margins) != 0 {
+		t.Errorf("blend margins %v, want none (the trees alone)", margins)
+	}
+	// The blend mends the row only where the margin exceeds the trees'
+	// lead of 0.3 and the mean of the two favours the network.
+	saved := blendSlack
+	blendSlack = 0
+	defer func() { blendSlack = saved }()
+	_, margins = d.chooseTrees(scores, nil, network, trees)
+	if m := margins["mttkrp"]["cpu"]; m <= 0.3 {
+		t.Errorf("with no slack: blend margin %v, want above 0.3", m)
+	}
+}
