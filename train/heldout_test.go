@@ -99,7 +99,7 @@ func TestDefaultModelsHeldOut(t *testing.T) {
 		}},
 		// The same tensors' MTTKRP rows timed by the kernels of
 		// 2026-11-28 on that VM, answered by the cpu/avx512+pext/intel
-		// head: 0.809 / 0.981 (0.764 / 0.973 by the head trained on the
+		// head: 0.810 / 0.981 (0.764 / 0.973 by the head trained on the
 		// old kernels' times).
 		{"labels-xeon-avx512-v2.jsonl.gz", []floor{
 			{"mttkrp", "cpu", 0.78, 0.975},
