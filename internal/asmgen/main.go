@@ -661,22 +661,7 @@ func hicooScatter3(s isa, nv int) {
 	Doc(fmt.Sprintf("hicooScatter3%sx%d adds %d columns of each nonzero's MTTKRP term of a range of order-3 HiCOO blocks into its output row (see asmgen).", s.name, nv, nv*s.lanes))
 	// Block-level state lives in stack slots: the nonzero loop needs
 	// thirteen general registers of its own.
-	bSlot, dstSlot, scaleSlot := AllocLocal(8), AllocLocal(8), AllocLocal(8)
-	sb := strideBytes()
-	x := Load(Param("rowBase"), GP64())
-	IMULQ(sb, x)
-	NEGQ(x)
-	ADDQ(paramAddr(Param("dst").Base()), x)
-	MOVQ(x, dstSlot)
-	y := Load(Param("bits"), GP64())
-	MOVQ(y, RCX)
-	MOVQ(sb, x)
-	SHLQ(CL, x)
-	MOVQ(x, scaleSlot)
-	MOVQ(U32(0), bSlot)
-	n := Load(Param("bptr").Len(), GP64())
-	CMPQ(n, U8(1))
-	JBE(LabelRef("done"))
+	bSlot, dstSlot, scaleSlot, sb := hicooSetup()
 	valp := Load(Param("vals"), GP64())
 	eo := Load(Param("eo"), GP64())
 	e0 := Load(Param("e0"), GP64())
@@ -727,6 +712,37 @@ func hicooScatter3(s isa, nv int) {
 	INCQ(k)
 	CMPQ(k, kend)
 	JB(LabelRef("nnz"))
+	hicooNext(bSlot, b)
+}
+
+// hicooSetup starts a hicooScatter function: it keeps in stack slots the
+// index of the current block (from 0), the output's address less rowBase
+// rows, and the bytes a block coordinate moves a row pointer by (the row
+// stride << bits), returns them with the row stride in bytes, and jumps
+// to "done" when bptr holds no block.
+func hicooSetup() (bSlot, dstSlot, scaleSlot Mem, sb Register) {
+	bSlot, dstSlot, scaleSlot = AllocLocal(8), AllocLocal(8), AllocLocal(8)
+	sb = strideBytes()
+	x := Load(Param("rowBase"), GP64())
+	IMULQ(sb, x)
+	NEGQ(x)
+	ADDQ(paramAddr(Param("dst").Base()), x)
+	MOVQ(x, dstSlot)
+	y := Load(Param("bits"), GP64())
+	MOVQ(y, RCX)
+	MOVQ(sb, x)
+	SHLQ(CL, x)
+	MOVQ(x, scaleSlot)
+	MOVQ(U32(0), bSlot)
+	n := Load(Param("bptr").Len(), GP64())
+	CMPQ(n, U8(1))
+	JBE(LabelRef("done"))
+	return bSlot, dstSlot, scaleSlot, sb
+}
+
+// hicooNext ends a hicooScatter function: label "next" moves to the
+// following block (b is scratch) and back to "block" while there is one.
+func hicooNext(bSlot Mem, b Register) {
 	Label("next")
 	MOVQ(bSlot, b)
 	INCQ(b)
@@ -746,22 +762,8 @@ func hicooScatter3(s isa, nv int) {
 func hicooScatter4(s isa, nv int) {
 	text(fn("hicooScatter4", s, nv), "func(dst []float32, bptr []uint32, bo, b0, b1, b2 *uint32, eo, e0, e1, e2 *uint8, vals *float32, f0, f1, f2 *float32, rowBase, stride, bits int)")
 	Doc(fmt.Sprintf("hicooScatter4%sx%d adds %d columns of each nonzero's MTTKRP term of a range of order-4 HiCOO blocks into its output row (see asmgen).", s.name, nv, nv*s.lanes))
-	bSlot, dstSlot, scaleSlot, endSlot := AllocLocal(8), AllocLocal(8), AllocLocal(8), AllocLocal(8)
-	sb := strideBytes()
-	x := Load(Param("rowBase"), GP64())
-	IMULQ(sb, x)
-	NEGQ(x)
-	ADDQ(paramAddr(Param("dst").Base()), x)
-	MOVQ(x, dstSlot)
-	y := Load(Param("bits"), GP64())
-	MOVQ(y, RCX)
-	MOVQ(sb, x)
-	SHLQ(CL, x)
-	MOVQ(x, scaleSlot)
-	MOVQ(U32(0), bSlot)
-	n := Load(Param("bptr").Len(), GP64())
-	CMPQ(n, U8(1))
-	JBE(LabelRef("done"))
+	bSlot, dstSlot, scaleSlot, sb := hicooSetup()
+	endSlot := AllocLocal(8)
 	valp := Load(Param("vals"), GP64())
 	eo := Load(Param("eo"), GP64())
 	e0 := Load(Param("e0"), GP64())
@@ -821,16 +823,7 @@ func hicooScatter4(s isa, nv int) {
 	INCQ(k)
 	CMPQ(k, endSlot)
 	JB(LabelRef("nnz"))
-	Label("next")
-	MOVQ(bSlot, b)
-	INCQ(b)
-	MOVQ(b, bSlot)
-	INCQ(b)
-	CMPQ(b, paramAddr(Param("bptr").Len()))
-	JB(LabelRef("block"))
-	Label("done")
-	VZEROUPPER()
-	RET()
+	hicooNext(bSlot, b)
 }
 
 // fiberLevel emits the two lowest levels of a CSF walk, for fibers
