@@ -885,8 +885,8 @@ var blendMargins = []float64{0, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5, 0.75,
 // margin asks the network more often, and each time the decision costs
 // about twice as much (docs/model.md, "Labels of the new kernels": on the
 // Intel head a margin of 0.2, chosen for 0.008 of accuracy over the trees
-// alone, blended 57 of 76 held-out decisions; 0.05 blends 24). A
-// variable only so that a test can set it to 0.
+// alone, blended 57 of 76 held-out decisions; 0.05, 35). A variable only
+// so that a test can set it to 0.
 var blendSlack = 0.005
 
 // chooseTrees returns, per op, the heads that answer with trees and the
