@@ -113,35 +113,27 @@ func (k *hicooMTTKRP) compute(p *MTTKRP, t int, dst []float32, rowBase int) {
 
 // computeFused runs part t of an order-3 or order-4 HiCOO MTTKRP whose
 // runs are short with the index rebuild inside the vector loop
-// (hicooScatter3Vec, hicooScatter4Vec): no decoded index is stored and
-// read back. It reports false, having done nothing, for another order or
-// where the CPU has no vector loops. The rank blocks must all be at least
-// 8 wide.
+// (hicooScatterVec): no decoded index is stored and read back. It reports
+// false, having done nothing, for another order or where the CPU has no
+// vector loops. The rank blocks must all be at least 8 wide.
 func (k *hicooMTTKRP) computeFused(p *MTTKRP, t int, dst []float32, rowBase int) bool {
-	x := k.x
-	b0, b1 := k.first[t], k.first[t+1]
-	r0 := 0
-	switch x.Order() {
-	case 3:
-		modes := [3]int{p.mode, p.others[0], p.others[1]}
-		f0, f1 := p.fac[modes[1]], p.fac[modes[2]]
-		for _, w := range p.widths {
-			if !hicooScatter3Vec(dst, x, b0, b1, modes, f0, f1, rowBase, p.rank, r0, w) {
-				return false
-			}
-			r0 += w
-		}
-	case 4:
-		modes := [4]int{p.mode, p.others[0], p.others[1], p.others[2]}
-		f0, f1, f2 := p.fac[modes[1]], p.fac[modes[2]], p.fac[modes[3]]
-		for _, w := range p.widths {
-			if !hicooScatter4Vec(dst, x, b0, b1, modes, f0, f1, f2, rowBase, p.rank, r0, w) {
-				return false
-			}
-			r0 += w
-		}
-	default:
+	N := k.x.Order()
+	if N != 3 && N != 4 {
 		return false
+	}
+	var modes [4]int
+	var facs [3][]float32
+	modes[0] = p.mode
+	copy(modes[1:], p.others)
+	for j, m := range p.others {
+		facs[j] = p.fac[m]
+	}
+	r0 := 0
+	for _, w := range p.widths {
+		if !hicooScatterVec(dst, k.x, k.first[t], k.first[t+1], modes[:N], facs[:N-1], rowBase, p.rank, r0, w) {
+			return false
+		}
+		r0 += w
 	}
 	return true
 }

@@ -314,12 +314,13 @@ func altoVec(dst []float32, c *altoChunk, order, rowBase, R, r0, w int, scatter 
 	return true
 }
 
-// hicooScatter3Vec adds columns [r0, r0+w) of the MTTKRP terms of the
-// order-3 HiCOO blocks [b0, b1) into dst; modes are the output mode and
-// the two others in increasing order, f0 and f1 the others' factors. It
-// reports false, doing nothing, where there is no vector unit.
-func hicooScatter3Vec(dst []float32, x *formats.HiCOO, blk0, blk1 int, modes [3]int, f0, f1 []float32, rowBase, R, r0, w int) bool {
-	if vec == vecScalar || w < 8 {
+// hicooScatterVec adds columns [r0, r0+w) of the MTTKRP terms of the
+// order-3 or order-4 HiCOO blocks [b0, b1) into dst; modes are the output
+// mode and the others in increasing order (as many as the order), facs
+// the others' factors. It reports false, doing nothing, where there is no
+// vector unit or no loop for the order.
+func hicooScatterVec(dst []float32, x *formats.HiCOO, blk0, blk1 int, modes []int, facs [][]float32, rowBase, R, r0, w int) bool {
+	if vec == vecScalar || w < 8 || (len(modes) != 3 && len(modes) != 4) {
 		return false
 	}
 	if blk0 >= blk1 || len(x.Vals) == 0 {
@@ -329,29 +330,15 @@ func hicooScatter3Vec(dst []float32, x *formats.HiCOO, blk0, blk1 int, modes [3]
 	m, a, b := modes[0], modes[1], modes[2]
 	for off := 0; off < w; {
 		u, nv, cols := vecPiece(w - off)
-		hicooScatter3Fns[u][nv](dst[r0+off:], x.BlockPtr[blk0:blk1+1], &bi[m][blk0], &bi[a][blk0], &bi[b][blk0],
-			&ei[m][0], &ei[a][0], &ei[b][0], &x.Vals[0], &f0[r0+off], &f1[r0+off], rowBase, R, x.BlockBits)
-		off += cols
-	}
-	return true
-}
-
-// hicooScatter4Vec is hicooScatter3Vec for an order-4 HiCOO tensor:
-// modes are the output mode and the three others in increasing order, f0,
-// f1 and f2 the others' factors.
-func hicooScatter4Vec(dst []float32, x *formats.HiCOO, blk0, blk1 int, modes [4]int, f0, f1, f2 []float32, rowBase, R, r0, w int) bool {
-	if vec == vecScalar || w < 8 {
-		return false
-	}
-	if blk0 >= blk1 || len(x.Vals) == 0 {
-		return true
-	}
-	bi, ei := x.BlockInds, x.ElemInds
-	m, a, b, c := modes[0], modes[1], modes[2], modes[3]
-	for off := 0; off < w; {
-		u, nv, cols := vecPiece(w - off)
-		hicooScatter4Fns[u][nv](dst[r0+off:], x.BlockPtr[blk0:blk1+1], &bi[m][blk0], &bi[a][blk0], &bi[b][blk0], &bi[c][blk0],
-			&ei[m][0], &ei[a][0], &ei[b][0], &ei[c][0], &x.Vals[0], &f0[r0+off], &f1[r0+off], &f2[r0+off], rowBase, R, x.BlockBits)
+		col := r0 + off
+		if len(modes) == 3 {
+			hicooScatter3Fns[u][nv](dst[col:], x.BlockPtr[blk0:blk1+1], &bi[m][blk0], &bi[a][blk0], &bi[b][blk0],
+				&ei[m][0], &ei[a][0], &ei[b][0], &x.Vals[0], &facs[0][col], &facs[1][col], rowBase, R, x.BlockBits)
+		} else {
+			c := modes[3]
+			hicooScatter4Fns[u][nv](dst[col:], x.BlockPtr[blk0:blk1+1], &bi[m][blk0], &bi[a][blk0], &bi[b][blk0], &bi[c][blk0],
+				&ei[m][0], &ei[a][0], &ei[b][0], &ei[c][0], &x.Vals[0], &facs[0][col], &facs[1][col], &facs[2][col], rowBase, R, x.BlockBits)
+		}
 		off += cols
 	}
 	return true

@@ -36,11 +36,7 @@ func altoVec(dst []float32, c *altoChunk, order, rowBase, R, r0, w int, scatter 
 	return false
 }
 
-func hicooScatter3Vec(dst []float32, x *formats.HiCOO, blk0, blk1 int, modes [3]int, f0, f1 []float32, rowBase, R, r0, w int) bool {
-	return false
-}
-
-func hicooScatter4Vec(dst []float32, x *formats.HiCOO, blk0, blk1 int, modes [4]int, f0, f1, f2 []float32, rowBase, R, r0, w int) bool {
+func hicooScatterVec(dst []float32, x *formats.HiCOO, blk0, blk1 int, modes []int, facs [][]float32, rowBase, R, r0, w int) bool {
 	return false
 }
 
