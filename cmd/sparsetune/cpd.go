@@ -44,8 +44,8 @@ matrices. It stops when the fit changes by less than --tol or after
 With --devices, --split or --format auto the MTTKRPs run through the
 engine, as ttm and mttkrp do: one plan per mode, made before the first
 iteration, picks each device's format (--format auto, the default there:
-a measured decision cached for this tensor, else the rule's prediction;
-or the one format named), splits the mode's slices between the CPU and
+a measured decision cached for this tensor, else the default model's
+prediction; or the one format named), splits the mode's slices between the CPU and
 an accelerator (--split, peak by default) and converts and uploads them
 once; every iteration then runs both devices at once. --devices defaults
 to the CPU alone (all: every device sparsetune devices lists). The

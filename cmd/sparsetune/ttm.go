@@ -24,7 +24,7 @@ dense U (R x Iₙ) drawn from --seed, the way package engine does it:
      quickly, on first use (sparsetune calibrate measures in full);
   2. each device gets its storage format (--format forces one; auto takes
      a decision measured for this tensor by sparsetune predict --predictor
-     measure, else the rule's prediction for the device);
+     measure, else the default model's prediction for the device);
   3. both run at once and the rows are gathered into one result.
 
 An accelerator that fails has its slices redone on the CPU, with a
