@@ -264,6 +264,36 @@ type input struct {
 	// a choice's time.
 	picks    *formats.Picks
 	pickTime time.Duration
+
+	// whole holds the mode-free forms of x (formats.ModeFree) that the
+	// plans of several modes share: PlanMTTKRPAll converts a whole tensor
+	// to HiCOO or ALTO once, not once per mode that picks it.
+	wholeMu sync.Mutex
+	whole   map[string]*converted
+}
+
+// converted is a conversion of the input, made once.
+type converted struct {
+	once sync.Once
+	f    formats.TensorFormat
+	err  error
+}
+
+// wholeFormat returns x in the named mode-free format, converted on the
+// first call for that format and shared after.
+func (in *input) wholeFormat(name string) (formats.TensorFormat, error) {
+	in.wholeMu.Lock()
+	if in.whole == nil {
+		in.whole = map[string]*converted{}
+	}
+	c := in.whole[name]
+	if c == nil {
+		c = &converted{}
+		in.whole[name] = c
+	}
+	in.wholeMu.Unlock()
+	c.once.Do(func() { c.f, c.err = formats.NewTensorFormat(in.x, name, 0) })
+	return c.f, c.err
 }
 
 // summarize makes the input's summary, once.

@@ -222,7 +222,11 @@ func (e *Engine) planMTTKRP(ctx context.Context, x *formats.COO, mode, rank int,
 		return nil, err
 	}
 	operands := placeholders(x.Dims, rank, modes)
+	if in == nil {
+		in = e.newInput(x, rank)
+	}
 	b := newMTTKRPBinder(x, mode, operands, rank)
+	b.in = in
 	p := &Plan{e: e, op: hetero.MTTKRP, mode: mode, rank: rank, dims: slices.Clone(x.Dims), nnz: x.NNZ(), b: b,
 		outRows: x.Dims[mode], operands: operands, sliceNNZ: b.sliceNNZ, once: once}
 	b.inPlace = once && e.opts.Format == "" &&
@@ -406,6 +410,10 @@ type mttkrpBinder struct {
 	// inPlace says the CPU's pieces run the COO kernel on their nonzeros
 	// as they are, with no sorted copy (a plan run once: Engine.MTTKRP).
 	inPlace bool
+	// in is the format choice's input, shared by the plans of every mode
+	// PlanMTTKRPAll makes: a piece of the whole tensor in a mode-free
+	// format is converted once for all of them.
+	in *input
 }
 
 func (p *mttkrpBinder) setOut(out *kernels.Matrix) {
@@ -540,11 +548,21 @@ func (p *mttkrpBinder) bind(d hetero.Device, ids []int, format string) (*bound, 
 }
 
 // bindWhole binds the whole tensor, output mode as it is, writing into
-// the run's output.
+// the run's output. A mode-free format (HiCOO, ALTO) comes from the
+// input's conversion, made by the first mode's plan that asks for it: in
+// CP-ALS under auto, the modes that pick it share one copy, as with a
+// fixed format, where each used to convert its own (the conversion is
+// most of a plan's setup, and N copies held N times the memory).
 func (p *mttkrpBinder) bindWhole(d hetero.Device, format string, start time.Time) (*bound, error) {
 	var f formats.TensorFormat = p.x
 	var err error
-	if !p.runsInPlace(d, format) {
+	switch {
+	case p.runsInPlace(d, format):
+	case formats.ModeFree(format) && p.in != nil:
+		if f, err = p.in.wholeFormat(format); err != nil {
+			return nil, err
+		}
+	default:
 		if f, err = formats.NewTensorFormat(p.x, format, p.mode); err != nil {
 			return nil, err
 		}

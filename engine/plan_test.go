@@ -401,6 +401,51 @@ func TestPlanMTTKRPAll(t *testing.T) {
 	}
 }
 
+// TestPlanMTTKRPAllShares: the plans of every mode on the CPU, in a
+// mode-free format (HiCOO, ALTO), convert the tensor once and share the
+// copy, and each still computes its mode's MTTKRP; a per-mode format
+// (CSF) is not shared.
+func TestPlanMTTKRPAllShares(t *testing.T) {
+	rng := rand.New(rand.NewPCG(53, 54))
+	x := randomTensor(rng, []int{15, 12, 10, 8}, 900)
+	ctx := context.Background()
+	for _, format := range formats.TensorFormatNames {
+		e, err := New([]hetero.Device{hetero.NewCPU(0)}, Options{Format: format})
+		if err != nil {
+			t.Fatal(err)
+		}
+		plans, err := e.PlanMTTKRPAll(ctx, x, 4)
+		if err != nil {
+			t.Fatal(err)
+		}
+		in := plans[0].b.(*mttkrpBinder).in
+		for m, p := range plans {
+			if got := p.b.(*mttkrpBinder).in; got != in {
+				t.Errorf("%s: plan %d has an input of its own", format, m+1)
+			}
+			operands := operandsFor(hetero.MTTKRP, x, m, 4, 5)
+			res, err := p.Run(ctx, operands, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, err := kernels.MTTKRPReference(x, m, operands)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if e := relErr(res.Y.Data, want); e > 1e-5 {
+				t.Errorf("%s mode %d: relative error %.2e", format, m+1, e)
+			}
+			if err := p.Close(); err != nil {
+				t.Error(err)
+			}
+		}
+		shared := in.whole[format]
+		if want := formats.ModeFree(format); (shared != nil && shared.f != nil) != want {
+			t.Errorf("%s: one shared copy %v, want %v", format, shared != nil, want)
+		}
+	}
+}
+
 // TestPlanTrafficSplit: a plan keeps its tensor on the accelerator, so
 // the peak split charges the link only the operands and the result, and
 // gives the accelerator a larger share than a one-shot call, which

@@ -42,6 +42,11 @@ func NewTensorFormat(t *COO, name string, mode int) (TensorFormat, error) {
 	return nil, fmt.Errorf("unknown tensor format %q, expected one of %v", name, TensorFormatNames)
 }
 
+// ModeFree reports whether NewTensorFormat builds the named format the
+// same way whatever the mode (HiCOO and ALTO): one such form of a tensor
+// serves an MTTKRP along every mode, where COO and CSF need one per mode.
+func ModeFree(name string) bool { return name == "hicoo" || name == "alto" }
+
 // ToCOO returns a copy of t, so that COO is a TensorFormat like the others
 // (and, like theirs, the result can be changed without changing t).
 func (t *COO) ToCOO() *COO { return t.Clone() }
