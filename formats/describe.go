@@ -85,7 +85,7 @@ func Describe(t *COO) (*Description, error) {
 		}
 		d.Modes = append(d.Modes, st)
 		if err := timed("csf", n, func() (bytesPadding, error) {
-			x, err := NewCSF(t, RootedOrder(t.Order(), n))
+			x, err := NewCSF(t, CSFOrder(t, n))
 			return sized(x, err)
 		}); err != nil {
 			return nil, err
@@ -152,10 +152,10 @@ func DefaultSliceMode(n int) int {
 }
 
 // RootedOrder returns the mode order with root first and the other modes
-// after it in increasing order: the CSF an MTTKRP of mode root runs on,
-// and the order the COO of that MTTKRP is sorted in. Its last mode is the
-// one the innermost loop of either walks: features.Summary.Global
-// describes that mode's fibers for MTTKRP.
+// after it in increasing order: the order the COO of an MTTKRP of mode
+// root is sorted in, and its CSF's unless CSFOrder moves a mode of
+// longer fibers to the leaf. features.Summary.Global describes the
+// fibers of its last mode for MTTKRP.
 func RootedOrder(order, root int) []int {
 	modes := []int{root}
 	for m := range order {

@@ -19,7 +19,8 @@ var TensorFormatNames = []string{"coo", "csf", "hicoo", "alto"}
 // NewTensorFormat returns t in the named format (one of TensorFormatNames),
 // laid out for an MTTKRP of the 0-based mode: COO is a copy sorted by the
 // mode first (the other modes after it in increasing order), so that a
-// kernel's parts own disjoint output rows; CSF is rooted at the mode; HiCOO
+// kernel's parts own disjoint output rows; CSF is rooted at the mode, its
+// levels in CSFOrder; HiCOO
 // (default block bits) and ALTO (no block cap) do not depend on the mode.
 // t is not modified.
 func NewTensorFormat(t *COO, name string, mode int) (TensorFormat, error) {
@@ -33,7 +34,7 @@ func NewTensorFormat(t *COO, name string, mode int) (TensorFormat, error) {
 		}
 		return t.sortedCopy(RootedOrder(t.Order(), mode)), nil
 	case "csf":
-		return NewCSF(t, RootedOrder(t.Order(), mode))
+		return NewCSF(t, CSFOrder(t, mode))
 	case "hicoo":
 		return NewHiCOO(t, DefaultHiCOOBlockBits)
 	case "alto":

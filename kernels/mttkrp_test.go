@@ -449,3 +449,42 @@ func TestIsolated(t *testing.T) {
 		}
 	}
 }
+
+// TestMTTKRPCSFLeaf: a CSF whose leaf CSFOrder moved (the third mode
+// follows from the second, so RootedOrder's leaf holds one nonzero per
+// fiber) computes every mode's MTTKRP as the definition does, through
+// formats.NewTensorFormat as the engine and bench build it.
+func TestMTTKRPCSFLeaf(t *testing.T) {
+	x, _ := formats.NewCOO([]int{50, 40, 3}, 2000)
+	for i := range 50 {
+		for j := range 40 {
+			x.Append([]uint32{uint32(i), uint32(j), uint32(j % 3)}, float32(1+(i*7+j)%5))
+		}
+	}
+	rng := rand.New(rand.NewPCG(12, 13))
+	fs := randomFactors(rng, x.Dims, 16)
+	for mode := range x.Order() {
+		f, err := formats.NewTensorFormat(x, "csf", mode)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c := f.(*formats.CSF); slices.Equal(c.ModeOrder, formats.RootedOrder(3, mode)) {
+			t.Fatalf("mode %d: the CSF kept RootedOrder %v; the test needs a moved leaf", mode+1, c.ModeOrder)
+		}
+		p, err := NewMTTKRP(f, mode, 16, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := NewMatrix(x.Dims[mode], 16)
+		if err := p.Run(out, fs); err != nil {
+			t.Fatal(err)
+		}
+		want, err := MTTKRPReference(x, mode, fs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e := relErr(out.Data, want); e > 1e-5 {
+			t.Errorf("mode %d: relative error %.2e", mode+1, e)
+		}
+	}
+}
