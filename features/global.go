@@ -29,7 +29,10 @@ type Feature int
 // fibers the op's kernels walk in their innermost loop (one per
 // combination of the other modes' indices): for SpTTM the mode's own, for
 // MTTKRP those of the last mode of formats.RootedOrder(order, mode), the
-// leaf runs of the CSF rooted at the mode. Both count only non-empty
+// runs of the sorted COO's innermost loop and the CSF's leaf runs unless
+// formats.CSFOrder moves another mode of far fewer fibers to the CSF's
+// leaf (since 2026-11-28; the features kept their meaning, revision 2).
+// Both count only non-empty
 // ones, and per-slice and per-fiber statistics are over those. Rows are
 // what the op's formats store as rows: the fibers of the mode for SpTTM
 // (the rows of the fiber matrix), its slices for MTTKRP (the rows of the

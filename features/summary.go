@@ -780,9 +780,10 @@ func (s *Summary) Global(op hetero.Op, mode int) (Vector, error) {
 // fiberMode returns the mode whose fibers the fiber features of op along
 // mode of an order-order tensor describe. For SpTTM it is mode itself:
 // the rows of its fiber matrix. For MTTKRP it is the last mode of
-// formats.RootedOrder, the one the innermost loops of its CSF and of its
-// sorted COO walk. A fiber of that mode is a leaf run of the CSF rooted
-// at mode (for order 3, the fibers under one slice), so the features say
+// formats.RootedOrder, the one the innermost loop of its sorted COO
+// walks, and its CSF's unless formats.CSFOrder moves a mode of far fewer
+// fibers to the leaf. A fiber of that mode is then a leaf run of the CSF
+// rooted at mode (for order 3, the fibers under one slice), so the features say
 // how long the runs are over which the kernels hoist the upper factor
 // rows, and how many partial products the COO flushes. The fibers of mode
 // itself, which SpTTM walks, are not a loop of any MTTKRP kernel: with
