@@ -174,10 +174,6 @@ func (c *CPU) SetupSeconds() float64 { return c.setup.Seconds() }
 // Formats returns the MTTKRP format of each mode.
 func (c *CPU) Formats() []string { return slices.Clone(c.formats) }
 
-// sharedFormat reports whether a format's layout is the same for every
-// mode, so one conversion serves all.
-func sharedFormat(name string) bool { return name == "alto" || name == "hicoo" }
-
 // mttkrpPlan returns mode's plan for rank, converting and planning on
 // first use or when the rank changed.
 func (c *CPU) mttkrpPlan(mode, rank int) (*kernels.MTTKRP, error) {
@@ -188,7 +184,7 @@ func (c *CPU) mttkrpPlan(mode, rank int) (*kernels.MTTKRP, error) {
 	defer func() { c.setup += time.Since(start) }()
 	if c.tf[mode] == nil {
 		name := c.formats[mode]
-		if sharedFormat(name) {
+		if formats.ModeFree(name) {
 			for m, f := range c.tf {
 				if f != nil && c.formats[m] == name {
 					c.tf[mode] = f
