@@ -23,21 +23,11 @@ func leafTensor(scale int) *COO {
 	return x
 }
 
-// uniformCOO returns a tensor of nnz nonzeros at independent uniform
-// coordinates (duplicates summed).
-func uniformCOO(t *testing.T, rng *rand.Rand, dims []int, nnz int) *COO {
+// summedCOO is genCOO's tensor with its duplicates summed, as the CSF
+// needs.
+func summedCOO(t *testing.T, rng *rand.Rand, dims []int, nnz int) *COO {
 	t.Helper()
-	x, err := NewCOO(dims, nnz)
-	if err != nil {
-		t.Fatal(err)
-	}
-	idx := make([]uint32, len(dims))
-	for range nnz {
-		for m, d := range dims {
-			idx[m] = uint32(rng.IntN(d))
-		}
-		x.Append(idx, 1)
-	}
+	x := genCOO(rng, dims, nnz)
 	if _, err := x.SumDuplicates(); err != nil {
 		t.Fatal(err)
 	}
@@ -52,7 +42,7 @@ func uniformCOO(t *testing.T, rng *rand.Rand, dims []int, nnz int) *COO {
 func TestCSFOrder(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 8))
 	// Every nonzero a fiber of its own in every mode: nothing to gain.
-	uniform := uniformCOO(t, rng, []int{300, 200, 100}, 3000)
+	uniform := summedCOO(t, rng, []int{300, 200, 100}, 3000)
 	empty, _ := NewCOO([]int{4, 5, 6}, 0)
 	matrix, _ := NewCOO([]int{30, 40}, 10)
 	for i := range 10 {
@@ -101,7 +91,7 @@ func TestFiberCounts(t *testing.T) {
 		{[]int{1 << 30, 1 << 30, 1 << 30, 7}, 150000}, // past 64 bits: hashed keys
 		{[]int{500, 60, 8, 9}, 100000},
 	} {
-		x := uniformCOO(t, rng, c.dims, c.nnz)
+		x := summedCOO(t, rng, c.dims, c.nnz)
 		leaves := make([]int, x.Order())
 		for m := range leaves {
 			leaves[m] = m
