@@ -32,8 +32,8 @@ type Feature int
 // runs of the sorted COO's innermost loop and the CSF's leaf runs unless
 // formats.CSFOrder moves another mode of far fewer fibers to the CSF's
 // leaf (since 2026-11-28; the features kept their meaning, revision 2).
-// Both count only non-empty
-// ones, and per-slice and per-fiber statistics are over those. Rows are
+// Both count only non-empty ones, and per-slice and per-fiber statistics
+// are over those. Rows are
 // what the op's formats store as rows: the fibers of the mode for SpTTM
 // (the rows of the fiber matrix), its slices for MTTKRP (the rows of the
 // output). Empty rows refer to the mapping matrix of package graphenc:

@@ -783,9 +783,9 @@ func (s *Summary) Global(op hetero.Op, mode int) (Vector, error) {
 // formats.RootedOrder, the one the innermost loop of its sorted COO
 // walks, and its CSF's unless formats.CSFOrder moves a mode of far fewer
 // fibers to the leaf. A fiber of that mode is then a leaf run of the CSF
-// rooted at mode (for order 3, the fibers under one slice), so the features say
-// how long the runs are over which the kernels hoist the upper factor
-// rows, and how many partial products the COO flushes. The fibers of mode
+// rooted at mode (for order 3, the fibers under one slice), so the
+// features say how long the runs are over which the kernels hoist the
+// upper factor rows, and how many partial products the COO flushes. The fibers of mode
 // itself, which SpTTM walks, are not a loop of any MTTKRP kernel: with
 // them, gradient-boosted trees on the global features alone told COO from
 // CSF on PoCL for 0.80 of the training rows, and with these for 0.91

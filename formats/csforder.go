@@ -54,9 +54,9 @@ func CSFOrder(t *COO, root int) []int {
 
 // csfLeafGain is how many more fibers RootedOrder's leaf must have before
 // CSFOrder puts another mode at the leaf: the sketch is within a few per
-// cent, and on the bench tensors a ratio under 1.25 changed the kernel's
-// time by at most 15%, either way, where the ratios that mattered were
-// 2.2–37 (docs/kernels.md).
+// cent, and on the bench tensors the choice between two modes of equal
+// counts changed the kernel's time by up to 15% either way, where the
+// ratios that paid were 2.2–37 (docs/kernels.md).
 const csfLeafGain = 1.25
 
 // hllBits is the sketch's register index width: 2^12 registers, a
