@@ -231,6 +231,7 @@ func (s *aprState) setup(init []*kernels.Matrix) error {
 	if s.o.APR.Device != nil {
 		s.o.APR.Format = PhiCOO // the layout the device's jobs are bound over, and the CPU's should it fail
 	}
+	conv := formats.NewConverter(s.x) // the CSFs of every mode share its fiber counts
 	for m := range N {
 		s.a[m] = make([]float64, len(init[m].Data))
 		for k, v := range init[m].Data {
@@ -251,7 +252,7 @@ func (s *aprState) setup(init []*kernels.Matrix) error {
 			s.splits[m] = rowSplits(s.sorted[m].Inds[m], parts)
 		}
 		if f := s.o.APR.Format; f == PhiCSF || f == PhiAuto {
-			c, err := newCSFPhi(s.x, m, parts)
+			c, err := newCSFPhi(conv, m, parts)
 			if err != nil {
 				return err
 			}

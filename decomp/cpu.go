@@ -88,11 +88,12 @@ type ttmPreparer interface {
 // CPU runs decomp's sparse kernels with package kernels on the CPU.
 //
 // MTTKRP: the tensor is converted into the format named for each mode
-// (formats.NewTensorFormat) the first time that mode is asked for, and a
+// (a formats.Converter) the first time that mode is asked for, and a
 // kernels.MTTKRP plan is kept per mode. Formats that do not depend on the
 // mode (ALTO, HiCOO) are converted once and shared by every mode, so the
 // default, ALTO everywhere, holds one copy of the tensor; CSF and COO are
-// laid out per mode (rooted at, or sorted by, the output mode), N copies.
+// laid out per mode (rooted at, or sorted by, the output mode), N copies,
+// the CSFs' leaves placed by fiber counts made once.
 //
 // TTM chain of mode n: the first product is a kernels.SpTTM on the fiber
 // matrix of the mode p ≠ n with the fewest fibers (so the semi-sparse
@@ -111,6 +112,7 @@ type CPU struct {
 	formats     []string // per mode
 	fiberFormat string
 
+	conv  *formats.Converter     // shares conversions between modes
 	tf    []formats.TensorFormat // per mode; mode-independent formats share one value
 	plans []*kernels.MTTKRP      // per mode, for the rank last asked for
 	ttm   []*ttmPlan             // per output mode
@@ -161,6 +163,7 @@ func NewCPU(x *formats.COO, formatNames []string, fiberFormat string, threads in
 	if c.fiberFormat != "coo" && !slices.Contains(formats.FiberFormatNames, c.fiberFormat) {
 		return nil, fmt.Errorf("SpTTM format %q: must be one of %v", c.fiberFormat, formats.FiberFormatNames)
 	}
+	c.conv = formats.NewConverter(x)
 	c.tf = make([]formats.TensorFormat, n)
 	c.plans = make([]*kernels.MTTKRP, n)
 	c.ttm = make([]*ttmPlan, n)
@@ -184,21 +187,11 @@ func (c *CPU) mttkrpPlan(mode, rank int) (*kernels.MTTKRP, error) {
 	defer func() { c.setup += time.Since(start) }()
 	if c.tf[mode] == nil {
 		name := c.formats[mode]
-		if formats.ModeFree(name) {
-			for m, f := range c.tf {
-				if f != nil && c.formats[m] == name {
-					c.tf[mode] = f
-					break
-				}
-			}
+		tf, err := c.conv.Format(name, mode)
+		if err != nil {
+			return nil, fmt.Errorf("convert to %s for mode %d: %w", name, mode+1, err)
 		}
-		if c.tf[mode] == nil {
-			tf, err := formats.NewTensorFormat(c.x, name, mode)
-			if err != nil {
-				return nil, fmt.Errorf("convert to %s for mode %d: %w", name, mode+1, err)
-			}
-			c.tf[mode] = tf
-		}
+		c.tf[mode] = tf
 	}
 	p, err := kernels.NewMTTKRP(c.tf[mode], mode, rank, c.threads)
 	if err != nil {

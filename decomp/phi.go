@@ -64,8 +64,8 @@ type csfPhi struct {
 	splits []int // parts+1 root-fiber offsets
 }
 
-func newCSFPhi(x *formats.COO, n, parts int) (*csfPhi, error) {
-	tf, err := formats.NewTensorFormat(x, "csf", n)
+func newCSFPhi(conv *formats.Converter, n, parts int) (*csfPhi, error) {
+	tf, err := conv.Format("csf", n)
 	if err != nil {
 		return nil, fmt.Errorf("CSF of mode %d: %w", n+1, err)
 	}

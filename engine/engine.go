@@ -106,7 +106,7 @@ func (e *Engine) UsePicks(x *formats.COO, p *formats.Picks) {
 // newInput returns the format choice's input for x at rank R, with the
 // picks UsePicks gave for x.
 func (e *Engine) newInput(x *formats.COO, rank int) *input {
-	in := &input{x: x, rank: rank}
+	in := &input{x: x, rank: rank, conv: formats.NewConverter(x)}
 	e.mu.Lock()
 	if e.picked.x == x {
 		in.picks = e.picked.p
@@ -265,35 +265,11 @@ type input struct {
 	picks    *formats.Picks
 	pickTime time.Duration
 
-	// whole holds the mode-free forms of x (formats.ModeFree) that the
-	// plans of several modes share: PlanMTTKRPAll converts a whole tensor
-	// to HiCOO or ALTO once, not once per mode that picks it.
-	wholeMu sync.Mutex
-	whole   map[string]*converted
-}
-
-// converted is a conversion of the input, made once.
-type converted struct {
-	once sync.Once
-	f    formats.TensorFormat
-	err  error
-}
-
-// wholeFormat returns x in the named mode-free format, converted on the
-// first call for that format and shared after.
-func (in *input) wholeFormat(name string) (formats.TensorFormat, error) {
-	in.wholeMu.Lock()
-	if in.whole == nil {
-		in.whole = map[string]*converted{}
-	}
-	c := in.whole[name]
-	if c == nil {
-		c = &converted{}
-		in.whole[name] = c
-	}
-	in.wholeMu.Unlock()
-	c.once.Do(func() { c.f, c.err = formats.NewTensorFormat(in.x, name, 0) })
-	return c.f, c.err
+	// conv converts x for the plans of every mode, which share through
+	// it what their conversions have in common: PlanMTTKRPAll converts a
+	// whole tensor to HiCOO or ALTO once, not once per mode that picks
+	// it, and counts the fibers that place the CSFs' leaves once.
+	conv *formats.Converter
 }
 
 // summarize makes the input's summary, once.

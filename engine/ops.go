@@ -558,8 +558,8 @@ func (p *mttkrpBinder) bindWhole(d hetero.Device, format string, start time.Time
 	var err error
 	switch {
 	case p.runsInPlace(d, format):
-	case formats.ModeFree(format) && p.in != nil:
-		if f, err = p.in.wholeFormat(format); err != nil {
+	case p.in != nil:
+		if f, err = p.in.conv.Format(format, p.mode); err != nil {
 			return nil, err
 		}
 	default:

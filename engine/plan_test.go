@@ -439,9 +439,16 @@ func TestPlanMTTKRPAllShares(t *testing.T) {
 				t.Error(err)
 			}
 		}
-		shared := in.whole[format]
-		if want := formats.ModeFree(format); (shared != nil && shared.f != nil) != want {
-			t.Errorf("%s: one shared copy %v, want %v", format, shared != nil, want)
+		f1, err := in.conv.Format(format, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f2, err := in.conv.Format(format, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := formats.ModeFree(format); (f1 == f2) != want {
+			t.Errorf("%s: one shared copy %v, want %v", format, f1 == f2, want)
 		}
 	}
 }

@@ -31,8 +31,13 @@ func CSFOrder(t *COO, root int) []int {
 	if len(order) < 3 || t.NNZ() == 0 {
 		return order
 	}
-	leaf := order[len(order)-1]
-	counts := fiberCounts(t, order[1:])
+	return leafOrder(order, fiberCounts(t, order[1:]))
+}
+
+// leafOrder is CSFOrder given RootedOrder's order and the fiber counts of
+// its modes after the root (counts[i] is that of order[i+1] at the leaf).
+func leafOrder(order []int, counts []float64) []int {
+	root, leaf := order[0], order[len(order)-1]
 	atLeaf := counts[len(counts)-1]
 	best, fewest := leaf, atLeaf
 	for i, m := range order[1 : len(order)-1] {

@@ -59,9 +59,13 @@ func TestCSFOrder(t *testing.T) {
 		{"empty", empty, [][]int{{0, 1, 2}, {1, 0, 2}, {2, 0, 1}}},
 		{"order 2", matrix, [][]int{{0, 1}, {1, 0}}},
 	} {
+		conv := NewConverter(c.x)
 		for root, want := range c.want {
 			if got := CSFOrder(c.x, root); !slices.Equal(got, want) {
 				t.Errorf("%s, root %d: order %v, want %v", c.name, root+1, got, want)
+			}
+			if got := conv.CSFOrder(root); !slices.Equal(got, want) {
+				t.Errorf("%s, root %d: the Converter's order %v, want %v", c.name, root+1, got, want)
 			}
 			if c.x.NNZ() == 0 {
 				continue
@@ -72,6 +76,12 @@ func TestCSFOrder(t *testing.T) {
 			}
 			if got := f.(*CSF).ModeOrder; !slices.Equal(got, want) {
 				t.Errorf("%s, root %d: NewTensorFormat's CSF in %v, want %v", c.name, root+1, got, want)
+			}
+			if f, err = conv.Format("csf", root); err != nil {
+				t.Fatal(err)
+			}
+			if got := f.(*CSF).ModeOrder; !slices.Equal(got, want) {
+				t.Errorf("%s, root %d: the Converter's CSF in %v, want %v", c.name, root+1, got, want)
 			}
 		}
 	}

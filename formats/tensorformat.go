@@ -24,6 +24,12 @@ var TensorFormatNames = []string{"coo", "csf", "hicoo", "alto"}
 // (default block bits) and ALTO (no block cap) do not depend on the mode.
 // t is not modified.
 func NewTensorFormat(t *COO, name string, mode int) (TensorFormat, error) {
+	return newTensorFormat(t, name, mode, func(root int) []int { return CSFOrder(t, root) })
+}
+
+// newTensorFormat is NewTensorFormat with the CSF's level order from
+// csfOrder (a Converter's, whose counts serve every mode).
+func newTensorFormat(t *COO, name string, mode int, csfOrder func(root int) []int) (TensorFormat, error) {
 	if mode < 0 || mode >= t.Order() {
 		return nil, fmt.Errorf("mode %d out of range 1 to %d", mode+1, t.Order())
 	}
@@ -34,7 +40,7 @@ func NewTensorFormat(t *COO, name string, mode int) (TensorFormat, error) {
 		}
 		return t.sortedCopy(RootedOrder(t.Order(), mode)), nil
 	case "csf":
-		return NewCSF(t, CSFOrder(t, mode))
+		return NewCSF(t, csfOrder(mode))
 	case "hicoo":
 		return NewHiCOO(t, DefaultHiCOOBlockBits)
 	case "alto":
