@@ -112,18 +112,34 @@ func Decode(r io.Reader) (shape []int, data []float32, err error) {
 			return nil, nil, fmt.Errorf("npy: bad dim %q in header %q", f, strings.TrimSpace(h))
 		}
 		shape = append(shape, d)
+		if d != 0 && n > maxValues/d {
+			return nil, nil, fmt.Errorf("npy: shape %s holds more than %d values", h[i+len("'shape': "):i+j+1], maxValues)
+		}
 		n *= d
 	}
-	raw := make([]byte, 4*n)
-	if _, err := io.ReadFull(br, raw); err != nil {
-		return nil, nil, fmt.Errorf("npy: data of shape %v: %w", shape, err)
-	}
-	data = make([]float32, n)
-	for k := range data {
-		data[k] = math.Float32frombits(binary.LittleEndian.Uint32(raw[4*k:]))
+	// The data is read a chunk at a time, so that a header claiming more
+	// values than the file holds ends in an error, not in an allocation
+	// of what it claims.
+	var buf [4 << 10]byte
+	data = make([]float32, 0, min(n, 1<<20))
+	for len(data) < n {
+		c := min(n-len(data), len(buf)/4)
+		if got, err := io.ReadFull(br, buf[:4*c]); err != nil {
+			if errors.Is(err, io.EOF) {
+				err = io.ErrUnexpectedEOF
+			}
+			return nil, nil, fmt.Errorf("npy: data of shape %v: %d of %d values, then %w", shape, len(data)+got/4, n, err)
+		}
+		for k := range c {
+			data = append(data, math.Float32frombits(binary.LittleEndian.Uint32(buf[4*k:])))
+		}
 	}
 	return shape, data, nil
 }
+
+// maxValues bounds the values Decode accepts: the most a slice of
+// float32 holds on a 32-bit platform, far more than any factor matrix.
+const maxValues = math.MaxInt32 / 4
 
 // ReadFile reads the .npy file at path (see Decode).
 func ReadFile(path string) ([]int, []float32, error) {
