@@ -1,6 +1,9 @@
 package formats
 
-import "math"
+import (
+	"fmt"
+	"math"
+)
 
 // Summary describes a distribution of counts.
 type Summary struct {
@@ -61,11 +64,17 @@ func (t *COO) ModeStats(n int) (ModeStats, error) {
 		return ModeStats{}, err
 	}
 	st := ModeStats{Mode: n, Dim: t.Dims[n]}
-	perSlice := make([]int, t.Dims[n])
-	for _, i := range t.Inds[n] {
-		perSlice[i]++
+	// Counted per rank among the non-empty slices, not per index: a mode
+	// of 2^32 indices and a few nonzeros must not need a count per index.
+	r, bad := RankIndices(t.Inds[n], t.Dims[n])
+	if bad >= 0 {
+		return ModeStats{}, fmt.Errorf("nonzero %d: mode %d index %d out of range 1 to %d", bad+1, n+1, uint64(t.Inds[n][bad])+1, t.Dims[n])
 	}
-	st.Slices = summarize(perSlice, true)
+	perSlice := make([]int, r.N)
+	for _, k := range r.Of {
+		perSlice[k]++
+	}
+	st.Slices = summarize(perSlice, false)
 
 	// Fibers: sort a permutation by the other modes, then by mode n, and
 	// count runs of equal fiber coordinates (and of equal full coordinates).

@@ -3,6 +3,8 @@ package formats
 import (
 	"fmt"
 	"math/rand/v2"
+	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -107,5 +109,33 @@ func TestModeStatsAgainstMaps(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestModeStatsHugeDims: a mode of 2^32-1 indices with a few nonzeros
+// (a hashed-id tensor, or a malformed file) is described from its
+// nonzeros, not with a count per index (34 GB), and an index beyond
+// its dim is an error, not a panic.
+func TestModeStatsHugeDims(t *testing.T) {
+	if strconv.IntSize < 64 {
+		t.Skip("dims of 2^32-1 need a 64-bit int")
+	}
+	huge := int(^uint32(0))
+	x, _ := NewCOO([]int{huge, huge, 3}, 3)
+	for _, c := range [][3]uint32{{0, 0, 0}, {^uint32(0) - 1, 1, 2}, {4, ^uint32(0) - 1, 0}} {
+		x.Append(c[:], 1)
+	}
+	for n, want := range []Summary{{Count: 3, Min: 1, Max: 1, Mean: 1}, {Count: 3, Min: 1, Max: 1, Mean: 1}, {Count: 2, Min: 1, Max: 2, Mean: 1.5}} {
+		st, err := x.ModeStats(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := st.Slices; got.Count != want.Count || got.Min != want.Min || got.Max != want.Max || got.Mean != want.Mean {
+			t.Errorf("mode %d slices: %+v, want %+v", n+1, got, want)
+		}
+	}
+	x.Inds[2][1] = 3
+	if _, err := x.ModeStats(2); err == nil || !strings.Contains(err.Error(), "nonzero 2: mode 3 index 4 out of range 1 to 3") {
+		t.Errorf("index beyond the dim: error %v", err)
 	}
 }
