@@ -30,7 +30,11 @@ func newRootCmd() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
+			known := v.AllKeys() // the commands' settings: nothing read yet
 			if err := loadConfig(v, cmd); err != nil {
+				return err
+			}
+			if err := checkSettings(v, cmd, known, cmd.ErrOrStderr()); err != nil {
 				return err
 			}
 			if n := v.GetInt("threads"); n > 0 {
