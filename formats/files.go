@@ -3,6 +3,7 @@ package formats
 import (
 	"bufio"
 	"compress/gzip"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -104,10 +105,18 @@ func readFile(path string, pk *picker) (*COO, error) {
 	return t, nil
 }
 
-// gzipError names the file in errors that come from the gzip layer.
+// gzipError names the file in errors that come from the gzip layer: a
+// checksum or header error, and the end of a truncated stream, which a
+// reader of the text inside sees as a bare "unexpected EOF".
 func gzipError(path string, err error) error {
-	if err == gzip.ErrChecksum || err == gzip.ErrHeader {
+	switch {
+	case errors.Is(err, gzip.ErrChecksum) || errors.Is(err, gzip.ErrHeader):
 		return fileError(path, "corrupted gzip stream: %v", err)
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		var pe *ParseError
+		if !errors.As(err, &pe) {
+			return fileError(path, "truncated gzip stream: %v", err)
+		}
 	}
 	return err
 }

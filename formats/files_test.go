@@ -181,6 +181,20 @@ func TestFileFormatErrors(t *testing.T) {
 	if _, err := ReadFile(filepath.Join(dir, "plain.tns.gz")); err == nil || !strings.Contains(err.Error(), "expected a gzip stream") {
 		t.Errorf("reading a non-gzip .gz: %v", err)
 	}
+	// A gzip stream cut short: the text reader inside sees a bare
+	// "unexpected EOF", which must name the file.
+	var z bytes.Buffer
+	zw := gzip.NewWriter(&z)
+	if err := WriteTNS(zw, x); err != nil {
+		t.Fatal(err)
+	}
+	zw.Close()
+	if err := os.WriteFile(filepath.Join(dir, "cut.tns.gz"), z.Bytes()[:z.Len()/2], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ReadFile(filepath.Join(dir, "cut.tns.gz")); err == nil || !strings.Contains(err.Error(), "cut.tns.gz: truncated gzip stream") {
+		t.Errorf("reading a truncated .tns.gz: %v", err)
+	}
 	entries, _ := os.ReadDir(dir)
 	for _, e := range entries {
 		if strings.Contains(e.Name(), ".tmp-") || strings.HasPrefix(e.Name(), "bad") || strings.HasPrefix(e.Name(), "x.") {
