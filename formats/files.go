@@ -74,12 +74,14 @@ func readFile(path string, pk *picker) (*COO, error) {
 	defer f.Close()
 	var r io.Reader = f
 	size := int64(-1)
+	var zr *failedReader
 	if gz {
-		zr, err := gzip.NewReader(bufio.NewReaderSize(f, 1<<20))
+		z, err := gzip.NewReader(bufio.NewReaderSize(f, 1<<20))
 		if err != nil {
 			return nil, fileError(path, "expected a gzip stream (the name ends in .gz): %v", err)
 		}
-		defer zr.Close()
+		defer z.Close()
+		zr = &failedReader{r: z}
 		r = zr
 	} else if st, err := f.Stat(); err == nil && st.Mode().IsRegular() {
 		size = st.Size()
@@ -93,6 +95,11 @@ func readFile(path string, pk *picker) (*COO, error) {
 	case Binary:
 		t, err = readBinary(r, path, size, pk)
 	}
+	if gz && zr.err != nil {
+		// The stream broke: what the parser made of the text it had
+		// (a cut line, a short array) is not the cause.
+		return nil, gzipError(path, zr.err)
+	}
 	if err != nil {
 		return nil, gzipError(path, err)
 	}
@@ -103,6 +110,21 @@ func readFile(path string, pk *picker) (*COO, error) {
 		}
 	}
 	return t, nil
+}
+
+// failedReader passes on r's reads and keeps its first error other than
+// io.EOF.
+type failedReader struct {
+	r   io.Reader
+	err error
+}
+
+func (f *failedReader) Read(p []byte) (int, error) {
+	n, err := f.r.Read(p)
+	if err != nil && err != io.EOF && f.err == nil {
+		f.err = err
+	}
+	return n, err
 }
 
 // gzipError names the file in errors that come from the gzip layer: a
