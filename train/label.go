@@ -204,6 +204,11 @@ type LabelSummary struct {
 	// Written rows this run, Resumed rows found done.
 	Written int `json:"written"`
 	Resumed int `json:"resumed"`
+	// Failed lists the tensors that could not be labelled, each as
+	// "path: why" (a file that does not parse, a tensor too large to
+	// measure here): their rows are missing, and a later run tries them
+	// again.
+	Failed []string `json:"failed,omitempty"`
 	// Dropped describes the truncated last line dropped, if any.
 	Dropped string `json:"dropped,omitempty"`
 	Build   Build  `json:"build"`
@@ -337,10 +342,14 @@ func (in LabelInput) estimatedNNZ() float64 {
 // already in out (same tensor path or fingerprint, op, mode, device, its
 // class and rank) are skipped, and a truncated last line is dropped (and
 // reported through opt.Warn and the summary), so a run killed mid-write
-// loses only the row in progress. A tensor whose file now holds another
-// tensor than its rows record (another fingerprint) is an error: use
-// another labels file. When ctx is done, Label stops before the next
-// row and returns ctx's error; the row in progress is not written.
+// loses only the row in progress. A tensor that cannot be labelled (its
+// file does not parse or no longer matches the manifest, it now holds
+// another tensor than its rows record, or measuring it fails, as for a
+// tensor too large for this machine's memory) is skipped with a warning
+// and listed in the summary's Failed, unless maxFailedInARow tensors fail
+// in a row, which stops the run with the last one's error. When ctx is
+// done, Label stops before the next row and returns ctx's error; the row
+// in progress is not written.
 func Label(ctx context.Context, in, out string, opt LabelOptions) (*LabelSummary, error) {
 	if err := opt.defaults(); err != nil {
 		return nil, err
@@ -449,9 +458,22 @@ func Label(ctx context.Context, in, out string, opt LabelOptions) (*LabelSummary
 		estimates[i] = float64(lab.pending(names[i], "", order)) * input.estimatedNNZ()
 		lab.totalWork += estimates[i]
 	}
+	inARow := 0 // tensors that failed since the last one labelled
 	for i, input := range inputs {
-		if err := lab.tensor(ctx, i, len(inputs), names[i], input, estimates[i]); err != nil {
+		err := lab.tensor(ctx, i, len(inputs), names[i], input, estimates[i])
+		var fail *tensorError
+		if err == nil {
+			inARow = 0
+			continue
+		}
+		if !errors.As(err, &fail) || inARow+1 == maxFailedInARow {
 			return sum, errors.Join(err, f.Close())
+		}
+		// One tensor's problem: the others are still worth labelling.
+		inARow++
+		sum.Failed = append(sum.Failed, fail.Error())
+		if opt.Warn != nil {
+			opt.Warn(fail.Error() + ": skipped")
 		}
 	}
 	if err := f.Close(); err != nil {
@@ -459,6 +481,18 @@ func Label(ctx context.Context, in, out string, opt LabelOptions) (*LabelSummary
 	}
 	return sum, nil
 }
+
+// tensorError is a problem of one tensor (its file, or measuring it),
+// after which Label goes on with the next.
+type tensorError struct{ err error }
+
+func (e *tensorError) Error() string { return e.err.Error() }
+func (e *tensorError) Unwrap() error { return e.err }
+
+// maxFailedInARow is how many tensors in a row may fail before Label
+// stops: by then the fault is likely the device's or the set's, which
+// every further tensor would report again.
+const maxFailedInARow = 5
 
 // defaults fills and checks the options.
 func (opt *LabelOptions) defaults() error {
@@ -594,17 +628,17 @@ func (l *labeller) tensor(ctx context.Context, index, total int, name string, in
 	}
 	x, err := formats.ReadFile(in.Path)
 	if err != nil {
-		return err
+		return &tensorError{err}
 	}
 	if in.Dims != nil && (x.NNZ() != in.NNZ || !slices.Equal(x.Dims, in.Dims)) {
-		return fmt.Errorf("%s: the manifest records %s with %d nonzeros, the file holds %s with %d: regenerate it (sparsetune gen)",
-			in.Path, formats.FormatDims(in.Dims), in.NNZ, formats.FormatDims(x.Dims), x.NNZ())
+		return &tensorError{fmt.Errorf("%s: the manifest records %s with %d nonzeros, the file holds %s with %d: regenerate it (sparsetune gen)",
+			in.Path, formats.FormatDims(in.Dims), in.NNZ, formats.FormatDims(x.Dims), x.NNZ())}
 	}
 	fp := model.Fingerprint(x)
 	l.sum.ReadSeconds += time.Since(start).Seconds()
 	if labelled && seen.fingerprint != fp {
-		return fmt.Errorf("%s: %s holds rows of this file with fingerprint %.12s, the file now holds another tensor (%.12s): label it into another labels file",
-			in.Path, l.out, seen.fingerprint, fp)
+		return &tensorError{fmt.Errorf("%s: %s holds rows of this file with fingerprint %.12s, the file now holds another tensor (%.12s): label it into another labels file",
+			in.Path, l.out, seen.fingerprint, fp)}
 	}
 	ev.NNZ, ev.Dims = x.NNZ(), x.Dims
 	if x.NNZ() == 0 {
@@ -667,7 +701,7 @@ func (l *labeller) measure(ctx context.Context, dev hetero.Device, x *formats.CO
 	}
 	ms, err := hetero.MeasureFormats(dev, x, op, mode, candidates, l.opt.Rank, l.opt.runs)
 	if err != nil {
-		return fmt.Errorf("%s: %s mode %d on %s: %s", r.Tensor, op, mode+1, r.Device, oneLine(err))
+		return &tensorError{fmt.Errorf("%s: %s mode %d on %s: %s", r.Tensor, op, mode+1, r.Device, oneLine(err))}
 	}
 	for i, f := range candidates {
 		m := ms[i]

@@ -289,7 +289,8 @@ func TestLabelPlainDir(t *testing.T) {
 	if err != nil || sum.Written != 0 || sum.Resumed != 6 {
 		t.Fatalf("%v %+v", err, sum)
 	}
-	// A file that changed under its rows is an error.
+	// A file that changed under its rows is not labelled again: it is
+	// skipped and reported, and the other file still is.
 	x, err := formats.ReadFile(filepath.Join(src, "t2.stb"))
 	if err != nil {
 		t.Fatal(err)
@@ -298,8 +299,56 @@ func TestLabelPlainDir(t *testing.T) {
 		t.Fatal(err)
 	}
 	opt.Ops = hetero.Ops
-	if _, err := Label(context.Background(), dir, out, opt); err == nil || !strings.Contains(err.Error(), "now holds another tensor") {
-		t.Fatalf("changed file: %v", err)
+	sum, err = Label(context.Background(), dir, out, opt)
+	if err != nil || len(sum.Failed) != 1 || !strings.Contains(sum.Failed[0], "now holds another tensor") || sum.Written != 3 {
+		t.Fatalf("changed file: %v %+v", err, sum)
+	}
+}
+
+// TestLabelSkipsBadTensors: a tensor that cannot be read is skipped with
+// a warning and listed in the summary, and the others are labelled; five
+// in a row stop the run.
+func TestLabelSkipsBadTensors(t *testing.T) {
+	src := tinySet(t)
+	dir := t.TempDir()
+	x, err := formats.ReadFile(filepath.Join(src, "t1.stb"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := formats.WriteFile(filepath.Join(dir, "b-good.stb"), x); err != nil {
+		t.Fatal(err)
+	}
+	bad := func(name string) {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte("1 2 x 1.0\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bad("a-bad.tns")
+	bad("c-bad.tns")
+	out := filepath.Join(dir, "labels.jsonl")
+	opt := cpuOptions()
+	opt.Ops = []hetero.Op{hetero.SpTTM}
+	var warnings []string
+	opt.Warn = func(w string) { warnings = append(warnings, w) }
+	sum, err := Label(context.Background(), dir, out, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sum.Failed) != 2 || !strings.Contains(sum.Failed[0], "a-bad.tns:1") || !strings.Contains(sum.Failed[1], "c-bad.tns:1") {
+		t.Errorf("failed %q", sum.Failed)
+	}
+	if len(warnings) != 2 || !strings.HasSuffix(warnings[0], ": skipped") {
+		t.Errorf("warnings %q", warnings)
+	}
+	if rows, err := ReadLabels(out); err != nil || len(rows) != 3 || rows[0].Tensor != "b-good.stb" {
+		t.Errorf("%d rows (%v), want b-good.stb's 3", len(rows), err)
+	}
+	for _, name := range []string{"d-bad.tns", "e-bad.tns", "f-bad.tns", "g-bad.tns", "h-bad.tns"} {
+		bad(name)
+	}
+	// b-good.stb is done; c to g fail in a row, and the run stops there.
+	if _, err := Label(context.Background(), dir, out, opt); err == nil || !strings.Contains(err.Error(), "g-bad.tns:1") {
+		t.Errorf("five bad tensors in a row: error %v", err)
 	}
 }
 

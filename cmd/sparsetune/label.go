@@ -185,7 +185,7 @@ func runLabel(cmd *cobra.Command, c labelConfig, asJSON bool) error {
 			return err
 		}
 		if comm.Rank() != 0 {
-			return nil
+			return failedTensors(sum) // this rank's stderr is discarded
 		}
 		if _, err := train.MergeParts(c.out); err != nil {
 			return fmt.Errorf("merge the ranks' rows into %s: %w", c.out, err)
@@ -194,7 +194,10 @@ func runLabel(cmd *cobra.Command, c labelConfig, asJSON bool) error {
 	}
 	rep := labelReport{LabelSummary: sum, Seconds: time.Since(start).Seconds()}
 	if asJSON {
-		return json.NewEncoder(cmd.OutOrStdout()).Encode(rep)
+		if err := json.NewEncoder(cmd.OutOrStdout()).Encode(rep); err != nil {
+			return err
+		}
+		return failedTensors(sum)
 	}
 	w := cmd.OutOrStdout()
 	fmt.Fprintf(w, "%s: %d rows written, %d found done, %d tensors (%.1fs)\n", c.out, sum.Written, sum.Resumed, sum.Tensors, rep.Seconds)
@@ -203,7 +206,17 @@ func runLabel(cmd *cobra.Command, c labelConfig, asJSON bool) error {
 			fmt.Fprintf(w, "  %s (%s): %d rows, %.1fs, %.3g s per million nonzeros per op and mode\n", d.Device, d.Class, d.Rows, d.Seconds, d.SecondsPerMillion())
 		}
 	}
-	return nil
+	return failedTensors(sum)
+}
+
+// failedTensors is the error of a run that skipped tensors it could not
+// label, after the others were: their rows are missing.
+func failedTensors(sum *train.LabelSummary) error {
+	if len(sum.Failed) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%d of %d tensors could not be labelled (the warnings above say why) and have no rows in %s; a later run tries them again",
+		len(sum.Failed), sum.Tensors, sum.Out)
 }
 
 // labelProgress shows label's progress on stderr: a bar with the ETA
