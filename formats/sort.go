@@ -388,6 +388,10 @@ func radixSortFrom(keys []uint64, perm []uint32, scratch []uint64, pscratch []ui
 		return
 	}
 	passes := (bits - from + radixBits - 1) / radixBits
+	if passes >= 2 && n >= msdMinKeys {
+		radixSortMSD(keys, perm, scratch, pscratch, from, bits)
+		return
+	}
 	width := (bits - from + passes - 1) / passes
 	buckets := 1 << width
 	mask := uint64(buckets - 1)
@@ -447,6 +451,149 @@ func radixSortFrom(keys []uint64, perm []uint32, scratch []uint64, pscratch []ui
 	if &src[0] != &keys[0] {
 		copy(keys, src)
 		copy(perm, psrc)
+	}
+}
+
+// msdMinKeys is the fewest keys radixSortFrom sorts by their top digit
+// first (radixSortMSD): from about a megabyte of keys, each pass of a
+// least-significant-digit sort over all of them goes to memory, where
+// the top digit's buckets are each sorted in cache. A variable so that
+// tests can take the path with few keys.
+var msdMinKeys = 1 << 17
+
+// radixSortMSD is radixSortFrom in one pass over all the keys by their
+// top digit (at most radixBits of bits from to bits-1), scattering them
+// stably into buckets, then a least-significant-digit sort of each
+// bucket by the bits below (lsdInto): a bucket of a few thousand keys
+// sorts in cache, so the whole sort reads and writes memory about twice
+// where a pass per digit over all the keys would, 3 to 5 times on the
+// keys of a tensor of 10^6 to 10^7 nonzeros. Stable, as radixSortFrom.
+func radixSortMSD(keys []uint64, perm []uint32, scratch []uint64, pscratch []uint32, from, bits int) {
+	n := len(keys)
+	top := min(radixBits, bits-from)
+	shift := uint(bits - top)
+	buckets := 1 << top
+	mask := uint64(buckets - 1)
+	w := workers(n, 1<<15)
+	counts := make([][]int, w)
+	for c := range counts {
+		counts[c] = make([]int, buckets)
+	}
+	parallelChunks(n, w, func(c, lo, hi int) {
+		cnt := counts[c]
+		for _, k := range keys[lo:hi] {
+			cnt[(k>>shift)&mask]++
+		}
+	})
+	// Exclusive prefix sums, bucket-major and worker-minor as in
+	// radixSortFrom, and where each bucket starts.
+	starts := make([]int, buckets+1)
+	sum := 0
+	for b := range buckets {
+		starts[b] = sum
+		for c := range w {
+			v := counts[c][b]
+			if v == n {
+				// One top digit for every key: sort by the bits below.
+				radixSortFrom(keys, perm, scratch, pscratch, from, int(shift))
+				return
+			}
+			counts[c][b] = sum
+			sum += v
+		}
+	}
+	starts[buckets] = n
+	parallelChunks(n, w, func(c, lo, hi int) {
+		off := counts[c]
+		for k := lo; k < hi; k++ {
+			key := keys[k]
+			b := (key >> shift) & mask
+			scratch[off[b]] = key
+			if perm != nil {
+				pscratch[off[b]] = perm[k]
+			}
+			off[b]++
+		}
+	})
+	// Each worker takes a run of whole buckets of about n/w keys, and
+	// sorts them back into keys and perm.
+	first := make([]int, w+1)
+	for c, b := 1, 0; c < w; c++ {
+		for b < buckets && starts[b] < c*n/w {
+			b++
+		}
+		first[c] = b
+	}
+	first[w] = buckets
+	parallelChunks(w, w, func(c, _, _ int) {
+		for b := first[c]; b < first[c+1]; b++ {
+			lo, hi := starts[b], starts[b+1]
+			if hi-lo == 0 {
+				continue
+			}
+			var ps, pd []uint32
+			if perm != nil {
+				ps, pd = pscratch[lo:hi], perm[lo:hi]
+			}
+			lsdInto(scratch[lo:hi], ps, keys[lo:hi], pd, from, int(shift))
+		}
+	})
+}
+
+// lsdInto sorts src (and psrc with it, when not nil) stably by bits from
+// to to-1 of the keys, in least-significant-digit passes between src and
+// dst, and leaves the result in dst and pdst; src and psrc are scratch.
+func lsdInto(src []uint64, psrc []uint32, dst []uint64, pdst []uint32, from, to int) {
+	n := len(src)
+	// Buckets of under a few thousand keys take 10-bit digits: 11 bits
+	// (radixBits) gain nothing there, and a sort of 7 M keys of 40 bits
+	// took 0.74 of a pass per digit over all of them with 10 or 11, 0.82
+	// with 8.
+	digit := 10
+	if n >= 1<<14 {
+		digit = radixBits
+	}
+	inDst := false // where the keys are now
+	if to > from {
+		passes := (to - from + digit - 1) / digit
+		width := (to - from + passes - 1) / passes
+		mask := uint64(1)<<width - 1
+		var count [1 << radixBits]int
+		for p := range passes {
+			shift := uint(from + p*width)
+			cnt := count[:mask+1]
+			clear(cnt)
+			a, pa, b, pb := src, psrc, dst, pdst
+			if inDst {
+				a, pa, b, pb = dst, pdst, src, psrc
+			}
+			for _, k := range a {
+				cnt[(k>>shift)&mask]++
+			}
+			if cnt[(a[0]>>shift)&mask] == n {
+				continue // every key has this digit
+			}
+			at := 0
+			for d, c := range cnt {
+				cnt[d] = at
+				at += c
+			}
+			for k, key := range a {
+				d := (key >> shift) & mask
+				b[cnt[d]] = key
+				if pa != nil {
+					pb[cnt[d]] = pa[k]
+				}
+				cnt[d]++
+			}
+			inDst = !inDst
+		}
+	}
+	if !inDst {
+		copy(dst, src)
+		if psrc != nil {
+			copy(pdst, psrc)
+		}
 	}
 }
 

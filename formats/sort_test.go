@@ -50,8 +50,16 @@ func TestSortByMatchesReference(t *testing.T) {
 		{[]int{1 << 30, 1 << 30, 1 << 30, 50}, 70000, []int{3, 1, 0, 2}},
 		{[]int{9, MaxDim / 2, MaxDim / 2, 3}, 100, []int{1, 2, 0}},
 	}
-	for _, tc := range tests {
-		t.Run(fmt.Sprint(tc.dims, tc.modes), func(t *testing.T) {
+	// Every case twice: as the sizes choose, and with every sort of two
+	// passes or more by its top digit first (radixSortMSD).
+	cases := len(tests)
+	tests = append(tests, tests...)
+	defer func(keys int) { msdMinKeys = keys }(msdMinKeys)
+	for i, tc := range tests {
+		if i == cases {
+			msdMinKeys = 2
+		}
+		t.Run(fmt.Sprint(tc.dims, tc.modes, msdMinKeys), func(t *testing.T) {
 			x := genCOO(rng, tc.dims, tc.nnz)
 			// Make duplicates on the sort key common so stability matters.
 			for k := 0; k+1 < x.NNZ(); k += 3 {
@@ -272,6 +280,91 @@ func BenchmarkDuplicates(b *testing.B) {
 		b.Run(bt.name, func(b *testing.B) {
 			for b.Loop() {
 				bt.x.Duplicates()
+			}
+		})
+	}
+}
+
+// TestRadixSortMSD: the top-digit-first sort gives what a stable sort by
+// the bits from to bits-1 gives, with and without a permutation carried,
+// for keys spread over the buckets, keys in one bucket (its top digit
+// constant: sorted by the bits below), and keys most of which fall in one
+// bucket (sorted there with wide digits).
+func TestRadixSortMSD(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 10))
+	const n = 1 << 16
+	for _, c := range []struct {
+		name       string
+		from, bits int
+		key        func() uint64
+	}{
+		{"spread", 0, 40, func() uint64 { return rng.Uint64() >> 24 }},
+		{"low bits kept", 13, 45, func() uint64 { return rng.Uint64() >> 19 }},
+		{"one top digit", 0, 50, func() uint64 { return 5<<39 | rng.Uint64()>>30 }},
+		{"a big bucket", 0, 36, func() uint64 {
+			if rng.IntN(10) > 0 {
+				return 7<<25 | rng.Uint64()>>47
+			}
+			return rng.Uint64() >> 28
+		}},
+		{"few distinct keys", 0, 30, func() uint64 { return uint64(rng.IntN(40)) << 20 }},
+	} {
+		for _, withPerm := range []bool{false, true} {
+			keys := make([]uint64, n)
+			for k := range keys {
+				keys[k] = c.key()
+			}
+			type item struct {
+				key uint64
+				pos uint32
+			}
+			mask := uint64(1)<<c.bits - 1
+			want := make([]item, n)
+			for k, key := range keys {
+				want[k] = item{key, uint32(k)}
+			}
+			slices.SortStableFunc(want, func(a, b item) int {
+				return cmp.Compare(a.key&mask>>c.from, b.key&mask>>c.from)
+			})
+			var perm, pscratch []uint32
+			if withPerm {
+				perm, pscratch = identityPerm(n), make([]uint32, n)
+			}
+			radixSortMSD(keys, perm, make([]uint64, n), pscratch, c.from, c.bits)
+			for k := range keys {
+				if keys[k] != want[k].key {
+					t.Fatalf("%s, permutation %v: position %d holds %x, want %x", c.name, withPerm, k, keys[k], want[k].key)
+				}
+				if withPerm && perm[k] != want[k].pos {
+					t.Fatalf("%s: position %d came from %d, want %d", c.name, k, perm[k], want[k].pos)
+				}
+			}
+		}
+	}
+}
+
+// BenchmarkRadixSort sorts 7 M keys of 40 bits with their permutation,
+// top digit first (radixSortMSD, what radixSortFrom does at that size)
+// and a pass per digit over all of them.
+func BenchmarkRadixSort(b *testing.B) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	const n = 7 << 20
+	src := make([]uint64, n)
+	for k := range src {
+		src[k] = rng.Uint64() >> 24
+	}
+	keys, scratch := make([]uint64, n), make([]uint64, n)
+	perm, pscratch := make([]uint32, n), make([]uint32, n)
+	for _, c := range []struct {
+		name string
+		min  int
+	}{{"msd", msdMinKeys}, {"lsd", n + 1}} {
+		b.Run(c.name, func(b *testing.B) {
+			defer func(keys int) { msdMinKeys = keys }(msdMinKeys)
+			msdMinKeys = c.min
+			for b.Loop() {
+				copy(keys, src)
+				radixSortFrom(keys, perm, scratch, pscratch, 0, 40)
 			}
 		})
 	}

@@ -120,7 +120,8 @@ func TestModeStatsHugeDims(t *testing.T) {
 	if strconv.IntSize < 64 {
 		t.Skip("dims of 2^32-1 need a 64-bit int")
 	}
-	huge := int(^uint32(0))
+	top := ^uint32(0) // a variable: the constant overflows a 32-bit int
+	huge := int(top)
 	x, _ := NewCOO([]int{huge, huge, 3}, 3)
 	for _, c := range [][3]uint32{{0, 0, 0}, {^uint32(0) - 1, 1, 2}, {4, ^uint32(0) - 1, 0}} {
 		x.Append(c[:], 1)
