@@ -111,6 +111,9 @@ func kernelConfigFrom(v *viper.Viper, op hetero.Op) (kernelConfig, error) {
 		if err := checkOut(op, c.out); err != nil {
 			return c, fmt.Errorf("--out: %w", err)
 		}
+		if err := checkOutPath("--out", c.out); err != nil {
+			return c, err
+		}
 	}
 	return c, nil
 }

@@ -138,6 +138,9 @@ func runTrain(cmd *cobra.Command, v *viper.Viper) error {
 	if v.GetInt("train.folds") < 1 || v.GetInt("train.epochs") < 1 || v.GetInt("train.patience") < 1 || v.GetInt("train.hidden") < 1 {
 		return fmt.Errorf("--folds, --epochs, --patience and --hidden must be at least 1, found %d, %d, %d and %d", v.GetInt("train.folds"), v.GetInt("train.epochs"), v.GetInt("train.patience"), v.GetInt("train.hidden"))
 	}
+	if err := checkOutPath("--out", out); err != nil {
+		return err
+	}
 	if soft := v.GetFloat64("train.soft"); soft < 0 || math.IsNaN(soft) {
 		return fmt.Errorf("--soft must be 0 or more, found %g", soft)
 	}

@@ -117,6 +117,8 @@ func TestTrainEvalErrors(t *testing.T) {
 		{[]string{"train", "--labels", labels, "--out", "m.onnx", "--soft", "-1"}, "--soft must be 0 or more, found -1"},
 		{[]string{"train", "--labels", labels, "--out", "m.onnx", "--average", "1"}, "--average must be in [0, 1), found 1"},
 		{[]string{"train", "--labels", labels, "--out", "m.onnx"}, labels + ":1: tensor"},
+		// Before the labels are read and a model trained, not after.
+		{[]string{"train", "--labels", labels, "--out", filepath.Join(tmp, "nowhere", "m.onnx")}, filepath.Join(tmp, "nowhere") + " does not exist"},
 		{[]string{"eval", "--labels", labels}, labels + ":1: tensor"}, // the default model, once the labels read
 		{[]string{"eval", "--labels", labels, "--model", labels}, "model " + labels + ": "},
 	} {

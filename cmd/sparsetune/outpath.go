@@ -1,0 +1,34 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+)
+
+// checkOutPath checks, before any long work, that a file can be created
+// at path: its directory exists and takes a new file. Otherwise the
+// work's result would be lost at its end, as a training of minutes was
+// when --out named a directory that did not exist. flag names the
+// setting in the error.
+func checkOutPath(flag, path string) error {
+	dir := filepath.Dir(path)
+	st, err := os.Stat(dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("%s %s: directory %s does not exist", flag, path, dir)
+	case err != nil:
+		return fmt.Errorf("%s %s: %w", flag, path, err)
+	case !st.IsDir():
+		return fmt.Errorf("%s %s: %s is not a directory", flag, path, dir)
+	}
+	f, err := os.CreateTemp(dir, ".sparsetune-probe-*")
+	if err != nil {
+		return fmt.Errorf("%s %s: cannot create a file in %s: %w", flag, path, dir, errors.Unwrap(err))
+	}
+	name := f.Name()
+	f.Close()
+	return os.Remove(name)
+}
