@@ -27,7 +27,7 @@ func TestConverter(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !sameCOO(got.ToCOO(), want.ToCOO()) {
+			if !got.ToCOO().Equal(want.ToCOO()) {
 				t.Errorf("%s, mode %d: the Converter's tensor differs from NewTensorFormat's", name, mode+1)
 			}
 			if csf, ok := got.(*CSF); ok && !slices.Equal(csf.ModeOrder, want.(*CSF).ModeOrder) {
@@ -76,18 +76,4 @@ func TestConverter(t *testing.T) {
 			t.Errorf("Format(%q, %d): error %v, want one saying %q", c.name, c.mode, err, c.err)
 		}
 	}
-}
-
-// sameCOO reports whether a and b hold the same nonzeros in the same
-// order.
-func sameCOO(a, b *COO) bool {
-	if !slices.Equal(a.Dims, b.Dims) || !slices.Equal(a.Vals, b.Vals) {
-		return false
-	}
-	for m := range a.Inds {
-		if !slices.Equal(a.Inds[m], b.Inds[m]) {
-			return false
-		}
-	}
-	return true
 }

@@ -37,7 +37,7 @@ func checkSettings(v *viper.Viper, cmd *cobra.Command, known []string, stderr io
 		}
 		env := "SPARSETUNE_" + strings.ToUpper(strings.NewReplacer("-", "_", ".", "_").Replace(key))
 		val, from := any(nil), ""
-		if s, ok := os.LookupEnv(env); ok {
+		if s := os.Getenv(env); s != "" { // viper, too, takes an empty variable for unset
 			val, from = s, "environment variable "+env
 		} else if v.InConfig(key) {
 			val, from = v.Get(key), "config "+v.ConfigFileUsed()+": "+key

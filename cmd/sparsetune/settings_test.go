@@ -31,6 +31,7 @@ func TestSettingsChecked(t *testing.T) {
 			err: "predict.op: [ttm mttkrp] is a list, not a single value"},
 		{name: "variable", env: [2]string{"SPARSETUNE_PREDICT_ITERS", "2x"}, args: []string{"predict"},
 			err: `environment variable SPARSETUNE_PREDICT_ITERS: "2x" does not parse (--iters takes an integer)`},
+		{name: "an empty variable is unset", env: [2]string{"SPARSETUNE_THREADS", ""}, args: []string{"info"}},
 		{name: "the command line wins", env: [2]string{"SPARSETUNE_PREDICT_ITERS", "2x"}, args: []string{"predict", "--iters", "3"}},
 		{name: "another command's setting", config: "predict:\n  mode: 1\ncpd:\n  rank: x\n", args: []string{"predict"}},
 		{name: "unknown key", config: "rank: 5\npredict:\n  mode: 1\n  bogus: 2\n", args: []string{"predict"},
