@@ -92,6 +92,12 @@ func TestTuneModel(t *testing.T) {
 	if _, _, err := run(t, "tune-model", "--from", from, "--count", "3"); err == nil || !strings.Contains(err.Error(), "--count: expected at least 8") {
 		t.Errorf("--count 3: %v", err)
 	}
+	// A budget too short to generate the set: generating stops at 30% of
+	// it, labelling at 70%, and the run ends saying what is missing.
+	_, stderr, err := run(t, "tune-model", "--from", from, "--count", "12", "--max-nnz", "5000", "--budget", "1ms", "--work", t.TempDir())
+	if err == nil || !strings.Contains(err.Error(), "larger --budget") || !strings.Contains(stderr, "generating stopped at the budget's 30%") {
+		t.Errorf("--budget 1ms: %v; %q", err, stderr)
+	}
 }
 
 // writeStaleModel writes the model file src to dst as a file of feature
