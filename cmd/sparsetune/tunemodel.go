@@ -42,7 +42,8 @@ user's default model (model.OP.onnx in the sparsetune config directory;
 A quarter of the source matrices are held out (grouped by source, as in
 train): the eval table on them is printed for the model before and after.
 The tuned model is installed only if its oracle ratio on the held-out rows
-is not below the old one's (--force installs it anyway). A head whose hand
+is not below the old one's, on at least 50 of them (--force installs it
+anyway). A head whose hand
 rule scored above the network on them defers to the rule, as in train.
 
 The whole run aims at --budget: labelling stops at 70% of it and the rows
@@ -69,6 +70,13 @@ use in --devices.`,
 	}
 	return cmd
 }
+
+// tuneMinHeldOut is the fewest held-out rows of an op on which a tuned
+// model may replace the one in effect: on a handful (a budget of seconds
+// labels a few tensors) one pick moves the oracle ratio by several
+// hundredths either way, and a lucky draw would replace a model trained
+// on thousands of rows.
+const tuneMinHeldOut = 50
 
 // tuneInstallSlack is how far below the old model's held-out oracle ratio
 // a tuned model may land and still be installed: the difference of one
@@ -296,6 +304,18 @@ func runTuneModel(cmd *cobra.Command, v *viper.Viper) error {
 		if err != nil {
 			return err
 		}
+		if n := heldOutRows(old.Scores, op); n < tuneMinHeldOut && !force {
+			msg := fmt.Sprintf("%d held-out rows are too few to tell the tuned model from it (at least %d: a longer --budget labels more, and a later run adds to these; --force installs it anyway)", n, tuneMinHeldOut)
+			if stale[op] {
+				if err := os.Remove(path); err != nil {
+					return err
+				}
+				fmt.Fprintf(w, "%s: removed %s, trained on features of another revision: the embedded model is in effect; %s\n", op, path, msg)
+				continue
+			}
+			fmt.Fprintf(w, "%s: kept the model in effect: %s\n", op, msg)
+			continue
+		}
 		if b < a-tuneInstallSlack && !force {
 			if stale[op] {
 				// The model in effect was the embedded one: the user's
@@ -347,17 +367,27 @@ func inEffect(scores []train.Score) []train.Score {
 // default, over all its device classes (the geometric mean weighted by
 // rows).
 func oracleOf(scores []train.Score, op string) float64 {
-	var logSum, n float64
+	logSum, n := 0.0, heldOutRows(scores, op)
 	for _, s := range inEffect(scores) {
 		if s.Op == op && s.Predictor != train.PredictorRule && s.N > 0 {
 			logSum += float64(s.N) * math.Log(s.OracleRatio)
-			n += float64(s.N)
 		}
 	}
 	if n == 0 {
 		return 0
 	}
-	return math.Exp(logSum / n)
+	return math.Exp(logSum / float64(n))
+}
+
+// heldOutRows is the number of held-out rows of op that oracleOf scores.
+func heldOutRows(scores []train.Score, op string) int {
+	n := 0
+	for _, s := range inEffect(scores) {
+		if s.Op == op && s.Predictor != train.PredictorRule && s.N > 0 {
+			n += s.N
+		}
+	}
+	return n
 }
 
 func countSources(rows []train.LabelRow) int {

@@ -80,11 +80,31 @@ func TestTuneModel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := run(t, args...); err != nil {
+	if out, _, err = run(t, args...); err != nil {
 		t.Fatal(err)
 	}
 	if again, err := os.ReadFile(labels); err != nil || string(again) != string(first) {
 		t.Errorf("a second run changed the labels (%d bytes, then %d; %v): it should resume and find every row done", len(first), len(again), err)
+	}
+	// 12 tensors leave a few dozen held-out rows per op: too few to let
+	// the tuned model replace one trained on thousands, unless forced.
+	if !strings.Contains(out, "too few to tell the tuned model") {
+		t.Errorf("a small set's run does not say its held-out rows are too few:\n%s", out)
+	}
+	if out, _, err = run(t, append(args, "--force")...); err != nil {
+		t.Fatal(err)
+	}
+	for _, op := range hetero.Ops {
+		path, err := model.UserModelPath(op)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(out, op.String()+": installed "+path) {
+			t.Errorf("%s: --force did not install the tuned model:\n%s", op, out)
+		}
+		if m, err := model.DefaultModel(op); err != nil || m.Info.Path != path {
+			t.Errorf("%s: after --force the default lookup gives %v (%v), want %s", op, m, err, path)
+		}
 	}
 	if _, _, err := run(t, "tune-model", "--count", "12"); err == nil || !strings.Contains(err.Error(), "needs --from DIR") {
 		t.Errorf("no --from: %v", err)
