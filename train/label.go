@@ -628,15 +628,18 @@ func (l *labeller) tensor(ctx context.Context, index, total int, name string, in
 	}
 	x, err := formats.ReadFile(in.Path)
 	if err != nil {
+		l.totalWork -= estimate
 		return &tensorError{err}
 	}
 	if in.Dims != nil && (x.NNZ() != in.NNZ || !slices.Equal(x.Dims, in.Dims)) {
+		l.totalWork -= estimate
 		return &tensorError{fmt.Errorf("%s: the manifest records %s with %d nonzeros, the file holds %s with %d: regenerate it (sparsetune gen)",
 			in.Path, formats.FormatDims(in.Dims), in.NNZ, formats.FormatDims(x.Dims), x.NNZ())}
 	}
 	fp := model.Fingerprint(x)
 	l.sum.ReadSeconds += time.Since(start).Seconds()
 	if labelled && seen.fingerprint != fp {
+		l.totalWork -= estimate
 		return &tensorError{fmt.Errorf("%s: %s holds rows of this file with fingerprint %.12s, the file now holds another tensor (%.12s): label it into another labels file",
 			in.Path, l.out, seen.fingerprint, fp)}
 	}
@@ -667,6 +670,9 @@ func (l *labeller) tensor(ctx context.Context, index, total int, name string, in
 				}
 				rowStart := time.Now()
 				if err := l.measure(ctx, dev, x, op, mode, &r); err != nil {
+					// The rows left of a tensor that fails are no longer
+					// work ahead, for the progress bar's share and ETA.
+					l.totalWork -= float64((pending - ev.Written) * x.NNZ())
 					return err
 				}
 				if err := l.write(&r); err != nil {

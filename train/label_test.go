@@ -350,6 +350,24 @@ func TestLabelSkipsBadTensors(t *testing.T) {
 	if _, err := Label(context.Background(), dir, out, opt); err == nil || !strings.Contains(err.Error(), "g-bad.tns:1") {
 		t.Errorf("five bad tensors in a row: error %v", err)
 	}
+
+	// A failed tensor's work leaves the progress's total: after a bad
+	// file and a good one, the last report is the whole work done.
+	dir2 := t.TempDir()
+	if err := formats.WriteFile(filepath.Join(dir2, "b-good.stb"), x); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir2, "a-bad.tns"), []byte("1 2 x 1.0\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var last LabelProgress
+	opt.Progress = func(p LabelProgress) { last = p }
+	if _, err := Label(context.Background(), dir2, filepath.Join(dir2, "l.jsonl"), opt); err != nil {
+		t.Fatal(err)
+	}
+	if last.Tensor != "b-good.stb" || last.Work != last.TotalWork || last.Work == 0 {
+		t.Errorf("last report %s: work %g of %g, want all of it", last.Tensor, last.Work, last.TotalWork)
+	}
 }
 
 func TestLabelErrors(t *testing.T) {
