@@ -27,6 +27,9 @@ type WriteOptions struct {
 	Ext string
 	// Progress, if set, is called after each tensor, written or skipped.
 	Progress func(Progress)
+	// Warn, if set, is told of each source matrix that cannot be read,
+	// whose tensors are left out.
+	Warn func(string)
 }
 
 // Progress reports one tensor of a WriteSet.
@@ -44,6 +47,10 @@ type Progress struct {
 // Summary is what a WriteSet did.
 type Summary struct {
 	Written, Skipped int
+	// Failed lists the source matrices that could not be read, each as
+	// "path: why", and Missing counts the tensors left out with them.
+	Failed  []string
+	Missing int
 	// Manifest is the manifest's path.
 	Manifest string
 	Entries  []Entry
@@ -60,7 +67,9 @@ type Summary struct {
 // is skipped. Files are written to a temporary name and renamed, and each
 // one's manifest line is appended as soon as it is written, so an
 // interrupted run loses at most the tensor in progress. A manifest line that
-// disagrees with its spec is an error: the directory holds another set.
+// disagrees with its spec is an error: the directory holds another set. A
+// source matrix that does not read has its tensors left out, told to
+// opt.Warn and listed in the summary's Failed; the others are made.
 func WriteSet(ctx context.Context, specs []Spec, opt WriteOptions) (*Summary, error) {
 	ext := opt.Ext
 	if ext == "" {
@@ -115,6 +124,7 @@ func WriteSet(ctx context.Context, specs []Spec, opt WriteOptions) (*Summary, er
 		}
 	}
 	sum := &Summary{Manifest: manifest}
+	bad := map[string]bool{} // sources that could not be read
 	var cached struct {
 		path string
 		m    *formats.COO
@@ -137,14 +147,33 @@ func WriteSet(ctx context.Context, specs []Spec, opt WriteOptions) (*Summary, er
 			}
 		}
 		src := filepath.Join(opt.From, s.Source)
-		if cached.path != src {
-			m, err := ReadMatrix(src)
-			if err != nil {
-				return sum, err
-			}
-			cached.path, cached.m = src, m
+		if bad[src] {
+			sum.Missing++
+			continue
 		}
-		e, err := writeOne(cached.m, s, path)
+		var e Entry
+		err := error(nil)
+		if cached.path != src {
+			var m *formats.COO
+			if m, err = ReadMatrix(src); err == nil {
+				cached.path, cached.m = src, m
+			}
+		}
+		if err == nil {
+			e, err = writeOne(cached.m, s, path)
+		}
+		var se *sourceError
+		if err != nil && (cached.path != src || errors.As(err, &se)) {
+			// One matrix that does not read (or is no matrix a tensor
+			// can come from): the others' tensors are still made.
+			bad[src] = true
+			sum.Missing++
+			sum.Failed = append(sum.Failed, err.Error())
+			if opt.Warn != nil {
+				opt.Warn(err.Error() + ": its tensors are left out")
+			}
+			continue
+		}
 		if err != nil {
 			return sum, err
 		}
@@ -181,7 +210,7 @@ func WriteSet(ctx context.Context, specs []Spec, opt WriteOptions) (*Summary, er
 func writeOne(m *formats.COO, s Spec, path string) (Entry, error) {
 	src, err := canonicalMatrix(m)
 	if err != nil {
-		return Entry{}, fmt.Errorf("%s: %w", s.Source, err)
+		return Entry{}, &sourceError{fmt.Errorf("%s: %w", s.Source, err)}
 	}
 	r, err := s.resolve(src.NNZ(), src.Dims)
 	if err != nil {
@@ -200,6 +229,13 @@ func writeOne(m *formats.COO, s Spec, path string) (Entry, error) {
 	}
 	return newEntry(filepath.Base(path), r, src, t, st.Size()), nil
 }
+
+// sourceError is a problem of a source matrix, whose tensors WriteSet
+// leaves out while it makes the others'.
+type sourceError struct{ err error }
+
+func (e *sourceError) Error() string { return e.err.Error() }
+func (e *sourceError) Unwrap() error { return e.err }
 
 // agrees reports whether entry e records the tensor of the planned spec s:
 // resolved for e's source matrix, s is e's spec.

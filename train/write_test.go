@@ -193,3 +193,42 @@ func TestWriteSetErrors(t *testing.T) {
 		t.Errorf("failed runs left %d files", len(ents))
 	}
 }
+
+// TestWriteSetSkipsBadSource: a source matrix that does not read has its
+// tensors left out, with a warning and a line in the summary, and the
+// other sources' tensors are made and listed.
+func TestWriteSetSkipsBadSource(t *testing.T) {
+	specs := smallSet(t, 4)
+	from := t.TempDir()
+	for _, s := range specs {
+		data, err := os.ReadFile(filepath.Join(matrixDir, s.Source))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(from, s.Source), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bad := specs[1].Source
+	if err := os.WriteFile(filepath.Join(from, bad), []byte("%%MatrixMarket matrix coordinate real general\n5 5 1\n1 1 x\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	lost := 0
+	for _, s := range specs {
+		if s.Source == bad {
+			lost++
+		}
+	}
+	var warnings []string
+	out := t.TempDir()
+	sum, err := WriteSet(context.Background(), specs, WriteOptions{From: from, Out: out, Warn: func(w string) { warnings = append(warnings, w) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sum.Failed) != 1 || !strings.Contains(sum.Failed[0], bad+":3: value") || sum.Missing != lost || len(warnings) != 1 {
+		t.Errorf("failed %q, missing %d (want %d), warnings %q", sum.Failed, sum.Missing, lost, warnings)
+	}
+	if got := len(readManifestAt(t, out)); sum.Written != len(specs)-lost || got != sum.Written {
+		t.Errorf("%d written, %d in the manifest, want %d", sum.Written, got, len(specs)-lost)
+	}
+}

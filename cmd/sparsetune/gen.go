@@ -127,6 +127,10 @@ type genReport struct {
 	Skipped  int           `json:"skipped"`
 	Seconds  float64       `json:"seconds"`
 	Tensors  []train.Entry `json:"tensors"`
+	// Failed names the source matrices that could not be read, whose
+	// Missing tensors are left out.
+	Failed  []string `json:"failed,omitempty"`
+	Missing int      `json:"missing,omitempty"`
 }
 
 func runGen(cmd *cobra.Command, c genConfig, asJSON bool) error {
@@ -155,6 +159,7 @@ func runGen(cmd *cobra.Command, c genConfig, asJSON bool) error {
 	opt := train.WriteOptions{
 		From: c.from, Out: c.out, Ext: "." + c.format,
 		Progress: func(p train.Progress) { printGenProgress(stderr, p) },
+		Warn:     func(w string) { fmt.Fprintln(stderr, "warning:", w) },
 	}
 	var sum *train.Summary
 	if c.manifest != "" {
@@ -166,12 +171,16 @@ func runGen(cmd *cobra.Command, c genConfig, asJSON bool) error {
 		return err
 	}
 	rep := genReport{Out: c.out, Manifest: sum.Manifest, Written: sum.Written, Skipped: sum.Skipped,
-		Seconds: time.Since(start).Seconds(), Tensors: sum.Entries}
+		Seconds: time.Since(start).Seconds(), Tensors: sum.Entries, Failed: sum.Failed, Missing: sum.Missing}
 	if asJSON {
-		return json.NewEncoder(cmd.OutOrStdout()).Encode(rep)
+		err = json.NewEncoder(cmd.OutOrStdout()).Encode(rep)
+	} else {
+		_, err = fmt.Fprintf(cmd.OutOrStdout(), "%d tensors in %s: %d written, %d present and skipped (%.1fs); manifest %s\n",
+			rep.Written+rep.Skipped, c.out, rep.Written, rep.Skipped, rep.Seconds, rep.Manifest)
 	}
-	_, err = fmt.Fprintf(cmd.OutOrStdout(), "%d tensors in %s: %d written, %d present and skipped (%.1fs); manifest %s\n",
-		rep.Written+rep.Skipped, c.out, rep.Written, rep.Skipped, rep.Seconds, rep.Manifest)
+	if err == nil && len(sum.Failed) > 0 {
+		err = fmt.Errorf("%d source matrices could not be read (the warnings above say why): their %d tensors are missing from %s", len(sum.Failed), sum.Missing, c.out)
+	}
 	return err
 }
 

@@ -134,7 +134,8 @@ func runTuneModel(cmd *cobra.Command, v *viper.Viper) error {
 	genCtx, cancelGen := context.WithDeadline(ctx, start.Add(budget*3/10))
 	defer cancelGen()
 	step("generating %d tensors from %s into %s (until %s into the run)", len(specs), from, set, (budget * 3 / 10).Round(time.Second))
-	gen, err := train.WriteSet(genCtx, specs, train.WriteOptions{From: from, Out: set})
+	gen, err := train.WriteSet(genCtx, specs, train.WriteOptions{From: from, Out: set,
+		Warn: func(w string) { fmt.Fprintln(stderr, "warning:", w) }})
 	switch {
 	case err != nil && ctx.Err() != nil:
 		return fmt.Errorf("interrupted while generating: run the same command again to resume")
