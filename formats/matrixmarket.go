@@ -157,7 +157,11 @@ func ReadMTX(r io.Reader, name string) (*COO, error) {
 			fv, pos = nextField(text, pos)
 		}
 		if extra, _ := nextField(text, pos); len(extra) > 0 {
-			return nil, lineError(name, line, "expected %d fields for a %s matrix, found %d", fields, field, countFields(text))
+			article := "a"
+			if field == "integer" {
+				article = "an"
+			}
+			return nil, lineError(name, line, "expected %d fields for %s %s matrix, found %d", fields, article, field, countFields(text))
 		}
 		entries++
 		t.Append(idx[:], v)

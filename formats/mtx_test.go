@@ -78,6 +78,7 @@ func TestMTXRefuses(t *testing.T) {
 		{"index beyond 2^32", gen + "2 2 1\n4294967297 1 1\n", "m.mtx:3: row: expected an index of at most " + maxDimText + ", found \"4294967297\""},
 		{"missing value", gen + "2 2 1\n1 1\n", "m.mtx:3: value: expected a value, found the end of the line"},
 		{"extra field", gen + "2 2 1\n1 1 1 1\n", "m.mtx:3: expected 3 fields for a real matrix, found 4"},
+		{"integer extra field", "%%MatrixMarket matrix coordinate integer general\n2 2 1\n1 1 1 1\n", "m.mtx:3: expected 3 fields for an integer matrix, found 4"},
 		{"pattern extra fields", "%%MatrixMarket matrix coordinate pattern general\n2 2 1\n1 1 1 1\n", "m.mtx:3: expected 2 fields for a pattern matrix, found 4"},
 		{"nan", gen + "2 2 1\n1 1 NaN\n", "m.mtx:3: value: expected a finite value, found \"NaN\""},
 		{"inf", gen + "2 2 1\n1 1 -Inf\n", "m.mtx:3: value: expected a finite value, found \"-Inf\""},
