@@ -225,8 +225,7 @@ func (e *Engine) planMTTKRP(ctx context.Context, x *formats.COO, mode, rank int,
 	if in == nil {
 		in = e.newInput(x, rank)
 	}
-	b := newMTTKRPBinder(x, mode, operands, rank)
-	b.in = in
+	b := newMTTKRPBinder(in, mode, operands, rank)
 	p := &Plan{e: e, op: hetero.MTTKRP, mode: mode, rank: rank, dims: slices.Clone(x.Dims), nnz: x.NNZ(), b: b,
 		outRows: x.Dims[mode], operands: operands, sliceNNZ: b.sliceNNZ, once: once}
 	b.inPlace = once && e.opts.Format == "" &&
@@ -410,9 +409,10 @@ type mttkrpBinder struct {
 	// inPlace says the CPU's pieces run the COO kernel on their nonzeros
 	// as they are, with no sorted copy (a plan run once: Engine.MTTKRP).
 	inPlace bool
-	// in is the format choice's input, shared by the plans of every mode
-	// PlanMTTKRPAll makes: a piece of the whole tensor in a mode-free
-	// format is converted once for all of them.
+	// in is the format choice's input (its x is x), shared by the plans
+	// of every mode PlanMTTKRPAll makes: the whole tensor is converted
+	// through its Converter, so a mode-free format is converted once for
+	// all of them.
 	in *input
 }
 
@@ -427,8 +427,9 @@ func (p *mttkrpBinder) setOut(out *kernels.Matrix) {
 // newMTTKRPBinder groups the nonzeros by their output-mode index, a
 // counting sort, keeping the non-empty indices as slices. The jobs it
 // binds read factors, whose own mode is nil.
-func newMTTKRPBinder(x *formats.COO, mode int, factors []*kernels.Matrix, R int) *mttkrpBinder {
-	p := &mttkrpBinder{x: x, mode: mode, factors: factors, rank: R, direct: kernels.NewMatrix(x.Dims[mode], R)}
+func newMTTKRPBinder(in *input, mode int, factors []*kernels.Matrix, R int) *mttkrpBinder {
+	x := in.x
+	p := &mttkrpBinder{x: x, in: in, mode: mode, factors: factors, rank: R, direct: kernels.NewMatrix(x.Dims[mode], R)}
 	p.factors[mode] = nil // the output mode is renumbered per chunk; no kernel reads its factor
 	count := countIndices(x.Inds[mode], x.Dims[mode])
 	p.ptr = []int{0}
@@ -556,14 +557,8 @@ func (p *mttkrpBinder) bind(d hetero.Device, ids []int, format string) (*bound, 
 func (p *mttkrpBinder) bindWhole(d hetero.Device, format string, start time.Time) (*bound, error) {
 	var f formats.TensorFormat = p.x
 	var err error
-	switch {
-	case p.runsInPlace(d, format):
-	case p.in != nil:
+	if !p.runsInPlace(d, format) {
 		if f, err = p.in.conv.Format(format, p.mode); err != nil {
-			return nil, err
-		}
-	default:
-		if f, err = formats.NewTensorFormat(p.x, format, p.mode); err != nil {
 			return nil, err
 		}
 	}
