@@ -22,15 +22,12 @@ func (s Summary) CV() float64 {
 	return s.Std / s.Mean
 }
 
-// summarize returns the Summary of the nonzero entries of counts when
-// skipZero is set, of all of them otherwise.
-func summarize(counts []int, skipZero bool) Summary {
+// summarize returns the Summary of counts.
+func summarize[T int | uint32](counts []T) Summary {
 	var s Summary
 	var sum, sumsq float64
-	for _, c := range counts {
-		if skipZero && c == 0 {
-			continue
-		}
+	for _, v := range counts {
+		c := int(v)
 		if s.Count == 0 || c < s.Min {
 			s.Min = c
 		}
@@ -70,11 +67,7 @@ func (t *COO) ModeStats(n int) (ModeStats, error) {
 	if bad >= 0 {
 		return ModeStats{}, fmt.Errorf("nonzero %d: mode %d index %d out of range 1 to %d", bad+1, n+1, uint64(t.Inds[n][bad])+1, t.Dims[n])
 	}
-	perSlice := make([]int, r.N)
-	for _, k := range r.Of {
-		perSlice[k]++
-	}
-	st.Slices = summarize(perSlice, false)
+	st.Slices = summarize(r.Counts())
 
 	// Fibers: sort a permutation by the other modes, then by mode n, and
 	// count runs of equal fiber coordinates (and of equal full coordinates).
@@ -114,6 +107,6 @@ func (t *COO) ModeStats(n int) (ModeStats, error) {
 		perFiber = append(perFiber, run)
 		st.Distinct++
 	}
-	st.Fibers = summarize(perFiber, false)
+	st.Fibers = summarize(perFiber)
 	return st, nil
 }
