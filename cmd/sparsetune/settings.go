@@ -74,8 +74,11 @@ func checkSettings(v *viper.Viper, cmd *cobra.Command, known []string, stderr io
 // environment variable (a string), parses as a flag of the given pflag
 // type.
 func parseSetting(typ string, val any) error {
-	if rv := reflect.ValueOf(val); rv.Kind() == reflect.Map || (rv.Kind() == reflect.Slice && !strings.HasSuffix(typ, "Slice")) {
-		return fmt.Errorf("%v is a %s, not a single value", val, map[bool]string{true: "table", false: "list"}[rv.Kind() == reflect.Map])
+	switch kind := reflect.ValueOf(val).Kind(); {
+	case kind == reflect.Map:
+		return fmt.Errorf("%v is a table, not a single value", val)
+	case kind == reflect.Slice && !strings.HasSuffix(typ, "Slice"):
+		return fmt.Errorf("%v is a list, not a single value", val)
 	}
 	s := fmt.Sprint(val)
 	var err error

@@ -296,7 +296,8 @@ func runTuneModel(cmd *cobra.Command, v *viper.Viper) error {
 	fmt.Fprintln(w)
 	force := v.GetBool("tune-model.force")
 	for _, op := range slices.Sorted(maps.Keys(files)) {
-		a, b := oracleOf(old.Scores, op), oracleOf(evalNew.Scores, op)
+		a, rows := oracleOf(old.Scores, op)
+		b, _ := oracleOf(evalNew.Scores, op)
 		hop, err := hetero.ParseOp(op)
 		if err != nil {
 			return err
@@ -305,8 +306,8 @@ func runTuneModel(cmd *cobra.Command, v *viper.Viper) error {
 		if err != nil {
 			return err
 		}
-		if n := heldOutRows(old.Scores, op); n < tuneMinHeldOut && !force {
-			msg := fmt.Sprintf("%d held-out rows are too few to tell the tuned model from it (at least %d: a longer --budget labels more, and a later run adds to these; --force installs it anyway)", n, tuneMinHeldOut)
+		if rows < tuneMinHeldOut && !force {
+			msg := fmt.Sprintf("%d held-out rows are too few to tell the tuned model from it (at least %d: a longer --budget labels more, and a later run adds to these; --force installs it anyway)", rows, tuneMinHeldOut)
 			if stale[op] {
 				if err := os.Remove(path); err != nil {
 					return err
@@ -366,29 +367,19 @@ func inEffect(scores []train.Score) []train.Score {
 
 // oracleOf returns the oracle ratio of what op's model answers by
 // default, over all its device classes (the geometric mean weighted by
-// rows).
-func oracleOf(scores []train.Score, op string) float64 {
-	logSum, n := 0.0, heldOutRows(scores, op)
+// rows), and the number of held-out rows it is over.
+func oracleOf(scores []train.Score, op string) (ratio float64, rows int) {
+	logSum := 0.0
 	for _, s := range inEffect(scores) {
 		if s.Op == op && s.Predictor != train.PredictorRule && s.N > 0 {
 			logSum += float64(s.N) * math.Log(s.OracleRatio)
+			rows += s.N
 		}
 	}
-	if n == 0 {
-		return 0
+	if rows == 0 {
+		return 0, 0
 	}
-	return math.Exp(logSum / float64(n))
-}
-
-// heldOutRows is the number of held-out rows of op that oracleOf scores.
-func heldOutRows(scores []train.Score, op string) int {
-	n := 0
-	for _, s := range inEffect(scores) {
-		if s.Op == op && s.Predictor != train.PredictorRule && s.N > 0 {
-			n += s.N
-		}
-	}
-	return n
+	return math.Exp(logSum / float64(rows)), rows
 }
 
 func countSources(rows []train.LabelRow) int {
