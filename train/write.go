@@ -151,19 +151,17 @@ func WriteSet(ctx context.Context, specs []Spec, opt WriteOptions) (*Summary, er
 			sum.Missing++
 			continue
 		}
-		var e Entry
-		err := error(nil)
-		if cached.path != src {
-			var m *formats.COO
-			if m, err = ReadMatrix(src); err == nil {
+		e, err := func() (Entry, error) {
+			if cached.path != src {
+				m, err := ReadMatrix(src)
+				if err != nil {
+					return Entry{}, &sourceError{err}
+				}
 				cached.path, cached.m = src, m
 			}
-		}
-		if err == nil {
-			e, err = writeOne(cached.m, s, path)
-		}
-		var se *sourceError
-		if err != nil && (cached.path != src || errors.As(err, &se)) {
+			return writeOne(cached.m, s, path)
+		}()
+		if se := (*sourceError)(nil); errors.As(err, &se) {
 			// One matrix that does not read (or is no matrix a tensor
 			// can come from): the others' tensors are still made.
 			bad[src] = true
