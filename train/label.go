@@ -626,22 +626,13 @@ func (l *labeller) tensor(ctx context.Context, index, total int, name string, in
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	x, err := formats.ReadFile(in.Path)
+	x, fp, err := l.read(in, seen, labelled)
+	l.sum.ReadSeconds += time.Since(start).Seconds()
 	if err != nil {
+		// Its rows are no longer work ahead, for the progress bar's
+		// share and ETA.
 		l.totalWork -= estimate
 		return &tensorError{err}
-	}
-	if in.Dims != nil && (x.NNZ() != in.NNZ || !slices.Equal(x.Dims, in.Dims)) {
-		l.totalWork -= estimate
-		return &tensorError{fmt.Errorf("%s: the manifest records %s with %d nonzeros, the file holds %s with %d: regenerate it (sparsetune gen)",
-			in.Path, formats.FormatDims(in.Dims), in.NNZ, formats.FormatDims(x.Dims), x.NNZ())}
-	}
-	fp := model.Fingerprint(x)
-	l.sum.ReadSeconds += time.Since(start).Seconds()
-	if labelled && seen.fingerprint != fp {
-		l.totalWork -= estimate
-		return &tensorError{fmt.Errorf("%s: %s holds rows of this file with fingerprint %.12s, the file now holds another tensor (%.12s): label it into another labels file",
-			in.Path, l.out, seen.fingerprint, fp)}
 	}
 	ev.NNZ, ev.Dims = x.NNZ(), x.Dims
 	if x.NNZ() == 0 {
@@ -695,6 +686,25 @@ func (l *labeller) tensor(ctx context.Context, index, total int, name string, in
 	ev.Elapsed = time.Since(start)
 	report()
 	return nil
+}
+
+// read reads in's tensor and its fingerprint, and checks them against
+// what the manifest and the labels file record of it.
+func (l *labeller) read(in LabelInput, seen seenTensor, labelled bool) (*formats.COO, string, error) {
+	x, err := formats.ReadFile(in.Path)
+	if err != nil {
+		return nil, "", err
+	}
+	if in.Dims != nil && (x.NNZ() != in.NNZ || !slices.Equal(x.Dims, in.Dims)) {
+		return nil, "", fmt.Errorf("%s: the manifest records %s with %d nonzeros, the file holds %s with %d: regenerate it (sparsetune gen)",
+			in.Path, formats.FormatDims(in.Dims), in.NNZ, formats.FormatDims(x.Dims), x.NNZ())
+	}
+	fp := model.Fingerprint(x)
+	if labelled && seen.fingerprint != fp {
+		return nil, "", fmt.Errorf("%s: %s holds rows of this file with fingerprint %.12s, the file now holds another tensor (%.12s): label it into another labels file",
+			in.Path, l.out, seen.fingerprint, fp)
+	}
+	return x, fp, nil
 }
 
 // measure times every candidate of op on dev into r.
