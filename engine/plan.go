@@ -199,7 +199,7 @@ func (e *Engine) newPlan(ctx context.Context, x *formats.COO, p *Plan, in *input
 	}
 	split, err := e.split(p.op, p.sliceNNZ, p.rank, p.traffic())
 	if err != nil {
-		return nil, fmt.Errorf("split: %w", err)
+		return nil, err // it says "split: "
 	}
 	if p.op == hetero.SpTTM && split.Strategy == hetero.SplitPeak {
 		// SpTTM's slices are ranges of Y's rows: a side dealt one range

@@ -405,9 +405,9 @@ func TestMapSlicesErrors(t *testing.T) {
 		want     string
 	}{
 		{SplitPeak, []int64{1, -2}, cpuProf, fastAcc, SpTTM, "slice 1 has -2 nonzeros"},
-		{SplitPeak, []int64{1}, bad, fastAcc, SpTTM, "profile of cpu: ttm.lambda is 0, expected a number in (0, 1]"},
+		{SplitPeak, []int64{1}, bad, fastAcc, SpTTM, "profile of cpu: ttm.lambda is 0, expected a number in (0, 1] (sparsetune calibrate --devices cpu measures it again)"},
 		{SplitPeak, []int64{1}, bad, fastAcc, MTTKRP, "profile of cpu has no mttkrp numbers"},
-		{SplitDynamic, []int64{1}, cpuProf, DeviceProfile{Name: "acc:0"}, SpTTM, "profile of acc:0: fma_gflops is 0"},
+		{SplitDynamic, []int64{1}, cpuProf, DeviceProfile{Name: "acc:0"}, SpTTM, "profile of acc:0: fma_gflops is 0, expected a positive number (sparsetune calibrate --devices acc:0 measures it again)"},
 		{SplitRandom, []int64{1}, cpuProf, synthProfile("acc:0", 1, 1, -1, 0.5, 1, 1), SpTTM, "link_gbs is -1"},
 		{SplitAcc, []int64{1}, cpuProf, synthProfile("acc:0", 1, 1, 1, 0.5, math.Inf(1), 1), SpTTM, "ttm.mu is +Inf"},
 		{Strategy(42), []int64{1}, cpuProf, fastAcc, SpTTM, "unknown strategy Strategy(42)"},

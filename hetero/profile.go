@@ -178,8 +178,16 @@ func (d DeviceProfile) Matches(info Info) bool {
 	return info.Kind != CPU || c.InnerLoops == kernels.InnerLoops()
 }
 
-// check reports the first field the mapper cannot use, naming the device.
+// check reports the first field the mapper cannot use, naming the device
+// and how to mend it.
 func (d DeviceProfile) check(op Op) error {
+	if err := d.checkFields(op); err != nil {
+		return fmt.Errorf("%w (sparsetune calibrate --devices %s measures it again)", err, d.Name)
+	}
+	return nil
+}
+
+func (d DeviceProfile) checkFields(op Op) error {
 	bad := func(field string, v float64, want string) error {
 		return fmt.Errorf("profile of %s: %s is %v, expected %s", d.Name, field, v, want)
 	}
