@@ -92,7 +92,7 @@ func MeasureFormats(d Device, x *formats.COO, op Op, mode int, formatNames []str
 	for range formatNames {
 		shapes = append(shapes, DenseShapes(op, x.Dims, mode, rank)...)
 	}
-	if err := kernels.CheckDenseFits(x, fmt.Sprintf("%s mode %d: the random operands", op, mode+1), shapes...); err != nil {
+	if err := kernels.CheckDenseFits(x, "the random operands", shapes...); err != nil {
 		return nil, err
 	}
 	ms := make([]*Measurement, len(formatNames))

@@ -27,7 +27,7 @@ func NewMatrix(rows, cols int) *Matrix {
 // memory: no more than the machine has available, and countable by an
 // int. Otherwise the error names what, how much it needs and how much
 // there is, and the modes of x that use few of their indices, which
-// x.Compact would shrink.
+// x.Compact would shrink; it is sysmem.ErrTooLarge (errors.Is).
 //
 // Go cannot recover from a failed allocation (the runtime ends the
 // process), so an operation that sizes dense matrices by a tensor's dims
@@ -42,13 +42,12 @@ func CheckDenseFits(x *formats.COO, what string, shapes ...[2]int) error {
 	if err == nil {
 		return nil
 	}
-	msg := fmt.Sprintf("%s need %v", what, err)
 	if x != nil {
 		if hint := sparseModes(x); hint != "" {
-			msg += "; " + hint
+			return fmt.Errorf("%s need %w; %s", what, err, hint)
 		}
 	}
-	return fmt.Errorf("%s", msg)
+	return fmt.Errorf("%s need %w", what, err)
 }
 
 // sparseModes describes the modes of x whose used indices are fewer than a

@@ -471,7 +471,7 @@ func (m MeasureAll) Predict(x *formats.COO, op hetero.Op, mode int, kind hetero.
 		}
 		ms, err := hetero.MeasureFormats(m.Device, x, op, mode, group, m.Rank, func(time.Duration) int { return iters })
 		if err != nil {
-			return fmt.Errorf("measure %s on %s: %w", strings.Join(group, ", "), info.Name, err)
+			return fmt.Errorf("measure %s mode %d: %s on %s: %w", op, mode+1, strings.Join(group, ", "), info.Name, err)
 		}
 		for k, i := range idx {
 			if m.Measured != nil {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/sparsetune/sparsetune/formats"
 	"github.com/sparsetune/sparsetune/hetero"
+	"github.com/sparsetune/sparsetune/internal/sysmem"
 	"github.com/sparsetune/sparsetune/kernels"
 )
 
@@ -119,6 +121,15 @@ func benchConfigFrom(v *viper.Viper) (benchConfig, error) {
 			}
 			c.formats = append(c.formats, f)
 		}
+		// An op none of whose formats is asked for is left out; if that
+		// is every op, nothing would be timed.
+		c.ops = slices.DeleteFunc(c.ops, func(op hetero.Op) bool {
+			return !slices.ContainsFunc(op.Formats(), func(f string) bool { return slices.Contains(c.formats, f) })
+		})
+		if len(c.ops) == 0 {
+			return c, fmt.Errorf("--formats %s: none is a format of --op %s (ttm runs %s; mttkrp runs %s)", fs, v.GetString("bench.op"),
+				strings.Join(hetero.SpTTM.Formats(), ", "), strings.Join(hetero.MTTKRP.Formats(), ", "))
+		}
 	}
 	return c, nil
 }
@@ -201,7 +212,12 @@ func runBench(stdout, stderr io.Writer, name string, t *formats.COO, c benchConf
 					continue
 				}
 				m, err := hetero.Measure(dev, t, op, mode, format, c.rank, c.iters)
-				if err != nil {
+				switch {
+				case errors.Is(err, sysmem.ErrTooLarge):
+					// This mode's operands or this format do not fit:
+					// the other modes and formats may.
+					m = &hetero.Measurement{Device: dev.Info().Name, Rank: c.rank, Skipped: err.Error()}
+				case err != nil:
 					return fmt.Errorf("%s mode %d %s: %w", op, mode+1, format, err)
 				}
 				rows = append(rows, benchRow{Op: op.String(), Mode: mode + 1, Format: format, Device: m.Device,

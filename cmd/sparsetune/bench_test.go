@@ -121,6 +121,7 @@ func TestBenchErrors(t *testing.T) {
 		{[]string{"--rank", "0"}, "--rank: expected at least 1"},
 		{[]string{"--iters", "0"}, "--iters: expected at least 1"},
 		{[]string{"--formats", "csr,bsr"}, `--formats: unknown format "bsr"`},
+		{[]string{"--formats", "csr", "--op", "mttkrp"}, "--formats csr: none is a format of --op mttkrp (ttm runs coo, csr, ell, hyb; mttkrp runs coo, csf, hicoo, alto)"},
 		{[]string{"--device", "cuda:0"}, "device cuda:0: "},
 		{[]string{"--device-memory", "lots"}, `--device-memory: expected a positive size such as 512MiB or 2GB, found "lots"`},
 		{[]string{"--device-memory", "1GiB"}, "--device-memory: device cpu is not an accelerator"},
@@ -132,5 +133,38 @@ func TestBenchErrors(t *testing.T) {
 	}
 	if _, err := os.Stat(path); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A mode whose random operands cannot fit in memory is reported as
+// skipped, format by format, and the modes that fit are timed.
+func TestBenchSkipsWhatDoesNotFit(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "huge.tns")
+	// Dims of 4·10^9 in modes 1 and 2: their rank-16 factors alone would
+	// take 238 GiB. Mode 3 has 5 indices.
+	if err := os.WriteFile(path, []byte("4000000000 1 1 1.0\n1 4000000000 5 2.0\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, _, err := run(t, "bench", path, "--probe=false", "--iters", "1", "--op", "ttm", "--json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rows []benchRow
+	if err := json.Unmarshal([]byte(out), &rows); err != nil {
+		t.Fatal(err)
+	}
+	timed := map[int]int{}
+	for _, r := range rows {
+		switch {
+		case r.Skipped != "":
+			if r.Mode == 3 || !strings.Contains(r.Skipped, "the random operands need") || !strings.Contains(r.Skipped, "--compact") {
+				t.Errorf("mode %d %s skipped: %s", r.Mode, r.Format, r.Skipped)
+			}
+		case r.Seconds > 0:
+			timed[r.Mode]++
+		}
+	}
+	if len(rows) != 12 || timed[3] != 4 || len(timed) != 1 {
+		t.Errorf("%d rows, timed per mode %v: want 12 rows, mode 3's four formats timed and the others skipped", len(rows), timed)
 	}
 }

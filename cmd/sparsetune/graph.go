@@ -51,6 +51,11 @@ Without FILE, graph lowers the embedded sample tensor.`,
 			if err != nil || mode < 1 {
 				return fmt.Errorf("--mode: expected a 1-based mode, found %q", v.GetString("graph.mode"))
 			}
+			if png := v.GetString("graph.png"); png != "" {
+				if err := checkOutPath("--png", png); err != nil {
+					return err
+				}
+			}
 			name, t, _, err := loadTensor(cmd.ErrOrStderr(), args)
 			if err != nil {
 				return err

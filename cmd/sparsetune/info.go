@@ -209,6 +209,12 @@ the compact tensor is row original of the tensor's, and the rows of unused
 indices are zero.`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if _, _, err := formats.FormatOf(args[1]); err != nil {
+				return err
+			}
+			if err := checkOutPath("OUT", args[1]); err != nil {
+				return err
+			}
 			start := time.Now()
 			t, err := readTensor(cmd.ErrOrStderr(), args[0])
 			if err != nil {

@@ -217,6 +217,28 @@ func TestBadInputExitsWithOneLine(t *testing.T) {
 	}
 }
 
+// Where a command writes a file, the place is checked before the work:
+// an unknown extension or a missing directory is one line naming the
+// setting, not the name of an internal temporary file after the work.
+func TestOutputCheckedFirst(t *testing.T) {
+	dir := t.TempDir()
+	in := writeRandomTensor(t, []int{5, 6, 7}, 30, 2)
+	missing := filepath.Join(dir, "nowhere")
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"convert", in, filepath.Join(missing, "x.tns")}, "OUT " + filepath.Join(missing, "x.tns") + ": directory " + missing + " does not exist"},
+		{[]string{"convert", in, filepath.Join(dir, "x.csv")}, "x.csv: unknown tensor file extension"},
+		{[]string{"graph", in, "--png", filepath.Join(missing, "g.png")}, "--png " + filepath.Join(missing, "g.png") + ": directory " + missing + " does not exist"},
+	} {
+		_, _, err := run(t, tc.args...)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: error %v, want %q", tc.args, err, tc.want)
+		}
+	}
+}
+
 // info on a file with a repeated coordinate says it summed it, once, and
 // reports a density of at most 1.
 func TestInfoSumsDuplicates(t *testing.T) {

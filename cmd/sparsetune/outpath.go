@@ -32,3 +32,16 @@ func checkOutPath(flag, path string) error {
 	f.Close()
 	return os.Remove(name)
 }
+
+// makePlotsDir creates the --plots directory before any long work, so that
+// a directory that cannot be made stops the command at once rather than
+// after the training it would have drawn.
+func makePlotsDir(dir string) error {
+	if dir == "" {
+		return nil
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("--plots %s: %w", dir, errors.Unwrap(err))
+	}
+	return nil
+}

@@ -141,6 +141,9 @@ func runTrain(cmd *cobra.Command, v *viper.Viper) error {
 	if err := checkOutPath("--out", out); err != nil {
 		return err
 	}
+	if err := makePlotsDir(v.GetString("train.plots")); err != nil {
+		return err
+	}
 	if soft := v.GetFloat64("train.soft"); soft < 0 || math.IsNaN(soft) {
 		return fmt.Errorf("--soft must be 0 or more, found %g", soft)
 	}
@@ -237,6 +240,9 @@ func runEval(cmd *cobra.Command, v *viper.Viper) error {
 			return err
 		}
 		models = append(models, m)
+	}
+	if err := makePlotsDir(v.GetString("eval.plots")); err != nil {
+		return err
 	}
 	rows, o, prog, err := readLabelsFor(labels, cmd.ErrOrStderr())
 	if err != nil {

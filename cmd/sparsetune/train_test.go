@@ -119,6 +119,9 @@ func TestTrainEvalErrors(t *testing.T) {
 		{[]string{"train", "--labels", labels, "--out", "m.onnx"}, labels + ":1: tensor"},
 		// Before the labels are read and a model trained, not after.
 		{[]string{"train", "--labels", labels, "--out", filepath.Join(tmp, "nowhere", "m.onnx")}, filepath.Join(tmp, "nowhere") + " does not exist"},
+		// A plots directory that cannot be made: a file stands in its way.
+		{[]string{"train", "--labels", labels, "--out", filepath.Join(tmp, "m.onnx"), "--plots", filepath.Join(labels, "plots")}, "--plots " + filepath.Join(labels, "plots") + ": not a directory"},
+		{[]string{"eval", "--labels", labels, "--plots", filepath.Join(labels, "plots")}, "--plots " + filepath.Join(labels, "plots") + ": not a directory"},
 		{[]string{"eval", "--labels", labels}, labels + ":1: tensor"}, // the default model, once the labels read
 		{[]string{"eval", "--labels", labels, "--model", labels}, "model " + labels + ": "},
 	} {

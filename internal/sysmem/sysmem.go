@@ -1,9 +1,21 @@
 package sysmem
 
 import (
+	"errors"
 	"fmt"
 	"math/bits"
 )
+
+// ErrTooLarge is what the errors of Fits wrap: an allocation the machine
+// cannot make, which a caller may skip (a benchmark's row) rather than
+// end on.
+var ErrTooLarge = errors.New("too large for this machine's memory")
+
+// tooLarge is a Fits error: its text says how much, and it is ErrTooLarge.
+type tooLarge struct{ msg string }
+
+func (e *tooLarge) Error() string        { return e.msg }
+func (e *tooLarge) Is(target error) bool { return target == ErrTooLarge }
 
 // Available returns the bytes of memory the process can still allocate
 // without the machine swapping or the kernel ending it, and whether that
@@ -52,13 +64,14 @@ const maxInt = int(^uint(0) >> 1)
 // an int (a Go slice's limit on this platform) and, where the available
 // memory is known, no more than it. Otherwise the error says how much was
 // needed and how much there is, in binary units ("256 GiB, more than the
-// 22.9 GiB of memory available"), for the caller to say what needs it.
+// 22.9 GiB of memory available"), for the caller to say what needs it;
+// it is ErrTooLarge (errors.Is).
 func (s Size) Fits() error {
 	if uint64(s) > uint64(maxInt) {
-		return fmt.Errorf("%s, more than a %d-bit process can address", Bytes(uint64(s)), bits.UintSize)
+		return &tooLarge{fmt.Sprintf("%s, more than a %d-bit process can address", Bytes(uint64(s)), bits.UintSize)}
 	}
 	if avail, ok := Available(); ok && uint64(s) > avail {
-		return fmt.Errorf("%s, more than the %s of memory available", Bytes(uint64(s)), Bytes(avail))
+		return &tooLarge{fmt.Sprintf("%s, more than the %s of memory available", Bytes(uint64(s)), Bytes(avail))}
 	}
 	return nil
 }
