@@ -144,7 +144,8 @@ func decompErrorCases(t *testing.T, cmd string, rankFlag []string) []struct {
 		{with("--iters", "0"), "--iters must be >= 1"},
 		{with("--tol", "-1"), "--tol must be >= 0"},
 		{with("--init", "svd"), "--init must be random or hosvd"},
-		{with("--threads", "-1"), "threads must be >= 0"},
+		{with("--threads", "-1"), "threads must be 0 (all cores) to "},
+		{with("--threads", "100000"), "on this machine, found 100000"},
 		// Before the run, not after it.
 		{with("--out", filepath.Join(dir, "nowhere", "x")), filepath.Join(dir, "nowhere") + " does not exist"},
 	}

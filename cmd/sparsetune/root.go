@@ -37,10 +37,12 @@ func newRootCmd() *cobra.Command {
 			if err := checkSettings(v, cmd, known, cmd.ErrOrStderr()); err != nil {
 				return err
 			}
-			if n := v.GetInt("threads"); n > 0 {
+			n := v.GetInt("threads")
+			if limit := maxThreads(); n < 0 || n > limit {
+				return fmt.Errorf("threads must be 0 (all cores) to %d on this machine, found %d", limit, n)
+			}
+			if n > 0 {
 				runtime.GOMAXPROCS(n)
-			} else if n < 0 {
-				return fmt.Errorf("threads must be >= 0 (0 = all cores), found %d", n)
 			}
 			return nil
 		},
@@ -104,3 +106,10 @@ func loadConfig(v *viper.Viper, cmd *cobra.Command) error {
 func oneLine(err error) string {
 	return strings.Join(strings.Fields(err.Error()), " ")
 }
+
+// maxThreads is the most worker threads --threads takes: eight per core,
+// and at least 256, enough to oversubscribe any machine for a test. The
+// kernels start a goroutine per thread for each piece of work, so 10^5 of
+// them made a millisecond's run take a minute, and Go ends a process past
+// 10,000 threads.
+func maxThreads() int { return max(256, 8*runtime.NumCPU()) }
