@@ -6,6 +6,8 @@ import (
 	"math"
 	"slices"
 	"sort"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/sparsetune/sparsetune/formats"
@@ -77,7 +79,7 @@ func CPAPR(x *formats.COO, opts Options) (*CPResult, error) {
 	}
 	for k, v := range x.Vals {
 		if v < 0 {
-			return nil, fmt.Errorf("nonzero %d has value %v: CP-APR models counts and needs values >= 0", k, v)
+			return nil, fmt.Errorf("the nonzero at %s has value %v: CP-APR models counts and needs values >= 0", oneBased(x, k), v)
 		}
 	}
 	if opts.Rank < 1 {
@@ -650,4 +652,15 @@ func (s *aprState) finish(res *CPResult) {
 		}
 		res.Factors[m] = f
 	}
+}
+
+// oneBased returns the coordinates of x's nonzero k, 1-based as a FROSTT
+// file writes them, "(10, 3, 9)": its position among the nonzeros names
+// no line of the file, which may hold comments or summed duplicates.
+func oneBased(x *formats.COO, k int) string {
+	parts := make([]string, len(x.Inds))
+	for m, ind := range x.Inds {
+		parts[m] = strconv.FormatUint(uint64(ind[k])+1, 10)
+	}
+	return "(" + strings.Join(parts, ", ") + ")"
 }

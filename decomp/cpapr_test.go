@@ -279,7 +279,7 @@ func TestCPAPRErrors(t *testing.T) {
 		opts Options
 		want string
 	}{
-		{"negative value", neg, Options{Rank: 2}, "nonzero 2 has value -1: CP-APR models counts"},
+		{"negative value", neg, Options{Rank: 2}, "the nonzero at " + oneBased(neg, 2) + " has value -1: CP-APR models counts"},
 		{"rank 0", x, Options{Rank: 0}, "rank must be >= 1"},
 		{"hosvd", x, Options{Rank: 2, Init: InitHOSVD}, "init must be random"},
 		{"negative init", x, Options{Rank: 2, InitFactors: negInit}, "negative entry"},
