@@ -111,7 +111,10 @@ func CPALS(x *formats.COO, opts Options) (*CPResult, error) {
 	for m := range cols {
 		cols[m] = copies * R
 	}
-	if err := checkDense(x, "CP-ALS", cols); err != nil {
+	// The R x R matrices: a Gram matrix per mode, one per thread while
+	// it is summed, and the normal equations' Hadamard product, its
+	// Cholesky factor, inverse and, when singular, SVD.
+	if err := checkDense(x, "CP-ALS", "the R x R Gram matrices", cols, squares(N+o.threads+8, R)); err != nil {
 		return nil, err
 	}
 

@@ -326,6 +326,9 @@ func TestCPALSErrors(t *testing.T) {
 		{"negative iters", x, Options{Rank: 2, Iters: -1}, "iterations"},
 		{"negative tol", x, Options{Rank: 2, Tol: -1}, "tolerance"},
 		{"init factors shape", x, Options{Rank: 2, InitFactors: randomFactors(x.Dims, []int{3, 3, 3}, 1)}, "expected 4x2"},
+		// Its R x R matrices need terabytes where the factors need 38 MB:
+		// refused before the first, which ended the process.
+		{"rank 10^5", x, Options{Rank: 100000}, "CP-ALS: the factor matrices, their work copies and the R x R Gram matrices need"},
 	}
 	for _, c := range cases {
 		_, err := CPALS(c.x, c.opts)

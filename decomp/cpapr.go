@@ -120,7 +120,7 @@ func CPAPR(x *formats.COO, opts Options) (*CPResult, error) {
 	for m := range cols {
 		cols[m] = 5 * R
 	}
-	if err := checkDense(x, "CP-APR", cols); err != nil {
+	if err := checkDense(x, "CP-APR", "", cols, 0); err != nil {
 		return nil, err
 	}
 	init, err := initCP(x, o, ranks)

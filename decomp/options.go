@@ -3,11 +3,13 @@ package decomp
 import (
 	"errors"
 	"fmt"
-	"github.com/sparsetune/sparsetune/hetero"
 	"math"
+	"math/bits"
 	"runtime"
 
 	"github.com/sparsetune/sparsetune/formats"
+	"github.com/sparsetune/sparsetune/hetero"
+	"github.com/sparsetune/sparsetune/internal/sysmem"
 	"github.com/sparsetune/sparsetune/kernels"
 )
 
@@ -236,11 +238,38 @@ func normSq(x *formats.COO) float64 {
 // checkDense refuses a decomposition whose dense matrices would not fit in
 // memory, before any is allocated (kernels.CheckDenseFits): cols[m] float32
 // columns of Dims[m] rows per mode, all the copies of a mode's matrices
-// the method keeps counted together.
-func checkDense(x *formats.COO, method string, cols []int) error {
-	shapes := make([][2]int, x.Order())
+// the method keeps counted together, and besides them work float64 values
+// of the small matrices (Gram matrices, a core, a solver's), which what
+// names ("" when there are none). Go ends a process whose allocation fails, so at a rank of 10^5
+// CP-ALS's first R x R Gram matrix (80 GB) ended it with a runtime trace.
+func checkDense(x *formats.COO, method, what string, cols []int, work sysmem.Size) error {
+	shapes := make([][2]int, x.Order(), x.Order()+1)
 	for m, d := range x.Dims {
 		shapes[m] = [2]int{d, cols[m]}
 	}
-	return kernels.CheckDenseFits(x, method+": the factor matrices and their work copies", shapes...)
+	if work > 0 {
+		// As float32 pairs: a float64 takes two float32s' bytes.
+		shapes = append(shapes, [2]int{int(min(uint64(work), uint64(math.MaxInt))), 2})
+	}
+	if what == "" {
+		return kernels.CheckDenseFits(x, method+": the factor matrices and their work copies", shapes...)
+	}
+	return kernels.CheckDenseFits(x, method+": the factor matrices, their work copies and "+what, shapes...)
+}
+
+// satMul returns a·b for a, b >= 0, or math.MaxInt where it would overflow.
+func satMul(a, b int) int {
+	if hi, lo := bits.Mul64(uint64(a), uint64(b)); hi != 0 || lo > math.MaxInt {
+		return math.MaxInt
+	}
+	return a * b
+}
+
+// squares returns the float64 values of k n x n matrices, saturating.
+func squares(k, n int) sysmem.Size {
+	var s sysmem.Size
+	s.AddMatrix(n, n, 1)
+	var out sysmem.Size
+	out.AddMatrix(k, int(min(uint64(s), uint64(math.MaxInt))), 1)
+	return out
 }

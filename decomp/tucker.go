@@ -11,6 +11,7 @@ import (
 	"github.com/sparsetune/sparsetune/formats"
 	"github.com/sparsetune/sparsetune/internal/npy"
 	"github.com/sparsetune/sparsetune/internal/par"
+	"github.com/sparsetune/sparsetune/internal/sysmem"
 	"github.com/sparsetune/sparsetune/kernels"
 )
 
@@ -78,7 +79,7 @@ func TuckerHOOI(x *formats.COO, opts Options) (*TuckerResult, error) {
 		P[n] = 1
 		for m, r := range ranks {
 			if m != n {
-				P[n] *= r
+				P[n] = satMul(P[n], r)
 			}
 		}
 		if ranks[n] > P[n] {
@@ -93,9 +94,26 @@ func TuckerHOOI(x *formats.COO, opts Options) (*TuckerResult, error) {
 	// (Dims[n] x the product of the other ranks).
 	perMode := make([]int, N)
 	for n := range perMode {
-		perMode[n] = ranks[n] + P[n]
+		perMode[n] = ranks[n] + min(P[n], math.MaxInt-ranks[n])
 	}
-	if err := checkDense(x, "Tucker", perMode); err != nil {
+	// The small matrices: the core (float64), and for one mode at a time
+	// the Gram matrix of its TTM chain's smaller side, one per thread
+	// while summed, with the eigensolver's copies, or, where the chain is
+	// wider than tall, its float64 copy.
+	coreLen := 1
+	for _, r := range ranks {
+		coreLen = satMul(coreLen, r)
+	}
+	var work sysmem.Size
+	for n, d := range x.Dims {
+		w := squares(o.threads+4, min(d, P[n]))
+		if P[n] > d {
+			w.AddMatrix(d, P[n], 1)
+		}
+		work = max(work, w)
+	}
+	work.Add(coreLen, 1)
+	if err := checkDense(x, "Tucker", "the core and the SVDs' Gram matrices", perMode, work); err != nil {
 		return nil, err
 	}
 

@@ -301,6 +301,14 @@ func TestTuckerErrors(t *testing.T) {
 			t.Errorf("ranks %v: error %v, want one line containing %q", c.ranks, err, c.want)
 		}
 	}
+	// A core of 10^24 values (its size overflowed an int) and chains of
+	// 10^21 columns: refused, not allocated.
+	dims := []int{1000, 1000, 1000, 1000, 1000, 1000, 1000, 1000}
+	big, _ := formats.NewCOO(dims, 1)
+	big.Append(make([]uint32, len(dims)), 1)
+	if _, err := TuckerHOOI(big, Options{Ranks: dims, Init: InitRandom}); err == nil || !strings.Contains(err.Error(), "Tucker: the factor matrices, their work copies and the core and the SVDs' Gram matrices need") {
+		t.Errorf("ranks 1000 of order 8: %v", err)
+	}
 	if _, err := TuckerHOOI(x, Options{Ranks: []int{2, 2, 2}, FiberFormat: "csf"}); err == nil || !strings.Contains(err.Error(), "SpTTM format") {
 		t.Errorf("fiber format csf: %v", err)
 	}
