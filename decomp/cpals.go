@@ -168,6 +168,9 @@ func CPALS(x *formats.COO, opts Options) (*CPResult, error) {
 	if err := s.run(); err != nil {
 		return nil, err
 	}
+	if s.stopped != nil && res.Iterations == 0 {
+		return nil, s.stopped
+	}
 	if isDist {
 		for m, f := range s.factors {
 			if err := dist.Gather(m, f); err != nil {
@@ -177,7 +180,7 @@ func CPALS(x *formats.COO, opts Options) (*CPResult, error) {
 	}
 	finishCP(res, s.factors, s.lambda, o.threads)
 	res.Fit = s.fit
-	return res, nil
+	return res, s.stopped
 }
 
 // initCP returns the starting factors of a CP method.
@@ -227,6 +230,8 @@ type cpState struct {
 	// dist, for a distributed run, combines the statistics of the rows
 	// each part holds; nil when every row is here.
 	dist Distributed
+
+	stopped error // the Context's, when it ended the run early
 }
 
 // view returns the rows of a (mode's factor, or a matrix shaped like it)
@@ -292,6 +297,8 @@ func (s *cpState) mttkrp(n int, factors []*kernels.Matrix) error {
 	return nil
 }
 
+// run iterates until the fit settles or the iterations run out, or until
+// the Context is done: it then sets s.stopped and returns nil.
 func (s *cpState) run() error {
 	o := s.o
 	var prevFit float64
@@ -302,6 +309,11 @@ func (s *cpState) run() error {
 			s.prev = absorbed(s.prev, s.factors, s.lambda)
 		}
 		for n := range s.N {
+			if s.dist == nil {
+				if s.stopped = o.stopped(); s.stopped != nil {
+					return nil
+				}
+			}
 			if err := s.update(n, it); err != nil {
 				return err
 			}

@@ -1,6 +1,8 @@
 package decomp
 
 import (
+	"context"
+	"errors"
 	"math"
 	"slices"
 	"strings"
@@ -445,5 +447,117 @@ func BenchmarkCPALS(b *testing.B) {
 				b.ReportMetric(iterSeconds/float64(iters*b.N), "s/iter")
 			})
 		}
+	}
+}
+
+// A cancelled Context stops each method before its next mode's update:
+// it returns the context's error beside the model of the iterations done,
+// or no model before the first is done.
+func TestDecompositionsStop(t *testing.T) {
+	x := randomSparse([]int{9, 10, 11}, 0.2, 3)
+	methods := []struct {
+		name string
+		run  func(Options) (iters int, fit float64, err error)
+	}{
+		{"CP-ALS", func(o Options) (int, float64, error) {
+			r, err := CPALS(x, o)
+			if r == nil {
+				return -1, 0, err
+			}
+			return r.Iterations, r.Fit, err
+		}},
+		{"CP-APR", func(o Options) (int, float64, error) {
+			r, err := CPAPR(x, o)
+			if r == nil {
+				return -1, 0, err
+			}
+			return r.Iterations, r.LogLikelihood, err
+		}},
+		{"Tucker", func(o Options) (int, float64, error) {
+			o.Ranks = []int{2, 2, 2}
+			r, err := TuckerHOOI(x, o)
+			if r == nil {
+				return -1, 0, err
+			}
+			// The core fits the factors returned: ‖G‖² = ‖X‖² (1 - fit)²
+			// is what the iteration that made them reported.
+			var g2 float64
+			for _, g := range r.Core {
+				g2 += g * g
+			}
+			nx := math.Sqrt(normSq(x))
+			return r.Iterations, 1 - math.Sqrt(max(0, nx*nx-g2))/nx, err
+		}},
+	}
+	for _, m := range methods {
+		for _, after := range []int{0, 2} {
+			ctx, cancel := context.WithCancel(context.Background())
+			if after == 0 {
+				cancel()
+			}
+			var hist []IterStat
+			o := Options{Rank: 2, Iters: 10, Tol: 0, Context: ctx, Init: InitRandom, Progress: func(s IterStat) {
+				hist = append(hist, s)
+				if len(hist) == after {
+					cancel()
+				}
+			}}
+			n, fit, err := m.run(o)
+			switch {
+			case !errors.Is(err, context.Canceled) || len(hist) != after:
+				t.Errorf("%s, cancelled after %d: error %v, %d iterations reported", m.name, after, err, len(hist))
+			case after == 0 && n != -1:
+				t.Errorf("%s: a model of %d iterations, none done", m.name, n)
+			case after > 0 && n != after:
+				t.Errorf("%s: a model of %d iterations, %d done", m.name, n, after)
+			case after > 0 && m.name != "CP-ALS" && math.Abs(fit-hist[after-1].Fit-hist[after-1].LogLikelihood) > 1e-6*math.Max(1, math.Abs(fit)):
+				t.Errorf("%s: the model's figure %v, its last iteration's %v", m.name, fit, hist[after-1])
+			}
+			cancel()
+		}
+	}
+}
+
+// errAfter is a context whose Err is context.Canceled from its n-th call
+// on: it stops a method between two modes of an iteration.
+type errAfter struct {
+	context.Context
+	n int
+}
+
+func (c *errAfter) Err() error {
+	if c.n--; c.n <= 0 {
+		return context.Canceled
+	}
+	return nil
+}
+
+// Stopped in the middle of an iteration, Tucker returns the factors of the
+// iteration before, which its core fits; CP-ALS the model as it stands.
+func TestDecompositionsStopMidIteration(t *testing.T) {
+	x := randomSparse([]int{9, 10, 11}, 0.2, 3)
+	o := Options{Ranks: []int{2, 2, 2}, Iters: 10, Tol: 0, Init: InitRandom}
+	o.Context = &errAfter{context.Background(), 7} // iteration 3, before mode 1
+	atEnd, err := TuckerHOOI(x, o)
+	if !errors.Is(err, context.Canceled) || atEnd == nil || atEnd.Iterations != 2 {
+		t.Fatalf("stopped after two iterations: %v", err)
+	}
+	o.Context = &errAfter{context.Background(), 8} // iteration 3, before mode 2
+	mid, err := TuckerHOOI(x, o)
+	if !errors.Is(err, context.Canceled) || mid == nil || mid.Iterations != 2 {
+		t.Fatalf("stopped in the third: %v", err)
+	}
+	for n := range mid.Factors {
+		if !slices.Equal(mid.Factors[n].Data, atEnd.Factors[n].Data) {
+			t.Errorf("mode %d: the factor of the unfinished iteration, not the one its core fits", n+1)
+		}
+	}
+	if !slices.Equal(mid.Core, atEnd.Core) {
+		t.Errorf("cores differ")
+	}
+	o = Options{Rank: 2, Iters: 10, Tol: 0, Init: InitRandom, Context: &errAfter{context.Background(), 8}}
+	cp, err := CPALS(x, o)
+	if !errors.Is(err, context.Canceled) || cp == nil || cp.Iterations != 2 || len(cp.Factors) != 3 {
+		t.Fatalf("CP-ALS stopped in the third iteration: %v", err)
 	}
 }

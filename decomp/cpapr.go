@@ -143,15 +143,22 @@ func CPAPR(x *formats.COO, opts Options) (*CPResult, error) {
 	}
 	res.SetupSeconds = time.Since(start).Seconds()
 	var prevLL float64
+	var stopped error // the Context's, when it ends the run early
 	for it := 1; it <= o.Iters; it++ {
 		start := time.Now()
 		s.kernelTime = 0
 		converged := true
 		var kkt float64
 		for n := range N {
+			if stopped = o.stopped(); stopped != nil {
+				break
+			}
 			ok, v := s.updateMode(n, it)
 			converged = converged && ok
 			kkt = max(kkt, v)
+		}
+		if stopped != nil {
+			break
 		}
 		t0 := time.Now()
 		ll := s.logLikelihood()
@@ -175,8 +182,11 @@ func CPAPR(x *formats.COO, opts Options) (*CPResult, error) {
 		}
 		prevLL = ll
 	}
+	if stopped != nil && res.Iterations == 0 {
+		return nil, stopped
+	}
 	s.finish(res)
-	return res, nil
+	return res, stopped
 }
 
 // aprState is a CP-APR run in progress. Factors are I x R row-major

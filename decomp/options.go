@@ -1,6 +1,7 @@
 package decomp
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -77,6 +78,15 @@ type Options struct {
 	TTMChain TTMChainer
 	// Progress, when set, is called after every (outer) iteration.
 	Progress func(IterStat)
+	// Context, when set, stops the method once it is done: it is checked
+	// before each mode's update. The method then returns the context's
+	// error (context.Canceled for a Ctrl-C) beside the model so far, when
+	// an iteration has completed (Result.Iterations), which a later run
+	// can start from (InitFactors): CP-ALS's and CP-APR's as it stands,
+	// every update being a model; Tucker's as its last iteration left it,
+	// the core being made at an iteration's end. A distributed CP-ALS
+	// does not check it: its parts stop together or not at all.
+	Context context.Context
 	// APR holds CP-APR's inner settings.
 	APR APROptions
 }
@@ -128,6 +138,14 @@ type IterStat struct {
 type resolved struct {
 	Options
 	threads int
+}
+
+// stopped returns the error of a done Context, else nil.
+func (o Options) stopped() error {
+	if o.Context == nil {
+		return nil
+	}
+	return o.Context.Err()
 }
 
 func (o Options) resolve() resolved {

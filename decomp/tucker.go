@@ -3,6 +3,7 @@ package decomp
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"time"
 
@@ -151,10 +152,18 @@ func TuckerHOOI(x *formats.COO, opts Options) (*TuckerResult, error) {
 	last := N - 1
 	var core []float64
 	var fit, prevFit float64
+	var stopped error // the Context's, when it ends the run early
 	for it := 1; it <= o.Iters; it++ {
 		start := time.Now()
 		var kernelTime time.Duration
+		// The factors as the last iteration left them, which its core
+		// fits: each mode's update replaces its matrix, so a copy of the
+		// slice keeps them.
+		before := slices.Clone(factors)
 		for n := range N {
+			if stopped = o.stopped(); stopped != nil {
+				break
+			}
 			t0 := time.Now()
 			if err := kern.TTMChain(n, factors, ys[n]); err != nil {
 				return nil, fmt.Errorf("TTM chain of mode %d: %w", n+1, err)
@@ -165,6 +174,10 @@ func TuckerHOOI(x *formats.COO, opts Options) (*TuckerResult, error) {
 				return nil, fmt.Errorf("iteration %d, mode %d: %w", it, n+1, err)
 			}
 			factors[n] = u
+		}
+		if stopped != nil {
+			factors = before
+			break
 		}
 		// G = U_lastᵀ Y_last, R_last x P_last; ‖G‖² gives the fit.
 		core = coreOf(factors[last], ys[last], o.threads)
@@ -191,6 +204,9 @@ func TuckerHOOI(x *formats.COO, opts Options) (*TuckerResult, error) {
 		}
 		prevFit = fit
 	}
+	if stopped != nil && res.Iterations == 0 {
+		return nil, stopped
+	}
 	res.Fit = fit
 	res.Factors = factors
 	// G is R_last x (modes 0..N-2 in C order); the core in C order puts
@@ -203,7 +219,7 @@ func TuckerHOOI(x *formats.COO, opts Options) (*TuckerResult, error) {
 			res.Core[c*rl+r] = core[r*cols+c]
 		}
 	}
-	return res, nil
+	return res, stopped
 }
 
 // coreOf returns uᵀy (u is I x R, y is I x P) as R x P row-major float64,

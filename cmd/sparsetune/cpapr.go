@@ -1,10 +1,15 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"io"
+	"os"
+	"os/signal"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -84,11 +89,19 @@ func runCPAPR(cmd *cobra.Command, path string, c decompConfig, inner int, phi st
 	if err != nil {
 		return err
 	}
+	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
 	start := time.Now()
 	res, err := decomp.CPAPR(x, decomp.Options{Rank: c.rank, Iters: c.iters, Tol: c.tol, Seed: c.seed, Init: c.init,
 		InitFactors: init,
 		Threads:     c.threads, APR: decomp.APROptions{InnerIters: inner, Format: phi, Device: dev},
-		Progress: func(s decomp.IterStat) { printIter(stderr, s, true) }})
+		Progress: func(s decomp.IterStat) { printIter(stderr, s, true) }, Context: ctx})
+	if errors.Is(err, context.Canceled) {
+		if res == nil {
+			return interrupted(path, nil, 0, c)
+		}
+		return interrupted(path, res, res.Iterations, c)
+	}
 	if err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}

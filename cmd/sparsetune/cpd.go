@@ -241,6 +241,24 @@ func finishDecomp(cmd *cobra.Command, rep *decompReport, res interface {
 	return printReport(cmd.OutOrStdout(), rep, c.asJSON)
 }
 
+// interrupted ends a decomposition stopped by Ctrl-C after iters
+// iterations: the model so far, res (nil when no iteration was done), is
+// written to --out, where --resume continues it.
+func interrupted(path string, res interface {
+	WriteNPY(string) ([]string, error)
+}, iters int, c decompConfig) error {
+	switch {
+	case iters == 0:
+		return fmt.Errorf("%s: interrupted before the first iteration ended, nothing written", path)
+	case c.out == "":
+		return fmt.Errorf("%s: interrupted after %d iterations, nothing written (--out PREFIX keeps the model so far)", path, iters)
+	}
+	if _, err := res.WriteNPY(c.out); err != nil {
+		return fmt.Errorf("%s: interrupted after %d iterations: %w", path, iters, err)
+	}
+	return fmt.Errorf("%s: interrupted after %d iterations: the model so far is in %s.*, which --resume %s continues", path, iters, c.out, c.out)
+}
+
 // resumeFactors reads the factors an earlier run wrote with --out PREFIX
 // (PREFIX.mode1.npy …), for a tensor of the given order. When
 // PREFIX.lambda.npy exists (CP models) the weights are folded into the last
@@ -444,7 +462,7 @@ func runCPD(cmd *cobra.Command, v *viper.Viper, path string, c decompConfig) err
 	start := time.Now()
 	opts := decomp.Options{Rank: c.rank, Iters: c.iters, Tol: c.tol, Seed: c.seed, Init: c.init,
 		InitFactors: init, LineSearch: c.lineSearch, Threads: c.threads, Formats: c.formats,
-		Progress: func(s decomp.IterStat) { printIter(stderr, s, false) }}
+		Progress: func(s decomp.IterStat) { printIter(stderr, s, false) }, Context: ctx}
 	var ek *decomp.EngineKernels
 	var warnings []string
 	if c.onEngine() {
@@ -455,10 +473,13 @@ func runCPD(cmd *cobra.Command, v *viper.Viper, path string, c decompConfig) err
 		opts.MTTKRP = ek
 	}
 	res, err := decomp.CPALS(x, opts)
-	if err != nil {
-		if errors.Is(err, context.Canceled) {
-			return fmt.Errorf("%s: interrupted, nothing written", path)
+	if errors.Is(err, context.Canceled) {
+		if res == nil {
+			return interrupted(path, nil, 0, c)
 		}
+		return interrupted(path, res, res.Iterations, c)
+	}
+	if err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}
 	rep := cpReport(path, x.Dims, x.NNZ(), c, res, time.Since(start), read)

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"math"
 	"os"
@@ -239,5 +241,34 @@ func TestCPDUnderMPIRunWithoutMPI(t *testing.T) {
 	_, _, err := run(t, "cpd", filepath.Join(dataDir, "tensors", "kg_nations.tns"), "--rank", "2", "--iters", "1")
 	if err == nil || !strings.Contains(err.Error(), "-tags mpi") {
 		t.Errorf("cpd under mpirun without MPI: %v", err)
+	}
+}
+
+// TestDecompInterrupted: Ctrl-C (a cancelled context) stops cpd, tucker
+// and cpapr on the CPU, as it stops the engine's runs, and --out is not
+// written.
+func TestDecompInterrupted(t *testing.T) {
+	dir := t.TempDir()
+	in := writeRandomTensor(t, []int{12, 13, 14}, 300, 5)
+	for _, args := range [][]string{
+		{"cpd", in, "--rank", "3"},
+		{"tucker", in, "--ranks", "2,2,2"},
+		{"cpapr", in, "--rank", "3"},
+	} {
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		cmd := newRootCmd()
+		var stdout, stderr bytes.Buffer
+		cmd.SetOut(&stdout)
+		cmd.SetErr(&stderr)
+		prefix := filepath.Join(dir, args[0])
+		cmd.SetArgs(append(args, "--out", prefix))
+		err := cmd.ExecuteContext(ctx)
+		if err == nil || !strings.Contains(err.Error(), in+": interrupted before the first iteration ended, nothing written") {
+			t.Errorf("%s: err = %v", args[0], err)
+		}
+		if written, _ := filepath.Glob(prefix + "*"); len(written) != 0 {
+			t.Errorf("%s: wrote %v", args[0], written)
+		}
 	}
 }

@@ -100,7 +100,7 @@ func runTucker(cmd *cobra.Command, v *viper.Viper, path string, c decompConfig, 
 	opts := decomp.Options{Ranks: ranks, Iters: c.iters, Tol: c.tol, Seed: c.seed, Init: c.init,
 		InitFactors: init,
 		Threads:     c.threads, FiberFormat: fiberFormat,
-		Progress: func(s decomp.IterStat) { printIter(stderr, s, false) }}
+		Progress: func(s decomp.IterStat) { printIter(stderr, s, false) }, Context: ctx}
 	var ek *decomp.EngineKernels
 	var warnings []string
 	if c.devices != "" {
@@ -121,10 +121,13 @@ func runTucker(cmd *cobra.Command, v *viper.Viper, path string, c decompConfig, 
 		opts.TTMChain, warnings = ek, ws
 	}
 	res, err := decomp.TuckerHOOI(x, opts)
-	if err != nil {
-		if errors.Is(err, context.Canceled) {
-			return fmt.Errorf("%s: interrupted, nothing written", path)
+	if errors.Is(err, context.Canceled) {
+		if res == nil {
+			return interrupted(path, nil, 0, c)
 		}
+		return interrupted(path, res, res.Iterations, c)
+	}
+	if err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}
 	rep := &decompReport{Method: "Tucker-HOOI", File: path, Dims: x.Dims, NNZ: x.NNZ(), Ranks: ranks, Formats: []string{fiberFormat},
