@@ -59,7 +59,9 @@ type CPResult struct {
 // never NaN. The columns of A_n are then normalised into λ: by their 2-norm in the
 // first iteration, by max(1, max |entry|) after (the normalisation of the
 // Tensor Toolbox's cp_als, which keeps λ from drifting without rescaling
-// small columns).
+// small columns), except that a column whose entries all fall below 2^-20
+// is normalised by its largest, so that data of any scale float32 holds
+// keep the factors' products in its range (tinyColumn).
 //
 // Fit = 1 - ‖X - [[λ; A]]‖/‖X‖ is computed without forming the model:
 // ‖X‖² from the values, ⟨X, model⟩ = Σ_r λ_r Σ_i M(i, r) A_N(i, r) from the
@@ -373,11 +375,14 @@ func (s *cpState) update(n, it int) error {
 		s.res.PseudoInverses++
 	}
 	if !finite(sumSq) {
-		return fmt.Errorf("iteration %d: factor of mode %d is not finite (values beyond float32's range)", it, n+1)
+		return fmt.Errorf("iteration %d: factor of mode %d is not finite (values beyond float32's range%s)", it, n+1, scaleHint(s.x))
 	}
 	if it > 1 {
 		for r, x := range maxAbs {
-			s.lambda[r] = max(x, 1)
+			s.lambda[r] = 1
+			if x >= 1 || (x > 0 && x < tinyColumn) {
+				s.lambda[r] = x
+			}
 		}
 	} else {
 		for r, x := range sumSq {
@@ -387,6 +392,30 @@ func (s *cpState) update(n, it int) error {
 	s.grams[n] = scaleGram(a, s.lambda, s.o.threads)
 	return s.sumRows(n, s.grams[n])
 }
+
+// scaleHint says, when x's largest value is far from 1, that its scale is
+// what float32 could not hold: products and sums of values near 1e38
+// overflow, and values near 1e-38 are subnormal, their inverses beyond
+// range.
+func scaleHint(x *formats.COO) string {
+	var top float32
+	for _, v := range x.Vals {
+		top = max(top, v, -v)
+	}
+	if top > 0x1p-100 && top < 0x1p100 {
+		return ""
+	}
+	return fmt.Sprintf(": the largest value is %.3g; values nearer 1, scaled by a constant, give the same factors", top)
+}
+
+// tinyColumn is the largest entry below which a factor's column is
+// normalised after the first iteration, where max(1, max |entry|) leaves
+// smaller columns as they are. Data of a tiny scale (values near 1e-25)
+// leave a factor's columns at that scale, and the next mode's MTTKRP
+// multiplies the data by it: 1e-50, below float32's range, so the fit
+// fell to 0. Normalised, every factor stays near unit scale and λ holds
+// the data's, as for data near 1.
+const tinyColumn = 0x1p-20
 
 // finite reports whether every x is neither NaN nor Inf.
 func finite(xs []float64) bool {

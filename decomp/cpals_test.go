@@ -561,3 +561,28 @@ func TestDecompositionsStopMidIteration(t *testing.T) {
 		t.Fatalf("CP-ALS stopped in the third iteration: %v", err)
 	}
 }
+
+// CP-ALS does not depend on the data's scale: the same tensor times 1e-25
+// or 1e25 has the same fit. At 1e-25 the factors' normalisation used to
+// leave one factor at the data's scale and the next MTTKRP underflowed
+// float32: a fit of 0, "converged".
+func TestCPALSScaleFree(t *testing.T) {
+	x := randomSparse([]int{20, 15, 10}, 0.2, 7)
+	fitAt := func(scale float64) float64 {
+		y := x.Clone()
+		for k, v := range y.Vals {
+			y.Vals[k] = float32(float64(v) * scale)
+		}
+		res, err := CPALS(y, Options{Rank: 3, Iters: 15, Tol: 0, Seed: 2})
+		if err != nil {
+			t.Fatalf("scale %g: %v", scale, err)
+		}
+		return res.Fit
+	}
+	want := fitAt(1)
+	for _, scale := range []float64{1e-30, 1e-25, 1e-12, 1e12, 1e30} {
+		if got := fitAt(scale); math.Abs(got-want) > 1e-3 {
+			t.Errorf("scale %g: fit %.6f, at 1: %.6f", scale, got, want)
+		}
+	}
+}

@@ -77,10 +77,12 @@ func CPAPR(x *formats.COO, opts Options) (*CPResult, error) {
 	if err := checkCommon(opts); err != nil {
 		return nil, err
 	}
+	var top float32
 	for k, v := range x.Vals {
 		if v < 0 {
 			return nil, fmt.Errorf("the nonzero at %s has value %v: CP-APR models counts and needs values >= 0", oneBased(x, k), v)
 		}
+		top = max(top, v)
 	}
 	if opts.Rank < 1 {
 		return nil, fmt.Errorf("rank must be >= 1, found %d", opts.Rank)
@@ -137,6 +139,13 @@ func CPAPR(x *formats.COO, opts Options) (*CPResult, error) {
 
 	res := &CPResult{}
 	s := &aprState{x: x, o: o, N: N, R: R}
+	if top < 1 && o.Tol > 0 {
+		// The stopping test weighs each mode's factor by λ, the
+		// components' totals, as the Tensor Toolbox's cp_apr does: data
+		// far below one count pass it at once, however far the factors
+		// are from the KKT conditions reported (on the unweighted ones).
+		s.warnings = append(s.warnings, fmt.Sprintf("the largest value is %.3g: CP-APR models counts, and on values below 1 its stopping test (the factors weighted by the components' totals) may pass before the KKT violation reported is below --tol; scale the values to counts", top))
+	}
 	start := time.Now()
 	if err := s.setup(init); err != nil {
 		return nil, err

@@ -427,3 +427,29 @@ func TestCPAPRDevice(t *testing.T) {
 		t.Errorf("failing bind: %v", err)
 	}
 }
+
+// CP-APR says so when values far below one count make its stopping test
+// (the Tensor Toolbox's, on factors weighted by λ) pass at once.
+func TestCPAPRWarnsBelowCounts(t *testing.T) {
+	x := randomSparse([]int{6, 7, 8}, 0.3, 4)
+	for k := range x.Vals {
+		x.Vals[k] = float32(1 + k%3)
+	}
+	small := x.Clone()
+	for k := range small.Vals {
+		small.Vals[k] *= 1e-10
+	}
+	for _, c := range []struct {
+		x    *formats.COO
+		warn bool
+	}{{x, false}, {small, true}} {
+		res, err := CPAPR(c.x, Options{Rank: 2, Iters: 3, Tol: 1e-4})
+		if err != nil {
+			t.Fatal(err)
+		}
+		warned := slices.ContainsFunc(res.Warnings, func(w string) bool { return strings.Contains(w, "scale the values to counts") })
+		if warned != c.warn {
+			t.Errorf("largest value %v: warnings %q", slices.Max(c.x.Vals), res.Warnings)
+		}
+	}
+}
