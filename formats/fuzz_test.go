@@ -3,6 +3,7 @@ package formats
 import (
 	"bytes"
 	"math"
+	"math/big"
 	"strconv"
 	"strings"
 	"testing"
@@ -202,7 +203,7 @@ func refReadTNS(data []byte) (x *COO, errLine int, err string) {
 			maxIdx[m] = max(maxIdx[m], int(i))
 		}
 		v, e := strconv.ParseFloat(fields[order], 32)
-		if e != nil || math.IsInf(v, 0) || math.IsNaN(v) {
+		if e != nil || math.IsInf(v, 0) || math.IsNaN(v) || underflows(fields[order], v) {
 			return nil, line, "bad value"
 		}
 		vals = append(vals, float32(v))
@@ -263,4 +264,14 @@ func checkFuzzPicks(t *testing.T, x *COO, pk *picker) {
 	if err := checkPicks(p, x); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// underflows reports whether s, which strconv read as v, names a nonzero
+// value that float32 rounds to 0, by math/big's exact parse.
+func underflows(s string, v float64) bool {
+	if v != 0 {
+		return false
+	}
+	x, _, err := big.ParseFloat(s, 0, 64, big.ToNearestEven)
+	return err == nil && x.Sign() != 0
 }

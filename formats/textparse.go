@@ -178,7 +178,34 @@ func parseValue(f []byte) (float32, string) {
 		}
 		return 0, "expected a numeric value, found " + quoteField(f)
 	}
+	if v == 0 && nonzeroMantissa(f) {
+		// strconv gives 0 and no error for a value below float32's
+		// smallest: the nonzero would be read as a zero, silently.
+		return 0, "expected a float32 value, found " + quoteField(f) + " (below float32's smallest, 1.4e-45: it would read as 0)"
+	}
 	return finite32(f, v)
+}
+
+// nonzeroMantissa reports whether the number f, which strconv parsed,
+// has a nonzero digit before its exponent: whether it names a nonzero
+// value, whatever float32 makes of it.
+func nonzeroMantissa(f []byte) bool {
+	if len(f) > 0 && (f[0] == '+' || f[0] == '-') {
+		f = f[1:]
+	}
+	hex := len(f) > 1 && f[0] == '0' && (f[1] == 'x' || f[1] == 'X')
+	if hex {
+		f = f[2:]
+	}
+	for _, c := range f {
+		switch {
+		case !hex && (c == 'e' || c == 'E'), hex && (c == 'p' || c == 'P'):
+			return false
+		case c >= '1' && c <= '9', hex && (c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F'):
+			return true
+		}
+	}
+	return false
 }
 
 // onFloat32Midpoint reports whether v lies exactly halfway between two

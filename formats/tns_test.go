@@ -197,6 +197,10 @@ func TestTNSMoreErrors(t *testing.T) {
 		{"float32 overflow negative", "1 1 -1e39\n", "e.tns:1: value: expected a finite float32 value, found \"-1e39\""},
 		{"just above max float32", "1 1 3.4028236e38\n", "e.tns:1: value: expected a finite float32 value, found \"3.4028236e38\""},
 		{"float64 overflow", "1 1 1e400\n", "e.tns:1: value: expected a finite float32 value, found \"1e400\" (out of range)"},
+		{"float32 underflow", "1 1 1.0\n2 2 1e-300\n", "e.tns:2: value: expected a float32 value, found \"1e-300\" (below float32's smallest, 1.4e-45: it would read as 0)"},
+		{"float32 underflow, negative", "1 1 -2.5e-46\n", "e.tns:1: value: expected a float32 value, found \"-2.5e-46\" (below float32's smallest"},
+		{"float64 underflow", "1 1 1e-400\n", "e.tns:1: value: expected a float32 value, found \"1e-400\" (below float32's smallest"},
+		{"hex underflow", "1 1 0x1p-200\n", "e.tns:1: value: expected a float32 value, found \"0x1p-200\" (below float32's smallest"},
 		{"hex value", "1 1 0x1p3\n", ""}, // strconv accepts hex floats; allowed
 		{"value with junk", "1 1 1.0abc\n", "e.tns:1: value: expected a numeric value, found \"1.0abc\""},
 		{"header order 9", "9\n", "e.tns:1: expected 2 to 8 indices and a value, or a header line with the order (2 to 8), found \"9\""},
@@ -292,7 +296,7 @@ func checkValue(t *testing.T, s string) {
 	got, msg := parseValue([]byte(s))
 	w, err := strconv.ParseFloat(s, 32)
 	want := float32(w)
-	wantOK := err == nil && !math.IsInf(w, 0) && !math.IsNaN(w)
+	wantOK := err == nil && !math.IsInf(w, 0) && !math.IsNaN(w) && !underflows(s, w)
 	if (msg == "") != wantOK {
 		t.Fatalf("%q: reader says %q, strconv %v %v", s, msg, w, err)
 	}
