@@ -2,6 +2,7 @@ package formats
 
 import (
 	"bufio"
+	"bytes"
 	"compress/gzip"
 	"errors"
 	"fmt"
@@ -72,6 +73,9 @@ func readFile(path string, pk *picker) (*COO, error) {
 		return nil, err
 	}
 	defer f.Close()
+	if st, err := f.Stat(); err == nil && st.IsDir() {
+		return nil, fileError(path, "is a directory, expected a tensor file")
+	}
 	var r io.Reader = f
 	size := int64(-1)
 	var zr *failedReader
@@ -89,9 +93,9 @@ func readFile(path string, pk *picker) (*COO, error) {
 	var t *COO
 	switch format {
 	case FROSTT:
-		t, err = readTNS(r, path, pk)
+		t, err = readTNS(skipBOM(r), path, pk)
 	case MatrixMarket:
-		t, err = ReadMTX(r, path)
+		t, err = ReadMTX(skipBOM(r), path)
 	case Binary:
 		t, err = readBinary(r, path, size, pk)
 	}
@@ -110,6 +114,19 @@ func readFile(path string, pk *picker) (*COO, error) {
 		}
 	}
 	return t, nil
+}
+
+// skipBOM returns r without the UTF-8 byte order mark that some editors
+// write at the start of a text file, where the parsers would read it as
+// part of the first field.
+func skipBOM(r io.Reader) io.Reader {
+	var head [3]byte
+	n, _ := io.ReadFull(r, head[:])
+	if n == 3 && head == [3]byte{0xef, 0xbb, 0xbf} {
+		return r
+	}
+	// A read error that cut the head short comes again from r.
+	return io.MultiReader(bytes.NewReader(head[:n]), r)
 }
 
 // failedReader passes on r's reads and keeps its first error other than

@@ -107,7 +107,7 @@ func TestReadErrors(t *testing.T) {
 		{"mtx hermitian", "m.mtx", "%%MatrixMarket matrix coordinate real hermitian\n1 1 1\n1 1 1\n", "found hermitian"},
 		{"mtx beyond size", "m.mtx", "%%MatrixMarket matrix coordinate real general\n% c\n2 2 1\n3 1 1.0\n", "m.mtx:4: row: expected an index of at most 2 (the size line), found 3"},
 		{"mtx too few", "m.mtx", "%%MatrixMarket matrix coordinate real general\n2 2 2\n1 1 1.0\n", "m.mtx:4: expected 2 entries (the size line), found 1"},
-		{"mtx too many", "m.mtx", "%%MatrixMarket matrix coordinate real general\n2 2 1\n1 1 1.0\n2 2 1.0\n", "m.mtx:4: expected 1 entries (the size line), found more"},
+		{"mtx too many", "m.mtx", "%%MatrixMarket matrix coordinate real general\n2 2 1\n1 1 1.0\n2 2 1.0\n", "m.mtx:4: expected 1 entry (the size line), found more"},
 		{"mtx nan", "m.mtx", "%%MatrixMarket matrix coordinate real general\n2 2 1\n1 1 nan\n", "m.mtx:3: value: expected a finite value"},
 		{"mtx skew diagonal", "m.mtx", "%%MatrixMarket matrix coordinate real skew-symmetric\n2 2 1\n1 1 2\n", "m.mtx:3: expected no diagonal entries"},
 		{"mtx symmetric not square", "m.mtx", "%%MatrixMarket matrix coordinate real symmetric\n2 3 1\n1 1 2\n", "m.mtx:2: expected a square symmetric matrix"},
@@ -424,6 +424,57 @@ func TestReadFileSumsDuplicates(t *testing.T) {
 		}
 		if want := map[string]float32{"dup.tns": 3, "dup.mtx": 7}[c.name]; total != want {
 			t.Errorf("%s: values sum to %g, want %g", c.name, total, want)
+		}
+	}
+}
+
+// A directory where a tensor file is expected is named as one, once.
+func TestReadFileDirectory(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "x.tns")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	_, err := ReadFile(dir)
+	if err == nil || err.Error() != dir+": is a directory, expected a tensor file" {
+		t.Errorf("error %v", err)
+	}
+}
+
+// A UTF-8 byte order mark before a text file's first line is skipped, as
+// the editors that write one expect; the tensor is the one without it.
+func TestReadFileBOM(t *testing.T) {
+	dir := t.TempDir()
+	bom := "\xef\xbb\xbf"
+	for name, text := range map[string]string{
+		"a.tns": "1 2 3 1.5\n2 2 2 -1\n",
+		"b.mtx": "%%MatrixMarket matrix coordinate real general\n2 3 2\n1 2 1.5\n2 3 -1\n",
+	} {
+		plain := filepath.Join(dir, name)
+		if err := os.WriteFile(plain, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		want, err := ReadFile(plain)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, gz := range []bool{false, true} {
+			path := filepath.Join(dir, "bom-"+name)
+			data := []byte(bom + text)
+			if gz {
+				path += ".gz"
+				var b bytes.Buffer
+				w := gzip.NewWriter(&b)
+				w.Write(data)
+				w.Close()
+				data = b.Bytes()
+			}
+			if err := os.WriteFile(path, data, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			got, err := ReadFile(path)
+			if err != nil || !got.Equal(want) {
+				t.Errorf("%s: %v, %v; want %v", path, got, err, want)
+			}
 		}
 	}
 }

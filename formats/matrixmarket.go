@@ -127,7 +127,7 @@ func ReadMTX(r io.Reader, name string) (*COO, error) {
 			continue
 		}
 		if entries == declared {
-			return nil, lineError(name, line, "expected %d entries (the size line), found more", declared)
+			return nil, lineError(name, line, "expected %d %s (the size line), found more", declared, plural(declared, "entry", "entries"))
 		}
 		var idx [2]uint32
 		pos := 0
@@ -179,7 +179,7 @@ func ReadMTX(r io.Reader, name string) (*COO, error) {
 		}
 	}
 	if entries != declared {
-		return nil, lineError(name, line+1, "expected %d entries (the size line), found %d before the end of the file", declared, entries)
+		return nil, lineError(name, line+1, "expected %d %s (the size line), found %d before the end of the file", declared, plural(declared, "entry", "entries"), entries)
 	}
 	if t.NNZ() > MaxNNZ {
 		return nil, fileError(name, "expected at most %d nonzeros after symmetric expansion, found %d", uint64(MaxNNZ), t.NNZ())
@@ -211,4 +211,12 @@ func WriteMTX(w io.Writer, t *COO) error {
 		}
 	}
 	return bw.Flush()
+}
+
+// plural returns one when n is 1, else many.
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }
