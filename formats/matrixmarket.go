@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"math"
 	"strconv"
 	"strings"
 )
@@ -149,6 +150,9 @@ func ReadMTX(r io.Reader, name string) (*COO, error) {
 			var msg string
 			if v, msg = parseValue(fv); msg != "" {
 				return nil, lineError(name, line, "value: %s", msg)
+			}
+			if field == "integer" && float64(v) != math.Trunc(float64(v)) {
+				return nil, lineError(name, line, "value: expected an integer (the banner says integer), found %s", quoteField(fv))
 			}
 		}
 		if field == "pattern" {

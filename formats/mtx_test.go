@@ -85,6 +85,7 @@ func TestMTXRefuses(t *testing.T) {
 		{"float32 overflow", gen + "2 2 1\n1 1 1e39\n", "m.mtx:3: value: expected a finite float32 value, found \"1e39\""},
 		{"too few", gen + "2 2 3\n1 1 1\n2 2 2\n", "m.mtx:5: expected 3 entries (the size line), found 2 before the end of the file"},
 		{"too many", gen + "2 2 1\n1 1 1\n% c\n2 2 2\n", "m.mtx:5: expected 1 entry (the size line), found more"},
+		{"integer field, fraction", "%%MatrixMarket matrix coordinate integer general\n2 2 2\n1 1 3\n2 2 1.5\n", "m.mtx:4: value: expected an integer (the banner says integer), found \"1.5\""},
 		{"skew diagonal", "%%MatrixMarket matrix coordinate real skew-symmetric\n2 2 2\n2 1 1\n2 2 1\n", "m.mtx:4: expected no diagonal entries in a skew-symmetric matrix, found (2,2)"},
 		{"line too long", gen + "2 2 1\n1 1 " + strings.Repeat("1", 70000) + "\n", "m.mtx:3: expected a line of at most"},
 	}
