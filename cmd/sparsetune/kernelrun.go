@@ -253,6 +253,9 @@ func engineFor(stderr io.Writer, v *viper.Viper, c kernelConfig, progress func(d
 		}
 		devs = append(devs, d)
 	}
+	if !hasAcc && c.split == hetero.SplitAcc {
+		warnings = append(warnings, "--split acc: no accelerator among the devices: the CPU runs it all")
+	}
 	opts := engine.Options{Split: c.split, Format: c.format, Progress: progress, Predictor: defaultPredictor(stderr, c.op)}
 	if dec, err := model.DefaultDecisions(); err == nil {
 		opts.Decisions = dec

@@ -295,6 +295,18 @@ func TestKernelSampleTable(t *testing.T) {
 	}
 }
 
+// --split acc without an accelerator runs on the CPU, and says so.
+func TestSplitAccWithoutAccelerator(t *testing.T) {
+	kernelEnv(t)
+	_, stderr, err := run(t, "mttkrp", "--devices", "cpu", "--split", "acc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(stderr, "warning: --split acc: no accelerator among the devices: the CPU runs it all") {
+		t.Errorf("stderr %q", stderr)
+	}
+}
+
 // TestKernelBadInput: each mistake is one error naming the flag, and
 // nothing is written.
 func TestKernelBadInput(t *testing.T) {
