@@ -39,7 +39,17 @@ func newRootCmd() *cobra.Command {
 			}
 			n := v.GetInt("threads")
 			if limit := maxThreads(); n < 0 || n > limit {
-				return fmt.Errorf("threads must be 0 (all cores) to %d on this machine, found %d", limit, n)
+				err := fmt.Errorf("threads must be 0 (all cores) to %d on this machine, found %d", limit, n)
+				// Say where the value came from when not from the flag: the
+				// environment wins over the config file, as viper reads them.
+				if f := cmd.Flags().Lookup("threads"); f == nil || !f.Changed {
+					if os.Getenv("SPARSETUNE_THREADS") != "" {
+						err = fmt.Errorf("environment variable SPARSETUNE_THREADS: %w", err)
+					} else if v.InConfig("threads") {
+						err = fmt.Errorf("config %s: %w", v.ConfigFileUsed(), err)
+					}
+				}
+				return err
 			}
 			if n > 0 {
 				runtime.GOMAXPROCS(n)

@@ -36,6 +36,10 @@ func TestSettingsChecked(t *testing.T) {
 		{name: "another command's setting", config: "predict:\n  mode: 1\ncpd:\n  rank: x\n", args: []string{"predict"}},
 		{name: "unknown key", config: "rank: 5\npredict:\n  mode: 1\n  bogus: 2\n", args: []string{"predict"},
 			warn: "no command has the setting predict.bogus, rank (ignored)"},
+		{name: "threads out of range in the config", config: "threads: -4\n", args: []string{"info"},
+			err: "sparsetune.yaml: threads must be 0 (all cores) to "},
+		{name: "threads out of range in a variable", config: "threads: 1\n", env: [2]string{"SPARSETUNE_THREADS", "100000"}, args: []string{"info"},
+			err: "environment variable SPARSETUNE_THREADS: threads must be 0 (all cores) to "},
 		{name: "good values", config: "threads: 0\njson: true\npredict:\n  mode: 2\n", args: []string{"predict"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
