@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
 	"math"
 	"os"
@@ -255,15 +253,8 @@ func TestDecompInterrupted(t *testing.T) {
 		{"tucker", in, "--ranks", "2,2,2"},
 		{"cpapr", in, "--rank", "3"},
 	} {
-		ctx, cancel := context.WithCancel(context.Background())
-		cancel()
-		cmd := newRootCmd()
-		var stdout, stderr bytes.Buffer
-		cmd.SetOut(&stdout)
-		cmd.SetErr(&stderr)
 		prefix := filepath.Join(dir, args[0])
-		cmd.SetArgs(append(args, "--out", prefix))
-		err := cmd.ExecuteContext(ctx)
+		err := runInterrupted(append(args, "--out", prefix)...)
 		if err == nil || !strings.Contains(err.Error(), in+": interrupted before the first iteration ended, nothing written") {
 			t.Errorf("%s: err = %v", args[0], err)
 		}

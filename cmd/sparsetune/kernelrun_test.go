@@ -339,6 +339,19 @@ func TestKernelBadInput(t *testing.T) {
 	}
 }
 
+// runInterrupted runs the command of args as a Ctrl-C before it starts
+// leaves it: with its context cancelled.
+func runInterrupted(args ...string) error {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	cmd := newRootCmd()
+	var stdout, stderr bytes.Buffer
+	cmd.SetOut(&stdout)
+	cmd.SetErr(&stderr)
+	cmd.SetArgs(args)
+	return cmd.ExecuteContext(ctx)
+}
+
 // TestKernelInterrupted: a cancelled run (Ctrl-C) reports it and leaves
 // no output file, temporary or not.
 func TestKernelInterrupted(t *testing.T) {
@@ -349,14 +362,7 @@ func TestKernelInterrupted(t *testing.T) {
 	if err := os.Mkdir(filepath.Dir(out), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	cmd := newRootCmd()
-	var stdout, stderr bytes.Buffer
-	cmd.SetOut(&stdout)
-	cmd.SetErr(&stderr)
-	cmd.SetArgs([]string{"mttkrp", in, "--devices", devices, "--out", out})
-	err := cmd.ExecuteContext(ctx)
+	err := runInterrupted("mttkrp", in, "--devices", devices, "--out", out)
 	if err == nil || !strings.Contains(err.Error(), "interrupted, nothing written") {
 		t.Errorf("err = %v", err)
 	}
