@@ -258,8 +258,9 @@ func normSq(x *formats.COO) float64 {
 // columns of Dims[m] rows per mode, all the copies of a mode's matrices
 // the method keeps counted together, and besides them work float64 values
 // of the small matrices (Gram matrices, a core, a solver's), which what
-// names ("" when there are none). Go ends a process whose allocation fails, so at a rank of 10^5
-// CP-ALS's first R x R Gram matrix (80 GB) ended it with a runtime trace.
+// names ("" when there are none). Go ends a process whose allocation
+// fails: at a rank of 10^5, CP-ALS's first R x R Gram matrix (80 GB)
+// ended it with a runtime trace.
 func checkDense(x *formats.COO, method, what string, cols []int, work sysmem.Size) error {
 	shapes := make([][2]int, x.Order(), x.Order()+1)
 	for m, d := range x.Dims {
@@ -283,11 +284,9 @@ func satMul(a, b int) int {
 	return a * b
 }
 
-// squares returns the float64 values of k n x n matrices, saturating.
+// squares returns the values of k n x n matrices, saturating.
 func squares(k, n int) sysmem.Size {
 	var s sysmem.Size
-	s.AddMatrix(n, n, 1)
-	var out sysmem.Size
-	out.AddMatrix(k, int(min(uint64(s), uint64(math.MaxInt))), 1)
-	return out
+	s.AddMatrix(k, satMul(n, n), 1)
+	return s
 }
