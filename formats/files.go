@@ -61,36 +61,66 @@ func ReadFileSummed(path string) (*COO, int, error) {
 	return t, summed, nil
 }
 
+// Stdin is the path that names the standard input, whose format is told
+// by its first bytes (sniff), not by a name: `zcat x.tns.gz | sparsetune
+// info -`. Errors name it "stdin".
+const Stdin = "-"
+
 // readFile reads path as it is stored, duplicates included, picking as
 // pk says (nil: nothing).
 func readFile(path string, pk *picker) (*COO, error) {
-	format, gz, err := FormatOf(path)
-	if err != nil {
-		return nil, err
-	}
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	if st, err := f.Stat(); err == nil && st.IsDir() {
-		return nil, fileError(path, "is a directory, expected a tensor file")
-	}
-	var r io.Reader = f
+	var r io.Reader
+	var format FileFormat
+	var gz bool
 	size := int64(-1)
+	stdin := path == Stdin
+	if stdin {
+		path = "stdin"
+		br := bufio.NewReaderSize(os.Stdin, 1<<20)
+		format, gz = sniff(br)
+		r = br
+	} else {
+		var err error
+		if format, gz, err = FormatOf(path); err != nil {
+			return nil, err
+		}
+		f, err := os.Open(path)
+		if err != nil {
+			return nil, err
+		}
+		defer f.Close()
+		st, err := f.Stat()
+		switch {
+		case err == nil && st.IsDir():
+			return nil, fileError(path, "is a directory, expected a tensor file")
+		case err == nil && st.Mode().IsRegular() && !gz:
+			size = st.Size()
+		}
+		r = f
+		if gz {
+			r = bufio.NewReaderSize(f, 1<<20)
+		}
+	}
 	var zr *failedReader
 	if gz {
-		z, err := gzip.NewReader(bufio.NewReaderSize(f, 1<<20))
-		if err != nil {
+		z, err := gzip.NewReader(r)
+		switch {
+		case err != nil && stdin:
+			return nil, fileError(path, "corrupted gzip stream: %v", err)
+		case err != nil:
 			return nil, fileError(path, "expected a gzip stream (the name ends in .gz): %v", err)
 		}
 		defer z.Close()
 		zr = &failedReader{r: z}
 		r = zr
-	} else if st, err := f.Stat(); err == nil && st.Mode().IsRegular() {
-		size = st.Size()
+		if stdin {
+			br := bufio.NewReaderSize(zr, 1<<20)
+			format, _ = sniff(br)
+			r = br
+		}
 	}
 	var t *COO
+	var err error
 	switch format {
 	case FROSTT:
 		t, err = readTNS(skipBOM(r), path, pk)
@@ -115,6 +145,28 @@ func readFile(path string, pk *picker) (*COO, error) {
 	}
 	return t, nil
 }
+
+// sniff tells the format of the stream in br by its first bytes, without
+// consuming them: gzip's magic, the .stb magic, a MatrixMarket banner, or
+// else FROSTT text.
+func sniff(br *bufio.Reader) (format FileFormat, gz bool) {
+	head, _ := br.Peek(len(stbMagic))
+	switch {
+	case bytes.HasPrefix(head, []byte{0x1f, 0x8b}):
+		return "", true
+	case string(head) == stbMagic:
+		return Binary, false
+	}
+	head, _ = br.Peek(3 + len(mmBanner))
+	head = bytes.TrimPrefix(head, []byte("\xef\xbb\xbf"))
+	if len(head) >= len(mmBanner) && strings.EqualFold(string(head[:len(mmBanner)]), mmBanner) {
+		return MatrixMarket, false
+	}
+	return FROSTT, false
+}
+
+// mmBanner starts a MatrixMarket file.
+const mmBanner = "%%MatrixMarket"
 
 // skipBOM returns r without the UTF-8 byte order mark that some editors
 // write at the start of a text file, where the parsers would read it as

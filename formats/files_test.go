@@ -478,3 +478,49 @@ func TestReadFileBOM(t *testing.T) {
 		}
 	}
 }
+
+// "-" reads the standard input, in the format its first bytes show, gzip
+// included: the same tensor as the file it came from.
+func TestReadStdin(t *testing.T) {
+	dir := t.TempDir()
+	x := genCOO(rand.New(rand.NewPCG(3, 3)), []int{7, 8, 9}, 60)
+	if _, err := x.SumDuplicates(); err != nil {
+		t.Fatal(err)
+	}
+	m := genCOO(rand.New(rand.NewPCG(4, 4)), []int{5, 6}, 12)
+	if _, err := m.SumDuplicates(); err != nil {
+		t.Fatal(err)
+	}
+	read := func(path string) (*COO, error) {
+		f, err := os.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		saved := os.Stdin
+		os.Stdin = f
+		defer func() { os.Stdin = saved }()
+		return ReadFile(Stdin)
+	}
+	for _, name := range []string{"x.tns", "x.tns.gz", "x.stb", "x.stb.gz", "m.mtx", "m.mtx.gz"} {
+		want := x
+		if name[0] == 'm' {
+			want = m
+		}
+		path := filepath.Join(dir, name)
+		if err := WriteFile(path, want); err != nil {
+			t.Fatal(err)
+		}
+		got, err := read(path)
+		if err != nil || !got.Equal(want) {
+			t.Errorf("%s through stdin: %v", name, err)
+		}
+	}
+	bad := filepath.Join(dir, "bad")
+	if err := os.WriteFile(bad, []byte("1 2 3 1.0\n1 2 x 1.0\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := read(bad); err == nil || !strings.HasPrefix(err.Error(), "stdin:2: ") {
+		t.Errorf("bad text through stdin: %v", err)
+	}
+}
