@@ -330,23 +330,125 @@ func (t *COO) naturallySorted() bool {
 	unsorted := make([]bool, w)
 	var stop atomic.Bool
 	parallelChunks(n, w, func(c, lo, hi int) {
-		for k := max(lo, 1); k < hi; k++ {
-			if k&(1<<12-1) == 0 && stop.Load() {
-				return
-			}
-			for _, ind := range t.Inds {
-				if a, b := ind[k-1], ind[k]; a != b {
-					if a > b {
-						unsorted[c] = true
-						stop.Store(true)
-						return
-					}
-					break
-				}
-			}
+		if _, unsorted[c] = t.scanOrder(lo, hi, &stop); unsorted[c] {
+			stop.Store(true)
 		}
 	})
 	return !slices.Contains(unsorted, true)
+}
+
+// scanBlock is how many nonzeros scanOrder compares between two looks at
+// its stop flag.
+const scanBlock = 1 << 12
+
+// scanOrder compares each nonzero of [lo, hi) with the one before it (from
+// max(lo, 1) on) by modes 0..N-1: it returns how many equal it, and
+// whether one is smaller (t is not sorted), where it stops, as it does
+// between blocks once stop (when not nil) is set.
+//
+// Where a coordinate of order 2 to 4 fits one word, neighbours compare as
+// packed words (scanPacked): comparing mode by mode branches where
+// neighbours part, at a mode a predictor cannot learn, which cost 2-5 ns
+// per nonzero on banded tensors (7.5 M nonzeros: 21 ms against 6.4).
+func (t *COO) scanOrder(lo, hi int, stop *atomic.Bool) (dups int, unsorted bool) {
+	start := max(lo, 1)
+	if start >= hi {
+		return 0, false
+	}
+	width, shifts := 0, make([]uint, len(t.Dims))
+	for m, d := range t.Dims {
+		shifts[m] = uint(ModeBits(d))
+		width += ModeBits(d)
+	}
+	packed := width <= 64 && t.Order() <= 4
+	for b := start; b < hi; b += scanBlock {
+		if stop != nil && stop.Load() {
+			return dups, false
+		}
+		e := min(b+scanBlock, hi)
+		var d int
+		if packed {
+			d, unsorted = scanPacked(t.Inds, shifts, b, e)
+		} else {
+			d, unsorted = t.scanModes(b, e)
+		}
+		if dups += d; unsorted {
+			return dups, true
+		}
+	}
+	return dups, false
+}
+
+// scanPacked is scanOrder's comparison of nonzeros [lo, hi) with their
+// predecessors (lo >= 1) for an order of 2 to 4 whose indices, shifted
+// by shifts, fit one word. Each order's key is written out: a call or a
+// loop over the modes per nonzero cost as much as the branches it saves.
+func scanPacked(in [][]uint32, shifts []uint, lo, hi int) (dups int, unsorted bool) {
+	switch len(in) {
+	case 2:
+		a, b, sa := in[0][:hi], in[1][:hi], shifts[1]
+		prev := uint64(a[lo-1])<<sa | uint64(b[lo-1])
+		for k := lo; k < hi; k++ {
+			cur := uint64(a[k])<<sa | uint64(b[k])
+			if prev > cur {
+				return dups, true
+			}
+			if prev == cur {
+				dups++
+			}
+			prev = cur
+		}
+	case 3:
+		a, b, c := in[0][:hi], in[1][:hi], in[2][:hi]
+		sa, sb := shifts[1]+shifts[2], shifts[2]
+		prev := uint64(a[lo-1])<<sa | uint64(b[lo-1])<<sb | uint64(c[lo-1])
+		for k := lo; k < hi; k++ {
+			cur := uint64(a[k])<<sa | uint64(b[k])<<sb | uint64(c[k])
+			if prev > cur {
+				return dups, true
+			}
+			if prev == cur {
+				dups++
+			}
+			prev = cur
+		}
+	case 4:
+		a, b, c, d := in[0][:hi], in[1][:hi], in[2][:hi], in[3][:hi]
+		sa, sb, sc := shifts[1]+shifts[2]+shifts[3], shifts[2]+shifts[3], shifts[3]
+		prev := uint64(a[lo-1])<<sa | uint64(b[lo-1])<<sb | uint64(c[lo-1])<<sc | uint64(d[lo-1])
+		for k := lo; k < hi; k++ {
+			cur := uint64(a[k])<<sa | uint64(b[k])<<sb | uint64(c[k])<<sc | uint64(d[k])
+			if prev > cur {
+				return dups, true
+			}
+			if prev == cur {
+				dups++
+			}
+			prev = cur
+		}
+	}
+	return dups, false
+}
+
+// scanModes is scanOrder's comparison of nonzeros [lo, hi) with their
+// predecessors (lo >= 1), mode by mode.
+func (t *COO) scanModes(lo, hi int) (dups int, unsorted bool) {
+	for k := lo; k < hi; k++ {
+		same := true
+		for _, ind := range t.Inds {
+			if a, b := ind[k-1], ind[k]; a != b {
+				if a > b {
+					return dups, true
+				}
+				same = false
+				break
+			}
+		}
+		if same {
+			dups++
+		}
+	}
+	return dups, false
 }
 
 // packKeys sets keys[k] to the indices of modes of nonzero perm[k], packed
@@ -660,24 +762,7 @@ func (t *COO) Duplicates() int {
 	// One pass finds both: the first mode where neighbours differ decides
 	// the order, and no such mode means a duplicate.
 	parallelChunks(n, w, func(c, lo, hi int) {
-		dup := 0
-		for k := max(lo, 1); k < hi; k++ {
-			same := true
-			for _, ind := range t.Inds {
-				if a, b := ind[k-1], ind[k]; a != b {
-					if a > b {
-						unsorted[c] = true
-						return
-					}
-					same = false
-					break
-				}
-			}
-			if same {
-				dup++
-			}
-		}
-		dups[c] = dup
+		dups[c], unsorted[c] = t.scanOrder(lo, hi, nil)
 	})
 	if slices.Contains(unsorted, true) {
 		all := make([]int, t.Order())

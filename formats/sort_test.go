@@ -369,3 +369,43 @@ func BenchmarkRadixSort(b *testing.B) {
 		})
 	}
 }
+
+// Duplicates and naturallySorted agree with a naive count and check on
+// every order, with coordinates packed in a word (orders 2 to 4) or not
+// (wider, or more modes), sorted or not, in chunks on several goroutines.
+func TestScanOrderAgainstNaive(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 12))
+	for _, dims := range [][]int{
+		{50, 40}, {1 << 31, 1 << 31, 1 << 31}, {30, 20, 10}, {9, 8, 7, 6}, {1 << 20, 1 << 20, 1 << 20, 1 << 20},
+		{5, 6, 7, 8, 9}, {4, 4, 4, 4, 4, 4},
+	} {
+		x := genCOO(rng, dims, 150_000)
+		y := x.Clone()
+		all := make([]int, len(dims))
+		for m := range all {
+			all[m] = m
+		}
+		y.SortBy(all...)
+		for _, z := range []*COO{x, y} {
+			seen := map[string]bool{}
+			dups, sorted := 0, true
+			coord := make([]uint32, len(dims))
+			for k := range z.NNZ() {
+				key := fmt.Sprint(z.Coord(k, coord))
+				if seen[key] {
+					dups++
+				}
+				seen[key] = true
+				if k > 0 && slices.Compare(z.Coord(k-1, nil), z.Coord(k, nil)) > 0 {
+					sorted = false
+				}
+			}
+			if got := z.Duplicates(); got != dups {
+				t.Errorf("dims %v (sorted %v): Duplicates %d, naive %d", dims, sorted, got, dups)
+			}
+			if got := z.naturallySorted(); got != sorted {
+				t.Errorf("dims %v: naturallySorted %v, naive %v", dims, got, sorted)
+			}
+		}
+	}
+}
