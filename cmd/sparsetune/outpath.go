@@ -14,6 +14,9 @@ import (
 // when --out named a directory that did not exist. flag names the
 // setting in the error.
 func checkOutPath(flag, path string) error {
+	if st, err := os.Stat(path); err == nil && st.IsDir() {
+		return fmt.Errorf("%s %s: is a directory, expected a file name", flag, path)
+	}
 	dir := filepath.Dir(path)
 	st, err := os.Stat(dir)
 	switch {

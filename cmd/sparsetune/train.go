@@ -138,14 +138,19 @@ func runTrain(cmd *cobra.Command, v *viper.Viper) error {
 	if v.GetInt("train.folds") < 1 || v.GetInt("train.epochs") < 1 || v.GetInt("train.patience") < 1 || v.GetInt("train.hidden") < 1 {
 		return fmt.Errorf("--folds, --epochs, --patience and --hidden must be at least 1, found %d, %d, %d and %d", v.GetInt("train.folds"), v.GetInt("train.epochs"), v.GetInt("train.patience"), v.GetInt("train.hidden"))
 	}
+	if !strings.EqualFold(filepath.Ext(out), ".onnx") {
+		// Also what keeps the model from replacing the labels it was
+		// trained on (train --labels y.jsonl --out y.jsonl did).
+		return fmt.Errorf("--out %s: expected a model file name ending in .onnx", out)
+	}
 	if err := checkOutPath("--out", out); err != nil {
 		return err
 	}
 	if err := makePlotsDir(v.GetString("train.plots")); err != nil {
 		return err
 	}
-	if soft := v.GetFloat64("train.soft"); soft < 0 || math.IsNaN(soft) {
-		return fmt.Errorf("--soft must be 0 or more, found %g", soft)
+	if soft := v.GetFloat64("train.soft"); !(soft >= 0) || math.IsInf(soft, 0) {
+		return fmt.Errorf("--soft must be 0 or more, and finite, found %g", soft)
 	}
 	if a := v.GetFloat64("train.average"); !(a >= 0 && a < 1) {
 		return fmt.Errorf("--average must be in [0, 1), found %g", a)

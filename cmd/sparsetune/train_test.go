@@ -107,6 +107,9 @@ func TestTrainEvalErrors(t *testing.T) {
 	if err := os.WriteFile(labels, []byte("{\"tensor\":1}\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	if err := os.Mkdir(filepath.Join(tmp, "d.onnx"), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range []struct {
 		args []string
 		want string
@@ -114,7 +117,12 @@ func TestTrainEvalErrors(t *testing.T) {
 		{[]string{"train", "--out", "m.onnx"}, "train needs --labels FILE"},
 		{[]string{"train", "--labels", labels, "--out", "m.onnx", "--folds", "0"}, "--folds, --epochs, --patience and --hidden must be at least 1"},
 		{[]string{"train", "--labels", labels, "--out", "m.onnx", "--hidden", "0"}, "--folds, --epochs, --patience and --hidden must be at least 1"},
-		{[]string{"train", "--labels", labels, "--out", "m.onnx", "--soft", "-1"}, "--soft must be 0 or more, found -1"},
+		{[]string{"train", "--labels", labels, "--out", "m.onnx", "--soft", "-1"}, "--soft must be 0 or more, and finite, found -1"},
+		{[]string{"train", "--labels", labels, "--out", "m.onnx", "--soft", "Inf"}, "--soft must be 0 or more, and finite, found +Inf"},
+		// Never over the labels, nor beside a directory named as the model.
+		{[]string{"train", "--labels", labels, "--out", labels}, "--out " + labels + ": expected a model file name ending in .onnx"},
+		{[]string{"train", "--labels", labels, "--out", tmp}, "--out " + tmp + ": expected a model file name ending in .onnx"},
+		{[]string{"train", "--labels", labels, "--out", filepath.Join(tmp, "d.onnx")}, "--out " + filepath.Join(tmp, "d.onnx") + ": is a directory, expected a file name"},
 		{[]string{"train", "--labels", labels, "--out", "m.onnx", "--average", "1"}, "--average must be in [0, 1), found 1"},
 		{[]string{"train", "--labels", labels, "--out", "m.onnx"}, labels + ":1: tensor"},
 		// Before the labels are read and a model trained, not after.
