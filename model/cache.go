@@ -9,8 +9,10 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"unsafe"
@@ -144,10 +146,27 @@ func (d *Decisions) Get(id *TensorID, op hetero.Op, mode int, device, predictor 
 		return nil, false
 	}
 	var dec Decision
-	if json.Unmarshal(data, &dec) != nil || dec.Key != id.Key || dec.Prediction == nil || len(dec.Prediction.Formats) == 0 || dec.Fingerprint != id.Fingerprint() {
+	if json.Unmarshal(data, &dec) != nil || dec.Key != id.Key || dec.Prediction == nil || !validRanking(dec.Prediction.Formats, op) || dec.Fingerprint != id.Fingerprint() {
 		return nil, false
 	}
 	return &dec, true
+}
+
+// validRanking reports whether r ranks formats of op, each once, with
+// finite scores: what a cache file must hold to be used, since a run
+// would take its first format as it is.
+func validRanking(r []Ranked, op hetero.Op) bool {
+	if len(r) == 0 {
+		return false
+	}
+	seen := map[string]bool{}
+	for _, f := range r {
+		if !slices.Contains(op.Formats(), f.Format) || seen[f.Format] || math.IsNaN(f.Score) || math.IsInf(f.Score, 0) {
+			return false
+		}
+		seen[f.Format] = true
+	}
+	return true
 }
 
 // Put stores a decision, filed under its Key, through a temporary file

@@ -1,7 +1,9 @@
 package model
 
 import (
+	"encoding/json"
 	"math/rand/v2"
+	"os"
 	"slices"
 	"testing"
 
@@ -94,6 +96,40 @@ func TestDecisionPath(t *testing.T) {
 	} {
 		if got := d.path(key, tc.op, tc.mode, tc.device, tc.predictor); got != tc.want {
 			t.Errorf("%s mode %d %s %s: %s, want %s", tc.op, tc.mode+1, tc.device, tc.predictor, got, tc.want)
+		}
+	}
+}
+
+// A cache file whose ranking is not one of the op's formats, each once,
+// is no decision: a run would take its first format as it is.
+func TestDecisionsRefuseBadRankings(t *testing.T) {
+	x := cacheTensor(3)
+	id := idOf(t, x)
+	dec := &Decisions{Dir: t.TempDir()}
+	for _, c := range []struct {
+		name string
+		r    []Ranked
+		ok   bool
+	}{
+		{"good", []Ranked{{"csf", 1}, {"coo", 0.5}}, true},
+		{"unknown format", []Ranked{{"zzz", 1}, {"coo", 0.5}}, false},
+		{"another op's", []Ranked{{"csr", 1}}, false},
+		{"twice", []Ranked{{"coo", 1}, {"coo", 0.5}}, false},
+		{"none", nil, false},
+	} {
+		// Written by hand: the file stands for one edited, or written by
+		// another build.
+		d := &Decision{Key: id.Key, Fingerprint: id.Fingerprint(), Op: "mttkrp", Mode: 1, Device: "cpu", Predictor: "measure",
+			Prediction: &Prediction{Formats: c.r}}
+		data, err := json.Marshal(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(dec.path(id.Key, hetero.MTTKRP, 0, "cpu", "measure"), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := dec.Get(id, hetero.MTTKRP, 0, "cpu", "measure"); ok != c.ok {
+			t.Errorf("%s: used %v, want %v", c.name, ok, c.ok)
 		}
 	}
 }
