@@ -1,10 +1,14 @@
 package main
 
 import (
+	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"io"
+	"io/fs"
 	"maps"
 	"math"
 	"os"
@@ -41,6 +45,9 @@ user's default model (model.OP.onnx in the sparsetune config directory;
 
 A quarter of the source matrices are held out (grouped by source, as in
 train): the eval table on them is printed for the model before and after.
+Which are held out is kept in --work (holdout.json): a later run keeps
+them, so the model a run installed is never scored on rows it was tuned
+on.
 The tuned model is installed only if its oracle ratio on the held-out rows
 is not below the old one's, on at least 50 of them (--force installs it
 anyway). A head whose hand
@@ -180,13 +187,13 @@ func runTuneModel(cmd *cobra.Command, v *viper.Viper) error {
 	rows = slices.DeleteFunc(rows, func(r train.LabelRow) bool {
 		return !slices.ContainsFunc(devices, func(d hetero.Device) bool { return d.Info().Class() == r.DeviceClass })
 	})
-	folds, err := train.GroupFolds(rows, 4, seed)
+	heldOut, err := holdOut(filepath.Join(work, "holdout.json"), rows, seed)
 	if err != nil {
-		return fmt.Errorf("hold out a quarter of the sources: %w (give --count more tensors, or a larger --budget)", err)
+		return err
 	}
 	var tune, held []train.LabelRow
-	for i, r := range rows {
-		if folds[i] == 0 {
+	for _, r := range rows {
+		if heldOut[r.Source] {
 			held = append(held, r)
 		} else {
 			tune = append(tune, r)
@@ -388,4 +395,70 @@ func countSources(rows []train.LabelRow) int {
 		seen[r.Source] = true
 	}
 	return len(seen)
+}
+
+// holdOut returns the sources of rows held out from tuning, a quarter of
+// them, kept in path from run to run: each source keeps the side it was
+// first given, and a new one goes where the quarter needs it, in an order
+// that depends on its name and seed alone. A split made afresh each run
+// (train.GroupFolds) moved as labels were added, and a second run scored
+// the model the first had installed on the rows it was tuned on.
+func holdOut(path string, rows []train.LabelRow, seed uint64) (map[string]bool, error) {
+	held := map[string]bool{}
+	if data, err := os.ReadFile(path); err == nil {
+		if err := json.Unmarshal(data, &held); err != nil {
+			return nil, fmt.Errorf("%s: %v (remove it to draw the held-out sources again)", path, err)
+		}
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return nil, err
+	}
+	var fresh []string
+	for _, r := range rows {
+		if _, ok := held[r.Source]; !ok && !slices.Contains(fresh, r.Source) {
+			fresh = append(fresh, r.Source)
+		}
+	}
+	rank := func(s string) uint64 {
+		h := fnv.New64a()
+		fmt.Fprintf(h, "%d/%s", seed, s)
+		return h.Sum64()
+	}
+	slices.SortFunc(fresh, func(a, b string) int { return cmp.Compare(rank(a), rank(b)) })
+	nHeld := 0
+	for _, h := range held {
+		if h {
+			nHeld++
+		}
+	}
+	for _, s := range fresh {
+		// One in four, the first of each four taken: held while the
+		// held are fewer than a quarter of those placed, this one too.
+		held[s] = 4*nHeld < len(held)+1
+		if held[s] {
+			nHeld++
+		}
+	}
+	sources := map[string]bool{}
+	for _, r := range rows {
+		sources[r.Source] = held[r.Source]
+	}
+	nHeld = 0
+	for _, h := range sources {
+		if h {
+			nHeld++
+		}
+	}
+	if len(sources) < 4 || nHeld == 0 || nHeld == len(sources) {
+		return nil, fmt.Errorf("hold out a quarter of the sources: the rows have %d sources, %d of them held out; tuning needs at least 4, some of each (give --count more tensors, or a larger --budget)", len(sources), nHeld)
+	}
+	if len(fresh) > 0 {
+		data, err := json.MarshalIndent(held, "", "  ")
+		if err != nil {
+			return nil, err
+		}
+		if err := atomicfile.Write(path, func(w io.Writer) error { _, err := w.Write(data); return err }); err != nil {
+			return nil, err
+		}
+	}
+	return sources, nil
 }
