@@ -253,6 +253,14 @@ func runEval(cmd *cobra.Command, v *viper.Viper) error {
 	if err != nil {
 		return err
 	}
+	for _, m := range models {
+		// A model asked for by name that scores nothing is a mistake,
+		// not a table without it.
+		if !slices.ContainsFunc(rows, func(r train.LabelRow) bool { return r.Op == m.Info.Op }) {
+			prog.finish()
+			return fmt.Errorf("--model %s predicts for %s, and %s holds no %s rows", m.Info.Path, m.Info.Op, labels, m.Info.Op)
+		}
+	}
 	if len(files) == 0 {
 		// The default models of the ops the labels hold.
 		for _, op := range hetero.Ops {

@@ -131,6 +131,9 @@ func TestTrainEvalErrors(t *testing.T) {
 		{[]string{"train", "--labels", labels, "--out", filepath.Join(tmp, "m.onnx"), "--plots", filepath.Join(labels, "plots")}, "--plots " + filepath.Join(labels, "plots") + ": not a directory"},
 		{[]string{"eval", "--labels", labels, "--plots", filepath.Join(labels, "plots")}, "--plots " + filepath.Join(labels, "plots") + ": not a directory"},
 		{[]string{"eval", "--labels", labels}, labels + ":1: tensor"}, // the default model, once the labels read
+		// A model named that would score no row.
+		{[]string{"eval", "--labels", "../../model/default/labels-cpu-xeon-avx512-v3.jsonl.gz", "--model", "../../model/default/ttm.onnx"},
+			"--model ../../model/default/ttm.onnx predicts for ttm, and ../../model/default/labels-cpu-xeon-avx512-v3.jsonl.gz holds no ttm rows"},
 		{[]string{"eval", "--labels", labels, "--model", labels}, "model " + labels + ": "},
 	} {
 		_, _, err := run(t, c.args...)
