@@ -232,6 +232,12 @@ func openFile(path string) (io.ReadCloser, error) {
 	zr, err := gzip.NewReader(f)
 	if err != nil {
 		f.Close()
+		switch {
+		case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+			return nil, fmt.Errorf("%s: expected a gzip stream (the name ends in .gz), found a file too short for its header", path)
+		case errors.Is(err, gzip.ErrHeader):
+			return nil, fmt.Errorf("%s: expected a gzip stream (the name ends in .gz), found other data", path)
+		}
 		return nil, fmt.Errorf("%s: expected a gzip stream: %v", path, err)
 	}
 	return gzipFile{zr, f}, nil

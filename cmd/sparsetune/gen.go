@@ -148,6 +148,12 @@ func runGen(cmd *cobra.Command, c genConfig, asJSON bool) error {
 		var mats []train.Matrix
 		if mats, err = train.ScanMatrices(c.from); err == nil {
 			specs, err = train.Plan(mats, c.plan)
+		} else if _, statErr := os.Stat(c.from); statErr == nil {
+			// A matrix whose body does not read is left out with its
+			// tensors; one whose header does not is not, since the
+			// whole plan (which tensor each seed makes) is drawn from
+			// every header.
+			err = fmt.Errorf("%w (the set is planned from every matrix's header: mend or move that file)", err)
 		}
 	}
 	if err != nil {
