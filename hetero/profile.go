@@ -215,6 +215,11 @@ func (d DeviceProfile) checkFields(op Op) error {
 	return nil
 }
 
+// ErrNewerProfile is what LoadProfile's error wraps for a profile of a
+// newer version than this build reads: it is not replaced (ProfileFor),
+// since a newer build wrote it.
+var ErrNewerProfile = errors.New("written by a newer sparsetune: move it away, or run that build")
+
 // ProfilePath returns where the profile is kept:
 // os.UserConfigDir()/sparsetune/profile.json.
 func ProfilePath() (string, error) {
@@ -242,6 +247,9 @@ func LoadProfile(path string) (*Profile, error) {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	if err := dec.Decode(&p); err != nil {
 		return nil, fmt.Errorf("profile %s: %v", path, err)
+	}
+	if p.Version > ProfileVersion {
+		return nil, fmt.Errorf("profile %s: version %d, expected %d: %w", path, p.Version, ProfileVersion, ErrNewerProfile)
 	}
 	if p.Version != ProfileVersion {
 		return nil, fmt.Errorf("profile %s: version %d, expected %d", path, p.Version, ProfileVersion)
@@ -294,8 +302,9 @@ func ProfileFor(devices []Device, calibrateIfMissing bool) (*Profile, error) {
 	p, err := LoadProfile("")
 	if err != nil {
 		var perr *fs.PathError
-		// A missing, unreadable-as-JSON or old file is replaced.
-		if !errors.Is(err, fs.ErrNotExist) && errors.As(err, &perr) {
+		// A missing, unreadable-as-JSON or old file is replaced; a newer
+		// one is not.
+		if !errors.Is(err, fs.ErrNotExist) && errors.As(err, &perr) || errors.Is(err, ErrNewerProfile) {
 			return nil, err
 		}
 		p = &Profile{Version: ProfileVersion}

@@ -1,6 +1,7 @@
 package hetero
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io/fs"
@@ -338,6 +339,22 @@ func TestProfileFor(t *testing.T) {
 	q, err := ProfileFor([]Device{cpu}, false)
 	if err != nil || !reflect.DeepEqual(p, q) {
 		t.Errorf("second call: %v", err)
+	}
+	// A newer build's profile is not replaced by this one's quick numbers.
+	path, _ := ProfilePath()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	newer := bytes.Replace(data, []byte(`"version": 1`), []byte(`"version": 99`), 1)
+	if err := os.WriteFile(path, newer, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ProfileFor([]Device{cpu}, true); !errors.Is(err, ErrNewerProfile) {
+		t.Errorf("a newer profile: %v", err)
+	}
+	if after, _ := os.ReadFile(path); !bytes.Equal(after, newer) {
+		t.Errorf("a newer profile was rewritten")
 	}
 }
 

@@ -88,7 +88,7 @@ func runCalibrate(cmd *cobra.Command, v *viper.Viper) error {
 	p, err := hetero.LoadProfile("")
 	if err != nil {
 		var perr *fs.PathError
-		if !errors.Is(err, fs.ErrNotExist) && errors.As(err, &perr) {
+		if !errors.Is(err, fs.ErrNotExist) && errors.As(err, &perr) || errors.Is(err, hetero.ErrNewerProfile) {
 			return err
 		}
 		if !errors.Is(err, fs.ErrNotExist) {

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"math/rand/v2"
 	"os"
 	"os/signal"
@@ -262,14 +263,18 @@ func engineFor(stderr io.Writer, v *viper.Viper, c kernelConfig, progress func(d
 	}
 	if hasAcc && c.split != hetero.SplitCPU && c.split != hetero.SplitAcc {
 		// Say why the first run on a machine takes a few seconds more.
-		stored, _ := hetero.LoadProfile("")
+		stored, err := hetero.LoadProfile("")
+		if err != nil && !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, hetero.ErrNewerProfile) {
+			// ProfileFor measures again and replaces it: say why.
+			fmt.Fprintf(stderr, "replacing the stored profile: %s\n", oneLine(err))
+		}
 		var missing []string
 		for _, d := range devs {
 			if dp, ok := stored.Device(d.Info().Name); !ok || !dp.Matches(d.Info()) {
 				missing = append(missing, d.Info().Name)
 			}
 		}
-		if len(missing) > 0 {
+		if len(missing) > 0 && !errors.Is(err, hetero.ErrNewerProfile) {
 			fmt.Fprintf(stderr, "calibrating %s once for the split (sparsetune calibrate measures in full)...\n", strings.Join(missing, ", "))
 		}
 		p, err := hetero.ProfileFor(devs, true)

@@ -307,6 +307,32 @@ func TestSplitAccWithoutAccelerator(t *testing.T) {
 	}
 }
 
+// A stored profile that does not read is measured again, and the run says
+// it replaces it.
+func TestKernelReplacesBadProfile(t *testing.T) {
+	devices := kernelEnv(t)
+	if !strings.Contains(devices, ",") {
+		t.Skip("no accelerator: the split needs no profile")
+	}
+	path, err := hetero.ProfilePath()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte("garbage"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, stderr, err := run(t, "ttm", "--devices", devices)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(stderr, "replacing the stored profile: profile "+path+": invalid character") {
+		t.Errorf("stderr %q", stderr)
+	}
+}
+
 // TestKernelBadInput: each mistake is one error naming the flag, and
 // nothing is written.
 func TestKernelBadInput(t *testing.T) {
