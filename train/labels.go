@@ -359,6 +359,12 @@ func (r *LabelRow) check() error {
 	if r.DeviceClass == "" {
 		return bad("device_class", "expected the device's class, found none")
 	}
+	// The class is the device's (hetero.Info.Class): cpu for the CPU,
+	// BACKEND-TYPE for BACKEND:INDEX. A head is trained per class, so a
+	// row filed under another device's would train the wrong one.
+	if backend, _, _ := strings.Cut(r.Device, ":"); r.Device == "cpu" && r.DeviceClass != "cpu" || r.Device != "cpu" && !strings.HasPrefix(r.DeviceClass, backend+"-") {
+		return bad("device_class", "%q is not a class of device %s", r.DeviceClass, r.Device)
+	}
 	if r.ComputeUnits < 0 {
 		return bad("compute_units", "expected 0 or more, found %d", r.ComputeUnits)
 	}

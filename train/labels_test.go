@@ -81,6 +81,8 @@ func TestReadLabels(t *testing.T) {
 		{"mode", mutate(func(r *LabelRow) { r.Mode = 4 }), ":1: mode:"},
 		{"device", mutate(func(r *LabelRow) { r.Device = "" }), ":1: device:"},
 		{"class", mutate(func(r *LabelRow) { r.DeviceClass = "" }), ":1: device_class:"},
+		{"another device's class", mutate(func(r *LabelRow) { r.DeviceClass = "tpu" }), ":1: device_class: \"tpu\" is not a class of device "},
+		{"an accelerator's class on the cpu", mutate(func(r *LabelRow) { r.Device, r.DeviceClass = "cpu", "opencl-cpu" }), ":1: device_class: \"opencl-cpu\" is not a class of device cpu"},
 		{"rank", mutate(func(r *LabelRow) { r.Rank = 0 }), ":1: rank:"},
 		{"foreign format", mutate(func(r *LabelRow) { r.Times["csr"] = 1 }), ":1: times: format \"csr\""},
 		{"negative time", mutate(func(r *LabelRow) { r.Times["coo"] = -1 }), ":1: times: coo"},
@@ -117,13 +119,13 @@ func TestReadLabels(t *testing.T) {
 	// processor, is another CPU's row; an accelerator's is still a
 	// duplicate (its times are the device's, whatever the host's; two
 	// GPUs of one class resume each other's labelling).
-	for _, class := range []string{"cpu", "opencl-cpu"} {
+	for device, class := range map[string]string{"cpu": "cpu", "opencl:0": "opencl-cpu"} {
 		for _, other := range []func(*LabelRow){
 			func(r *LabelRow) { r.Build.InnerLoops = "elsewhere" },
 			func(r *LabelRow) { r.DeviceModel = "Intel(R) Xeon(R) Processor" },
 		} {
 			a := validRow()
-			a.Device, a.DeviceClass, a.DeviceModel = class, class, "AMD EPYC"
+			a.Device, a.DeviceClass, a.DeviceModel = device, class, "AMD EPYC"
 			b := a
 			other(&b)
 			_, err := ReadLabels(writeLines(t, marshalRow(t, a), marshalRow(t, b)))
