@@ -184,7 +184,7 @@ func (p *BaselinePredictor) PredictSummary(s *features.Summary, op hetero.Op, mo
 	key := op.String() + "/" + kind.String()
 	c := p.fitted[key]
 	if c == nil {
-		return nil, fmt.Errorf("the %s baseline has no examples for %s on a %s device", p.Method, op, kind)
+		return nil, fmt.Errorf("the %s baseline has no examples for %s on a %s device: %w", p.Method, op, kind, ErrNoHead)
 	}
 	start := time.Now()
 	v, err := s.Global(op, mode)
@@ -206,7 +206,7 @@ func (p *BaselinePredictor) PredictGlobal(v features.Vector, op hetero.Op, kind 
 	key := op.String() + "/" + kind.String()
 	c := p.fitted[key]
 	if c == nil {
-		return nil, fmt.Errorf("the %s baseline has no examples for %s on a %s device", p.Method, op, kind)
+		return nil, fmt.Errorf("the %s baseline has no examples for %s on a %s device: %w", p.Method, op, kind, ErrNoHead)
 	}
 	pr := &Prediction{}
 	start := time.Now()

@@ -1,6 +1,7 @@
 package model
 
 import (
+	"errors"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -72,6 +73,11 @@ func TestBaselinesLearnFamilies(t *testing.T) {
 		}
 		if _, err := p.Predict(test[0], hetero.MTTKRP, 0, hetero.CPU); err == nil || !strings.Contains(err.Error(), "no examples for mttkrp") {
 			t.Errorf("%s: mttkrp without examples: %v", method, err)
+		}
+		// A device kind without examples is one without a head: the
+		// caller measures it, as for the GCN, and answers the others.
+		if _, err := p.Predict(test[0], hetero.SpTTM, 0, hetero.GPU); !errors.Is(err, ErrNoHead) {
+			t.Errorf("%s: a gpu without examples: %v", method, err)
 		}
 		// A tensor far outside the training range still gets an answer,
 		// with warnings.
