@@ -143,7 +143,10 @@ func calibrateDevice(ctx context.Context, d Device, x *formats.COO, desc string,
 		{"memory bandwidth", pr.probeMemory, &dp.MemoryGBs, &dp.Calibration.MemoryMethod, false},
 		{"host-to-device bandwidth", pr.probeLink, &dp.LinkGBs, &dp.Calibration.LinkMethod, true},
 	} {
-		progress(probe.step)
+		if !(probe.zero && d.Info().Kind == CPU) {
+			// The CPU's link is no probe: it works in host memory.
+			progress(probe.step)
+		}
 		r, err := probe.run(ctx, size)
 		if err != nil {
 			return fail(probe.step, err)

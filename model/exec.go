@@ -121,7 +121,7 @@ func compile(g *onnxpb.GraphProto) (*program, error) {
 		for _, name := range n.Input {
 			id, ok := ids[name]
 			if !ok {
-				return nil, fmt.Errorf("node %s: input %s is not defined before it", n.GetName(), name)
+				return nil, fmt.Errorf("node %q: input %q is not defined before it", n.GetName(), name)
 			}
 			st.in = append(st.in, id)
 			in = append(in, p.shapes[id])

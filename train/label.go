@@ -717,7 +717,13 @@ func (l *labeller) measure(ctx context.Context, dev hetero.Device, x *formats.CO
 	}
 	ms, err := hetero.MeasureFormats(dev, x, op, mode, candidates, l.opt.Rank, l.opt.runs)
 	if err != nil {
-		return &tensorError{fmt.Errorf("%s: %s mode %d on %s: %s", r.Tensor, op, mode+1, r.Device, oneLine(err))}
+		// The row names the tensor relative to the labels file; the
+		// message, as the user would name it.
+		name := r.Tensor
+		if !filepath.IsAbs(name) {
+			name = filepath.Join(filepath.Dir(l.out), name)
+		}
+		return &tensorError{fmt.Errorf("%s: %s mode %d on %s: %s", name, op, mode+1, r.Device, oneLine(err))}
 	}
 	for i, f := range candidates {
 		m := ms[i]

@@ -215,7 +215,7 @@ func failedTensors(sum *train.LabelSummary) error {
 	if len(sum.Failed) == 0 {
 		return nil
 	}
-	return fmt.Errorf("%d of %d tensors could not be labelled (the warnings above say why) and have no rows in %s; a later run tries them again",
+	return fmt.Errorf("%d of %d tensors could not be labelled whole (the warnings above say why): %s lacks their rows from the one that failed on; a later run measures those again",
 		len(sum.Failed), sum.Tensors, sum.Out)
 }
 
