@@ -317,6 +317,12 @@ func (s *cpState) run() error {
 				}
 			}
 			if err := s.update(n, it); err != nil {
+				if s.dist == nil && o.stopped() != nil && errors.Is(err, o.stopped()) {
+					// Kernels on the same Context (EngineKernels) stop
+					// inside the update, before the factor changes.
+					s.stopped = o.stopped()
+					return nil
+				}
 				return err
 			}
 		}

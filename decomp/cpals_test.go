@@ -3,6 +3,7 @@ package decomp
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"slices"
 	"strings"
@@ -584,5 +585,39 @@ func TestCPALSScaleFree(t *testing.T) {
 		if got := fitAt(scale); math.Abs(got-want) > 1e-3 {
 			t.Errorf("scale %g: fit %.6f, at 1: %.6f", scale, got, want)
 		}
+	}
+}
+
+// stoppingKernels are CPU kernels that, like EngineKernels on a cancelled
+// context, fail their at-th MTTKRP with the context's error.
+type stoppingKernels struct {
+	*CPU
+	cancel    context.CancelFunc
+	ctx       context.Context
+	calls, at int
+}
+
+func (k *stoppingKernels) MTTKRP(mode int, factors []*kernels.Matrix, out *kernels.Matrix) error {
+	if k.calls++; k.calls == k.at {
+		k.cancel()
+		return fmt.Errorf("mttkrp: %w", k.ctx.Err())
+	}
+	return k.CPU.MTTKRP(mode, factors, out)
+}
+
+// Kernels that stop on the method's Context inside an update are a stop,
+// not a failure: the model of the iterations done comes back.
+func TestCPALSStopsInsideKernels(t *testing.T) {
+	x := randomSparse([]int{9, 10, 11}, 0.2, 3)
+	cpu, err := NewCPU(x, nil, "", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	k := &stoppingKernels{CPU: cpu, cancel: cancel, ctx: ctx, at: 8} // iteration 3, mode 2
+	res, err := CPALS(x, Options{Rank: 2, Iters: 10, Tol: 0, Init: InitRandom, Context: ctx, MTTKRP: k})
+	if !errors.Is(err, context.Canceled) || res == nil || res.Iterations != 2 {
+		t.Fatalf("error %v, result %v", err, res)
 	}
 }

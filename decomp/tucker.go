@@ -1,6 +1,7 @@
 package decomp
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -166,6 +167,10 @@ func TuckerHOOI(x *formats.COO, opts Options) (*TuckerResult, error) {
 			}
 			t0 := time.Now()
 			if err := kern.TTMChain(n, factors, ys[n]); err != nil {
+				if stopped = o.stopped(); stopped != nil && errors.Is(err, stopped) {
+					// Kernels on the same Context stop inside the chain.
+					break
+				}
 				return nil, fmt.Errorf("TTM chain of mode %d: %w", n+1, err)
 			}
 			kernelTime += time.Since(t0)
