@@ -220,6 +220,17 @@ func (d DeviceProfile) checkFields(op Op) error {
 // since a newer build wrote it.
 var ErrNewerProfile = errors.New("written by a newer sparsetune: move it away, or run that build")
 
+// ProfileReplaceable reports whether err, a LoadProfile error, leaves the
+// stored profile to be replaced by freshly measured numbers: a missing
+// file, or one that does not read as a profile of this version or an
+// older one. A file the process cannot read, and one of a newer version,
+// are not replaced: the error stands. ProfileFor and the commands that
+// say they replace a profile go by it.
+func ProfileReplaceable(err error) bool {
+	var perr *fs.PathError
+	return errors.Is(err, fs.ErrNotExist) || !errors.As(err, &perr) && !errors.Is(err, ErrNewerProfile)
+}
+
 // ProfilePath returns where the profile is kept:
 // os.UserConfigDir()/sparsetune/profile.json.
 func ProfilePath() (string, error) {
@@ -301,10 +312,7 @@ func ProfileFor(devices []Device, calibrateIfMissing bool) (*Profile, error) {
 	defer profileMu.Unlock()
 	p, err := LoadProfile("")
 	if err != nil {
-		var perr *fs.PathError
-		// A missing, unreadable-as-JSON or old file is replaced; a newer
-		// one is not.
-		if !errors.Is(err, fs.ErrNotExist) && errors.As(err, &perr) || errors.Is(err, ErrNewerProfile) {
+		if !ProfileReplaceable(err) {
 			return nil, err
 		}
 		p = &Profile{Version: ProfileVersion}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
 	"math"
 	"os"
@@ -399,6 +400,23 @@ func TestCalibrateAccelerators(t *testing.T) {
 		a.SetMemoryBudget(0)
 		if err == nil || !strings.Contains(err.Error(), "no room") || strings.Contains(err.Error(), "\n") {
 			t.Errorf("%s with 1 KiB: %v", d.Name, err)
+		}
+	}
+}
+
+// Which LoadProfile errors leave the stored profile to be replaced.
+func TestProfileReplaceable(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		want bool
+	}{
+		{fmt.Errorf("profile: %w", &fs.PathError{Op: "open", Path: "p", Err: fs.ErrNotExist}), true},
+		{fmt.Errorf("profile: %w", &fs.PathError{Op: "open", Path: "p", Err: fs.ErrPermission}), false},
+		{errors.New("profile p: invalid character 'g' looking for beginning of value"), true},
+		{fmt.Errorf("profile p: version 99, expected 1: %w", ErrNewerProfile), false},
+	} {
+		if got := ProfileReplaceable(c.err); got != c.want {
+			t.Errorf("%v: %v, want %v", c.err, got, c.want)
 		}
 	}
 }

@@ -87,8 +87,7 @@ func runCalibrate(cmd *cobra.Command, v *viper.Viper) error {
 	// or unreadable profile is replaced.
 	p, err := hetero.LoadProfile("")
 	if err != nil {
-		var perr *fs.PathError
-		if !errors.Is(err, fs.ErrNotExist) && errors.As(err, &perr) || errors.Is(err, hetero.ErrNewerProfile) {
+		if !hetero.ProfileReplaceable(err) {
 			return err
 		}
 		if !errors.Is(err, fs.ErrNotExist) {

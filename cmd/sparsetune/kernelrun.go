@@ -264,7 +264,9 @@ func engineFor(stderr io.Writer, v *viper.Viper, c kernelConfig, progress func(d
 	if hasAcc && c.split != hetero.SplitCPU && c.split != hetero.SplitAcc {
 		// Say why the first run on a machine takes a few seconds more.
 		stored, err := hetero.LoadProfile("")
-		if err != nil && !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, hetero.ErrNewerProfile) {
+		// calibrates: ProfileFor goes on, measuring what is missing.
+		calibrates := err == nil || hetero.ProfileReplaceable(err)
+		if err != nil && calibrates && !errors.Is(err, fs.ErrNotExist) {
 			// ProfileFor measures again and replaces it: say why.
 			fmt.Fprintf(stderr, "replacing the stored profile: %s\n", oneLine(err))
 		}
@@ -274,7 +276,7 @@ func engineFor(stderr io.Writer, v *viper.Viper, c kernelConfig, progress func(d
 				missing = append(missing, d.Info().Name)
 			}
 		}
-		if len(missing) > 0 && !errors.Is(err, hetero.ErrNewerProfile) {
+		if len(missing) > 0 && calibrates {
 			fmt.Fprintf(stderr, "calibrating %s once for the split (sparsetune calibrate measures in full)...\n", strings.Join(missing, ", "))
 		}
 		p, err := hetero.ProfileFor(devs, true)
