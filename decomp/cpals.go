@@ -317,10 +317,10 @@ func (s *cpState) run() error {
 				}
 			}
 			if err := s.update(n, it); err != nil {
-				if s.dist == nil && o.stopped() != nil && errors.Is(err, o.stopped()) {
+				if stop := o.stopped(); s.dist == nil && stop != nil && errors.Is(err, stop) {
 					// Kernels on the same Context (EngineKernels) stop
 					// inside the update, before the factor changes.
-					s.stopped = o.stopped()
+					s.stopped = stop
 					return nil
 				}
 				return err
