@@ -424,12 +424,7 @@ func holdOut(path string, rows []train.LabelRow, seed uint64) (map[string]bool, 
 		return h.Sum64()
 	}
 	slices.SortFunc(fresh, func(a, b string) int { return cmp.Compare(rank(a), rank(b)) })
-	nHeld := 0
-	for _, h := range held {
-		if h {
-			nHeld++
-		}
-	}
+	nHeld := countHeld(held)
 	for _, s := range fresh {
 		// One in four, the first of each four taken: held while the
 		// held are fewer than a quarter of those placed, this one too.
@@ -442,12 +437,7 @@ func holdOut(path string, rows []train.LabelRow, seed uint64) (map[string]bool, 
 	for _, r := range rows {
 		sources[r.Source] = held[r.Source]
 	}
-	nHeld = 0
-	for _, h := range sources {
-		if h {
-			nHeld++
-		}
-	}
+	nHeld = countHeld(sources)
 	if len(sources) < 4 || nHeld == 0 || nHeld == len(sources) {
 		return nil, fmt.Errorf("hold out a quarter of the sources: the rows have %d sources, %d of them held out; tuning needs at least 4, some of each (give --count more tensors, or a larger --budget)", len(sources), nHeld)
 	}
@@ -461,4 +451,15 @@ func holdOut(path string, rows []train.LabelRow, seed uint64) (map[string]bool, 
 		}
 	}
 	return sources, nil
+}
+
+// countHeld returns how many sources of held are held out.
+func countHeld(held map[string]bool) int {
+	n := 0
+	for _, h := range held {
+		if h {
+			n++
+		}
+	}
+	return n
 }
