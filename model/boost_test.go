@@ -150,6 +150,60 @@ func treesGCN(t testing.TB, o TreeOptions) (*GCN, *Trees) {
 	return g, tr
 }
 
+// TestSealedTreesReadWhenNeeded: a sealed file's trees are read at their
+// first use, so trees this reader refuses fail a prediction for their
+// head, with the error a load of the same file unsealed gives, and the
+// other head still predicts; Seal refuses such a file.
+func TestSealedTreesReadWhenNeeded(t *testing.T) {
+	g, _ := treesGCN(t, TreeOptions{Rounds: 5, Depth: 3})
+	data, err := g.ExportONNX()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := editModel(t, data, func(mp *onnxpb.ModelProto) {
+		for _, n := range mp.Graph.Node {
+			if n.GetName() != treesNodeName("cpu") {
+				continue
+			}
+			for _, a := range n.Attribute {
+				if a.GetName() == "post_transform" {
+					a.S = []byte("NONE")
+				}
+			}
+		}
+	})
+	const want = "post_transform must be SOFTMAX"
+	if _, err := ParseONNX("unsealed.onnx", bad); err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("unsealed file with bad trees: %v, want %q at load", err, want)
+	}
+	if _, err := Seal(bad); err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("Seal of a file with bad trees: %v, want %q", err, want)
+	}
+	m, err := ParseONNX("sealed.onnx", seal(bad))
+	if err != nil {
+		t.Fatalf("sealed file: %v, want its trees left for their first use", err)
+	}
+	s := familySummary(t)
+	p := GCNPredictor{Model: m}
+	cpu := hetero.Info{Name: "cpu", Kind: hetero.CPU}
+	if err := p.Load(cpu); err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("Load for the head with bad trees: %v, want %q", err, want)
+	}
+	if err := p.Load(hetero.Info{Name: "cuda:0", Kind: hetero.GPU, Type: "gpu"}); err != nil {
+		t.Errorf("Load for the head without trees: %v", err)
+	}
+	if _, err := p.PredictDevice(s, hetero.SpTTM, 0, cpu); err == nil || !strings.Contains(err.Error(), want) || !strings.HasPrefix(err.Error(), "model sealed.onnx: ") {
+		t.Errorf("prediction from the bad trees: %v, want the file named and %q", err, want)
+	}
+	if _, err := m.Info.AllTrees(); err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("AllTrees: %v, want %q", err, want)
+	}
+	p.Class = "gpu"
+	if _, err := p.PredictSummary(s, hetero.SpTTM, 0, hetero.GPU); err != nil {
+		t.Errorf("the head without trees: %v", err)
+	}
+}
+
 // TestTreesInModelFile: trees exported with a model come back node for
 // node from the file, answer for their head (By "boosted", no graph, no
 // network run) with the trees' probabilities, leave the other head to
@@ -158,10 +212,14 @@ func treesGCN(t testing.TB, o TreeOptions) (*GCN, *Trees) {
 func TestTreesInModelFile(t *testing.T) {
 	g, tr := treesGCN(t, TreeOptions{Rounds: 20, Depth: 4})
 	m := exportParsed(t, g, "trees.onnx")
+	trees, err := m.Info.AllTrees()
+	if err != nil {
+		t.Fatal(err)
+	}
 	if !slices.Equal(m.Info.TreeHeads, []string{"cpu"}) || m.Info.TreeNodes != tr.Nodes() {
 		t.Fatalf("tree heads %v with %d nodes, want [cpu] with %d", m.Info.TreeHeads, m.Info.TreeNodes, tr.Nodes())
 	}
-	back := m.Info.Trees["cpu"]
+	back := trees["cpu"]
 	for _, c := range []struct {
 		name string
 		a, b any
@@ -294,7 +352,7 @@ func TestBlendMargins(t *testing.T) {
 			t.Errorf("margins %v exported", margins)
 		}
 	}
-	trees := map[string]*Trees{"cpu": tr}
+	trees := []string{"cpu"}
 	for _, v := range []string{"cpu", "cpu=", "cpu=0", "cpu=-0.1", "cpu=x", "cpu=NaN", "gpu=0.1", "cpu=0.1,cpu=0.2"} {
 		if _, err := parseBlendMargins(v, trees); err == nil {
 			t.Errorf("metadata %q read", v)
@@ -459,7 +517,7 @@ func TestTreesCheck(t *testing.T) {
 // readTreesNode reads an encoded tree node as a model file's reader
 // does: decoded, then read into Trees.
 func readTreesNode(b []byte) (*Trees, error) {
-	mn, err := decodeMLNode(b)
+	mn, err := decodeMLNode(b, true)
 	if err != nil {
 		return nil, err
 	}
@@ -613,6 +671,9 @@ func FuzzParseONNX(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Add(data)
+	// Without its checksum, which almost every mutation of the sealed
+	// file breaks first, so that mutations reach the trees' reader.
+	f.Add(editModel(f, data, func(*onnxpb.ModelProto) {}))
 	if plain, err := randomGCN(f, 3).ExportONNX(); err == nil {
 		f.Add(plain)
 	}
@@ -621,8 +682,12 @@ func FuzzParseONNX(f *testing.F) {
 		if err != nil {
 			return
 		}
+		trees, err := m.Info.AllTrees()
+		if err != nil {
+			return
+		}
 		var x features.Vector
-		for _, tr := range m.Info.Trees {
+		for _, tr := range trees {
 			if p := tr.Probs(x[:]); len(p) != len(tr.Classes) {
 				t.Fatalf("%d probabilities for %d classes", len(p), len(tr.Classes))
 			}

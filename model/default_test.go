@@ -84,3 +84,25 @@ func BenchmarkEmbeddedModel(b *testing.B) {
 		})
 	}
 }
+
+// The embedded models are sealed, so a process reads only the trees of
+// the heads it predicts with: every head's trees must therefore read
+// here, where a load reads none of them.
+func TestEmbeddedModelsWhole(t *testing.T) {
+	for _, op := range hetero.Ops {
+		m, err := EmbeddedModel(op)
+		if err != nil {
+			t.Fatalf("%s: %v", op, err)
+		}
+		if !m.Info.Sealed {
+			t.Errorf("%s: the embedded model has no checksum (sparsetune model seal adds one)", op)
+		}
+		trees, err := m.Info.AllTrees()
+		if err != nil {
+			t.Fatalf("%s: %v", op, err)
+		}
+		if len(trees) != len(m.Info.TreeHeads) || m.Info.TreeNodes == 0 && len(trees) > 0 {
+			t.Errorf("%s: trees of %d heads, %d nodes, for tree heads %v", op, len(trees), m.Info.TreeNodes, m.Info.TreeHeads)
+		}
+	}
+}

@@ -21,11 +21,15 @@ func (m *ONNXModel) GCN() (*GCN, error) {
 		return nil, fmt.Errorf("model %s: %w", m.Info.Path, err)
 	}
 	in := &m.Info
+	trees, err := in.AllTrees()
+	if err != nil {
+		return nil, err
+	}
 	c := Config{Op: in.Op, Budget: in.Budget, Hidden: in.Hidden, MLP: in.MLP, Heads: slices.Clone(in.Heads)}
 	if err := c.validate(); err != nil {
 		return nil, fmt.Errorf("model %s: %w", in.Path, err)
 	}
-	g := &GCN{Config: c, TrainMin: in.TrainMin, TrainMax: in.TrainMax, RuleHeads: slices.Clone(in.RuleHeads), Trees: maps.Clone(in.Trees), BlendMargins: maps.Clone(in.BlendMargins), CPUInnerLoops: slices.Clone(in.CPUInnerLoops), CPUModels: maps.Clone(in.CPUModels)}
+	g := &GCN{Config: c, TrainMin: in.TrainMin, TrainMax: in.TrainMax, RuleHeads: slices.Clone(in.RuleHeads), Trees: trees, BlendMargins: maps.Clone(in.BlendMargins), CPUInnerLoops: slices.Clone(in.CPUInnerLoops), CPUModels: maps.Clone(in.CPUModels)}
 	layers, heads, n := c.views(nil)
 	g.Params = make([]float64, n)
 	layers, heads, _ = c.views(g.Params)

@@ -137,7 +137,8 @@ func formatFloats(v []float64) string {
 // (MatMul, Add, Sub, Mul, Relu, Transpose, Concat, Softmax) and no
 // broadcasting: biases are stored expanded, masks widened by rank-1
 // MatMuls, and the constant scales of the layers folded into the weights.
-// The bytes are deterministic.
+// The bytes are deterministic, and end in a checksum of the bytes before
+// it (seal), which loading checks.
 func (g *GCN) ExportONNX() ([]byte, error) {
 	c := g.Config
 	if err := c.validate(); err != nil {
@@ -330,7 +331,11 @@ func (g *GCN) ExportONNX() ([]byte, error) {
 		Graph: &onnxpb.GraphProto{Name: proto.String("spt_gcn_" + c.Op), Node: b.nodes, Initializer: b.inits,
 			Input: inputs, Output: outputs},
 	}
-	return proto.MarshalOptions{Deterministic: true}.Marshal(m)
+	data, err := proto.MarshalOptions{Deterministic: true}.Marshal(m)
+	if err != nil {
+		return nil, err
+	}
+	return seal(data), nil
 }
 
 func sortedKeys(m map[string]string) []string {

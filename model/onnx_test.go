@@ -1,6 +1,7 @@
 package model
 
 import (
+	"bytes"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -13,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/sparsetune/sparsetune/features"
@@ -104,19 +106,47 @@ func testParity(t *testing.T, runtime string) {
 }
 
 // editModel returns data edited as a ModelProto: files that are valid
-// protobuf but not valid models.
-func editModel(t *testing.T, data []byte, edit func(*onnxpb.ModelProto)) []byte {
+// protobuf but not valid models. The edited file has no checksum (as one
+// of an older build), so the edit, not the checksum, is what loading
+// must report.
+func editModel(t testing.TB, data []byte, edit func(*onnxpb.ModelProto)) []byte {
 	t.Helper()
 	var mp onnxpb.ModelProto
 	if err := proto.Unmarshal(data, &mp); err != nil {
 		t.Fatal(err)
 	}
+	setMeta(metaChecksum, "")(&mp)
 	edit(&mp)
 	out, err := proto.Marshal(&mp)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return out
+}
+
+// flipWeight returns data with one bit of a weight flipped, the damage
+// no check of a file's structure can see: a zero weight of the packed
+// initializers becomes the smallest float32.
+func flipWeight(t *testing.T, data []byte) []byte {
+	t.Helper()
+	i := bytes.Index(data, make([]byte, 64))
+	if i < 0 {
+		t.Fatal("no run of zero weights to damage")
+	}
+	out := slices.Clone(data)
+	out[i+32] ^= 1
+	return out
+}
+
+// appendMeta returns data with one more metadata entry at its end.
+func appendMeta(data []byte, key, value string) []byte {
+	var e []byte
+	e = protowire.AppendTag(e, fieldStringEntryKey, protowire.BytesType)
+	e = protowire.AppendString(e, key)
+	e = protowire.AppendTag(e, fieldStringEntryVal, protowire.BytesType)
+	e = protowire.AppendString(e, value)
+	out := protowire.AppendTag(slices.Clone(data), fieldModelMetadata, protowire.BytesType)
+	return protowire.AppendBytes(out, e)
 }
 
 func setMeta(key, value string) func(*onnxpb.ModelProto) {
@@ -166,6 +196,9 @@ func TestONNXErrors(t *testing.T) {
 		{"revision-newer", editModel(t, data, setMeta(metaFeatureRevision, "99")), "features of revision 99, and this build computes revision"},
 		{"revision-bad", editModel(t, data, setMeta(metaFeatureRevision, "two")), `sparsetune.feature_revision: "two" is not a feature revision`},
 		{"revision-old-mttkrp", editModel(t, editModel(t, data, setMeta(metaFeatureRevision, "")), setMeta(metaOp, "mttkrp")), "features of revision 1, whose MTTKRP fiber features describe other fibers"},
+		{"checksum", flipWeight(t, data), "checksum mismatch"},
+		{"checksum-not-last", appendMeta(data, "note", "after the checksum"), "is not the file's last field"},
+		{"checksum-twice", seal(data), "is not the file's last field"},
 		{"rule-heads", editModel(t, data, func(mp *onnxpb.ModelProto) {
 			mp.MetadataProps = append(mp.MetadataProps, &onnxpb.StringStringEntryProto{Key: proto.String(metaRuleHeads), Value: proto.String("cpu,tpu")})
 		}), `sparsetune.rule_heads names "tpu", which is not a head (cpu,gpu)`},
@@ -187,6 +220,14 @@ func TestONNXErrors(t *testing.T) {
 	}
 	if m, err := LoadONNX(old); err != nil || m.Info.FeatureRevision != 1 {
 		t.Errorf("SpTTM model without a feature revision: %v, want it loaded as revision 1", err)
+	}
+	// The exported file is sealed; the same file without its checksum,
+	// as an older build wrote it, loads and reads every head at once.
+	if m, err := ParseONNX("sealed.onnx", data); err != nil || !m.Info.Sealed {
+		t.Errorf("exported file: sealed %v, %v; want a sealed file", m != nil && m.Info.Sealed, err)
+	}
+	if m, err := ParseONNX("unsealed.onnx", editModel(t, data, func(*onnxpb.ModelProto) {})); err != nil || m.Info.Sealed {
+		t.Errorf("file without a checksum: sealed %v, %v; want it loaded, not sealed", m != nil && m.Info.Sealed, err)
 	}
 	if _, err := LoadONNX(filepath.Join(t.TempDir(), "missing.onnx")); err == nil || !strings.Contains(err.Error(), "missing.onnx") {
 		t.Errorf("missing file: %v", err)

@@ -207,6 +207,21 @@ func (p GCNPredictor) PredictDevice(s *features.Summary, op hetero.Op, mode int,
 	return p.PredictSummary(s, op, mode, dev.Kind)
 }
 
+// Load reads what the device's predictions need of the model and a
+// load of a sealed file leaves for their first use: its head's trees. A
+// caller that times its decisions calls it first, so that they are timed
+// without any of the file's load; a device the model has no head for is
+// left to the prediction to report.
+func (p GCNPredictor) Load(dev hetero.Info) error {
+	info := &p.Model.Info
+	head, _ := info.hostHead(dev.Class(), processorOf(dev))
+	if head < 0 || p.Network {
+		return nil
+	}
+	_, err := info.Trees(info.Heads[head].Name)
+	return err
+}
+
 // processorOf returns the host processor of a CPU device, whose cpu
 // heads tell processors apart, and "" for an accelerator.
 func processorOf(dev hetero.Info) string {
@@ -282,12 +297,15 @@ func (p GCNPredictor) PredictSummary(s *features.Summary, op hetero.Op, mode int
 	}
 	var pr *Prediction
 	var v features.Vector
-	if t := info.Trees[info.Heads[head].Name]; t != nil && !p.Network {
+	t, err := info.Trees(info.Heads[head].Name)
+	if err != nil {
+		return nil, err
+	}
+	if t != nil && !p.Network {
 		// Evaluation found the trees on the global features at least as
 		// good as the network for this head: they need no graph and no
 		// network run.
 		start := time.Now()
-		var err error
 		if v, err = s.Global(op, mode); err != nil {
 			return nil, err
 		}

@@ -44,11 +44,15 @@ type Info struct {
 	// RuleHeads are the heads that defer to the hand rule (GCN.RuleHeads).
 	RuleHeads []string `json:"rule_heads,omitempty"`
 	// TreeHeads are the heads answered by boosted trees (GCN.Trees), in
-	// head order, and Trees the trees of each; TreeNodes counts their
-	// nodes.
-	TreeHeads []string          `json:"tree_heads,omitempty"`
-	TreeNodes int               `json:"tree_nodes,omitempty"`
-	Trees     map[string]*Trees `json:"-"`
+	// head order; Trees returns the trees of each. TreeNodes counts their
+	// nodes once every head's trees are read: at load, for a file without
+	// a checksum, else by AllTrees.
+	TreeHeads []string `json:"tree_heads,omitempty"`
+	TreeNodes int      `json:"tree_nodes,omitempty"`
+	// Sealed says that the file ends in a checksum of its bytes, which
+	// matched (ExportONNX writes one; a file of an older build has none).
+	Sealed bool                  `json:"sealed"`
+	trees  map[string]*headTrees // by head
 	// BlendMargins are the heads with trees that ask the network too
 	// when the trees are unsure, and how sure is sure (GCN.BlendMargins).
 	BlendMargins map[string]float64 `json:"blend_margins,omitempty"`
@@ -60,6 +64,38 @@ type Info struct {
 	CPUModels map[string][]string `json:"cpu_models,omitempty"`
 	Weights   int                 `json:"weights"` // float32 values in the initializers
 	Bytes     int                 `json:"bytes"`
+}
+
+// Trees returns the trees of the named head, nil for a head without
+// trees. The trees of a sealed file are read at their first use, so a
+// head's trees that this reader refuses give their error here.
+func (in *Info) Trees(head string) (*Trees, error) {
+	h := in.trees[head]
+	if h == nil {
+		return nil, nil
+	}
+	t, err := h.get()
+	if err != nil {
+		return nil, fmt.Errorf("model %s: %w", in.Path, err)
+	}
+	return t, nil
+}
+
+// AllTrees reads the trees of every head that has them (TreeHeads) and
+// returns them by head, and counts their nodes in TreeNodes.
+func (in *Info) AllTrees() (map[string]*Trees, error) {
+	out := map[string]*Trees{}
+	nodes := 0
+	for _, h := range in.TreeHeads {
+		t, err := in.Trees(h)
+		if err != nil {
+			return nil, err
+		}
+		out[h] = t
+		nodes += t.Nodes()
+	}
+	in.TreeNodes = nodes
+	return out, nil
 }
 
 // HeadIndex returns the index of the head named name, or -1.
@@ -161,6 +197,10 @@ func parseInfo(data []byte) (*Info, *onnxpb.ModelProto, []byte, error) {
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("not an ONNX protobuf: %v", err)
 	}
+	sealed, err := checkSeal(data)
+	if err != nil {
+		return nil, nil, nil, err
+	}
 	var mp onnxpb.ModelProto
 	if err := proto.Unmarshal(network, &mp); err != nil {
 		return nil, nil, nil, fmt.Errorf("not an ONNX protobuf: %v", err)
@@ -179,7 +219,7 @@ func parseInfo(data []byte) (*Info, *onnxpb.ModelProto, []byte, error) {
 		}
 		return v, nil
 	}
-	info := &Info{IRVersion: mp.GetIrVersion(), Bytes: len(data)}
+	info := &Info{IRVersion: mp.GetIrVersion(), Bytes: len(data), Sealed: sealed}
 	for _, o := range mp.OpsetImport {
 		if o.GetDomain() == "" {
 			info.Opset = o.GetVersion()
@@ -310,19 +350,25 @@ func parseInfo(data []byte) (*Info, *onnxpb.ModelProto, []byte, error) {
 			return nil, nil, nil, fmt.Errorf("input %s has shape %v, expected %v for a %dx%d budget", name, got, wantIn[i], br, bc)
 		}
 	}
-	if info.Trees, err = parseTrees(treeNodes, treeOutputs, meta[metaTreeHeads], info.Heads); err != nil {
+	if info.trees, err = parseTrees(treeNodes, treeOutputs, meta[metaTreeHeads], info.Heads, !sealed); err != nil {
 		return nil, nil, nil, err
 	}
 	for _, h := range info.Heads {
-		if t := info.Trees[h.Name]; t != nil {
+		if info.trees[h.Name] != nil {
 			if slices.Contains(info.RuleHeads, h.Name) {
 				return nil, nil, nil, fmt.Errorf("head %s is listed both in %s and in %s", h.Name, metaRuleHeads, metaTreeHeads)
 			}
 			info.TreeHeads = append(info.TreeHeads, h.Name)
+		}
+	}
+	if !sealed {
+		// parseTrees has read them all.
+		for _, h := range info.TreeHeads {
+			t, _ := info.trees[h].get()
 			info.TreeNodes += t.Nodes()
 		}
 	}
-	if info.BlendMargins, err = parseBlendMargins(meta[metaBlendMargins], info.Trees); err != nil {
+	if info.BlendMargins, err = parseBlendMargins(meta[metaBlendMargins], info.TreeHeads); err != nil {
 		return nil, nil, nil, err
 	}
 	if len(mp.Graph.Output) != len(info.Heads) {

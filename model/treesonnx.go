@@ -59,7 +59,7 @@ func formatBlendMargins(margins map[string]float64, heads []Head, trees map[stri
 
 // parseBlendMargins reads the value of metaBlendMargins: each head must
 // have trees, each margin be positive (+Inf allowed).
-func parseBlendMargins(v string, trees map[string]*Trees) (map[string]float64, error) {
+func parseBlendMargins(v string, treeHeads []string) (map[string]float64, error) {
 	if v == "" {
 		return nil, nil
 	}
@@ -70,7 +70,7 @@ func parseBlendMargins(v string, trees map[string]*Trees) (map[string]float64, e
 		switch {
 		case !ok || err != nil || !(m > 0):
 			return nil, fmt.Errorf("metadata %s: %q, expected HEAD=MARGIN with a positive margin", metaBlendMargins, part)
-		case trees[h] == nil:
+		case !slices.Contains(treeHeads, h):
 			return nil, fmt.Errorf("metadata %s names %q, which has no trees", metaBlendMargins, h)
 		}
 		if _, dup := out[h]; dup {
@@ -257,70 +257,75 @@ func parseTreesNode(n *mlNode) (*Trees, error) {
 	return t, nil
 }
 
-// parseTrees reads the trees of the heads the metadata lists (value of
-// metaTreeHeads) from the ai.onnx.ml nodes splitTrees cut out of the
-// file, checks each against its head's classes, and checks that there is
-// no other ai.onnx.ml node and that the outputs cut out are exactly the
-// trees' two per head.
-//
-// The nodes are decoded and read concurrently, one goroutine each: they
-// are most of a model file's load (the embedded MTTKRP file's three
-// heads, 45,176 tree nodes), which a one-shot process pays before its
-// first decision. Errors are reported as a reading in file order would.
-func parseTrees(raw [][]byte, outputs []string, list string, heads []Head) (map[string]*Trees, error) {
-	type read struct {
-		node     *mlNode
-		err      error // decoding the node
-		trees    *Trees
-		treesErr error // reading its trees
-	}
-	reads := make([]read, len(raw))
-	var wg sync.WaitGroup
-	for i, b := range raw {
-		wg.Go(func() {
-			r := &reads[i]
-			if r.node, r.err = decodeMLNode(b); r.err == nil && r.node.opType == treesOpType {
-				r.trees, r.treesErr = parseTreesNode(r.node)
-			}
-		})
-	}
-	wg.Wait()
-	nodes := map[string]*read{}
-	for i := range reads {
-		r := &reads[i]
-		if r.err != nil {
-			return nil, r.err
+// headTrees are one head's trees in a model file, read from the node's
+// bytes when first asked for (Info.Trees). A file of the expected shape
+// but with trees this reader refuses (a hand-edited node) then fails at
+// that head's first prediction, with the same error a load that reads
+// every head would give.
+type headTrees struct {
+	once    sync.Once
+	raw     []byte   // the node's bytes, until read
+	classes []string // the head's
+	t       *Trees
+	err     error
+}
+
+func (h *headTrees) get() (*Trees, error) {
+	h.once.Do(func() {
+		n, err := decodeMLNode(h.raw, true)
+		if err == nil {
+			h.t, err = parseTreesNode(n)
 		}
-		n := r.node
+		if err == nil && !slices.Equal(h.t.Classes, h.classes) {
+			h.t, err = nil, fmt.Errorf("node %s: classes %v, the head's are %v", n.name, h.t.Classes, h.classes)
+		}
+		h.err, h.raw = err, nil
+	})
+	return h.t, h.err
+}
+
+// parseTrees checks the ai.onnx.ml nodes splitTrees cut out of a model
+// file against the heads the metadata lists as answered by trees (value
+// of metaTreeHeads): each such head has one TreeEnsembleClassifier node
+// on the input "global" with its two outputs, there is no other
+// ai.onnx.ml node, and the outputs cut out are exactly the trees' two per
+// head. Each head's trees are read by headTrees.get.
+//
+// With all, every head's trees are read now, one goroutine each: that is
+// most of a file's load (45,176 tree nodes in the embedded MTTKRP file),
+// and errors are reported as a reading in head order would. Without it
+// (a sealed file, whose bytes are the writer's), a process reads only the
+// heads it predicts with.
+func parseTrees(raw [][]byte, outputs []string, list string, heads []Head, all bool) (map[string]*headTrees, error) {
+	nodes := map[string]*mlNode{}
+	raws := map[string][]byte{}
+	for _, b := range raw {
+		n, err := decodeMLNode(b, false)
+		if err != nil {
+			return nil, err
+		}
 		if n.opType != treesOpType {
 			return nil, fmt.Errorf("node %s: operator %s.%s (the trees are TreeEnsembleClassifier nodes)", n.name, mlDomain, n.opType)
 		}
-		nodes[n.name] = r
+		nodes[n.name], raws[n.name] = n, b
 	}
-	out := map[string]*Trees{}
-	var want []string
+	out := map[string]*headTrees{}
+	var want, order []string
 	if list != "" {
 		for _, h := range strings.Split(list, ",") {
 			k := slices.IndexFunc(heads, func(x Head) bool { return x.Name == h })
 			if k < 0 {
 				return nil, fmt.Errorf("metadata %s names %q, which is not a head (%s)", metaTreeHeads, h, strings.Join(headNames(heads), ","))
 			}
-			r := nodes[treesNodeName(h)]
-			if r == nil {
+			n := nodes[treesNodeName(h)]
+			if n == nil {
 				return nil, fmt.Errorf("metadata %s names %q, but the graph has no node %s", metaTreeHeads, h, treesNodeName(h))
 			}
-			n := r.node
 			if !slices.Equal(n.input, []string{"global"}) || !slices.Equal(n.output, []string{treesLabelName(h), treesOutputName(h)}) {
 				return nil, fmt.Errorf("node %s: inputs %v and outputs %v, expected [global] and [%s %s]", n.name, n.input, n.output, treesLabelName(h), treesOutputName(h))
 			}
-			t, err := r.trees, r.treesErr
-			if err != nil {
-				return nil, err
-			}
-			if !slices.Equal(t.Classes, heads[k].Classes) {
-				return nil, fmt.Errorf("node %s: classes %v, the head's are %v", n.name, t.Classes, heads[k].Classes)
-			}
-			out[h] = t
+			out[h] = &headTrees{raw: raws[n.name], classes: heads[k].Classes}
+			order = append(order, h)
 			delete(nodes, n.name)
 			want = append(want, treesLabelName(h), treesOutputName(h))
 		}
@@ -330,6 +335,18 @@ func parseTrees(raw [][]byte, outputs []string, list string, heads []Head) (map[
 	}
 	if !slices.Equal(outputs, want) {
 		return nil, fmt.Errorf("graph outputs %v for the trees, expected %v", outputs, want)
+	}
+	if all {
+		var wg sync.WaitGroup
+		for _, h := range out {
+			wg.Go(func() { h.get() })
+		}
+		wg.Wait()
+		for _, h := range order {
+			if _, err := out[h].get(); err != nil {
+				return nil, err
+			}
+		}
 	}
 	return out, nil
 }
@@ -422,64 +439,80 @@ func forEachField(b []byte, f func(num protowire.Number, typ protowire.Type, v [
 // A file with neither comes back as it is, not copied. Fields other than
 // those are copied byte for byte, in order.
 func splitTrees(data []byte) (network []byte, nodes [][]byte, outputs []string, err error) {
-	var graphs [][]byte // each graph field's value, rewritten
+	// Each graph field's kept fields, as raw byte ranges of its value,
+	// and their length: the file is then copied once, into a buffer of
+	// its final size (grown by appends, the copy was most of a load).
+	type graph struct {
+		kept [][]byte
+		size int
+	}
+	var graphs []*graph
+	removed := false
+	size := 0 // of the network
 	err = forEachField(data, func(num protowire.Number, typ protowire.Type, v []byte) error {
 		if num != fieldModelGraph || typ != protowire.BytesType {
-			return nil
-		}
-		var g []byte
-		removed := false
-		err := forEachField(v, func(num protowire.Number, typ protowire.Type, fv []byte) error {
-			switch {
-			case num == fieldGraphNode && typ == protowire.BytesType:
-				domain, err := stringField(fv, fieldNodeDomain)
-				if err != nil {
-					return err
-				}
-				if domain == mlDomain {
-					nodes, removed = append(nodes, fv), true
-					return nil
-				}
-			case num == fieldGraphOutput && typ == protowire.BytesType:
-				name, err := stringField(fv, fieldValueInfoName)
-				if err != nil {
-					return err
-				}
-				if strings.HasPrefix(name, "trees_") {
-					outputs, removed = append(outputs, name), true
-					return nil
-				}
-			}
-			g = protowire.AppendTag(g, num, typ)
+			size += protowire.SizeTag(num) + len(v)
 			if typ == protowire.BytesType {
-				g = protowire.AppendBytes(g, fv)
-			} else {
-				g = append(g, fv...)
+				size += protowire.SizeVarint(uint64(len(v)))
 			}
 			return nil
-		})
-		if err != nil {
-			return err
 		}
-		if !removed {
-			g = nil
-		}
+		g := &graph{}
+		defer func() { size += protowire.SizeTag(num) + protowire.SizeVarint(uint64(g.size)) + g.size }()
 		graphs = append(graphs, g)
+		for b := v; len(b) > 0; {
+			num, typ, n := protowire.ConsumeTag(b)
+			if n < 0 {
+				return protowire.ParseError(n)
+			}
+			m := protowire.ConsumeFieldValue(num, typ, b[n:])
+			if m < 0 {
+				return protowire.ParseError(m)
+			}
+			field := b[:n+m]
+			b = b[n+m:]
+			if typ == protowire.BytesType && (num == fieldGraphNode || num == fieldGraphOutput) {
+				fv, _ := protowire.ConsumeBytes(field[n:])
+				if num == fieldGraphNode {
+					domain, err := stringField(fv, fieldNodeDomain)
+					if err != nil {
+						return err
+					}
+					if domain == mlDomain {
+						nodes, removed = append(nodes, fv), true
+						continue
+					}
+				} else {
+					name, err := stringField(fv, fieldValueInfoName)
+					if err != nil {
+						return err
+					}
+					if strings.HasPrefix(name, "trees_") {
+						outputs, removed = append(outputs, name), true
+						continue
+					}
+				}
+			}
+			g.kept = append(g.kept, field)
+			g.size += len(field)
+		}
 		return nil
 	})
-	if err != nil || len(nodes) == 0 && len(outputs) == 0 {
+	if err != nil || !removed {
 		return data, nil, nil, err
 	}
 	k := 0
+	network = make([]byte, 0, size)
 	err = forEachField(data, func(num protowire.Number, typ protowire.Type, v []byte) error {
 		network = protowire.AppendTag(network, num, typ)
 		switch {
 		case num == fieldModelGraph && typ == protowire.BytesType:
-			if g := graphs[k]; g != nil {
-				v = g
-			}
+			g := graphs[k]
 			k++
-			network = protowire.AppendBytes(network, v)
+			network = protowire.AppendVarint(network, uint64(g.size))
+			for _, f := range g.kept {
+				network = append(network, f...)
+			}
 		case typ == protowire.BytesType:
 			network = protowire.AppendBytes(network, v)
 		default:
@@ -503,11 +536,12 @@ func stringField(b []byte, num protowire.Number) (string, error) {
 	return s, err
 }
 
-// decodeMLNode decodes a NodeProto's name, op type, inputs, outputs and
-// attributes. A repeated int or float attribute may be packed or not, as
+// decodeMLNode decodes a NodeProto's name, op type, inputs, outputs and,
+// withAttrs, attributes (a node is first checked by its header, and its
+// attributes, most of its bytes, are read when needed). A repeated int or float attribute may be packed or not, as
 // protobuf requires of a reader; a field of the wrong wire type is an
 // error.
-func decodeMLNode(b []byte) (*mlNode, error) {
+func decodeMLNode(b []byte, withAttrs bool) (*mlNode, error) {
 	n := &mlNode{attrs: map[string]*mlAttr{}}
 	err := forEachField(b, func(num protowire.Number, typ protowire.Type, v []byte) error {
 		if typ != protowire.BytesType {
@@ -523,6 +557,9 @@ func decodeMLNode(b []byte) (*mlNode, error) {
 		case fieldNodeOpType:
 			n.opType = string(v)
 		case fieldNodeAttribute:
+			if !withAttrs {
+				return nil
+			}
 			name, a, err := decodeMLAttr(v)
 			if err != nil {
 				return fmt.Errorf("attribute %w", err)

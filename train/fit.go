@@ -1165,7 +1165,11 @@ func Evaluate(rows []LabelRow, models []*model.ONNXModel, o FitOptions) (*Report
 			}
 			gcn.Formats[i] = m.Info.Heads[h].Classes[argmax(probs[h])]
 			def.Formats[i] = gcn.Formats[i]
-			if t := m.Info.Trees[m.Info.Heads[h].Name]; t != nil {
+			t, err := m.Info.Trees(m.Info.Heads[h].Name)
+			if err != nil {
+				return nil, err
+			}
+			if t != nil {
 				tp := t.Probs(d.inputs[i].Global[:])
 				rep.networkProbs[i], rep.treeProbs[i] = probs[h], tp
 				boosted.Formats[i] = t.Classes[argmax(tp)]

@@ -308,7 +308,7 @@ func TestFitPipeline(t *testing.T) {
 				op, _ := hetero.ParseOp(r.Op)
 				want = model.RuleChoice(op, hetero.CPU)
 			}
-			if m.Info.Trees["cpu"] != nil {
+			if slices.Contains(m.Info.TreeHeads, "cpu") {
 				k := slices.IndexFunc(ev.Picks, func(p Picks) bool { return p.Predictor == PredictorBoosted })
 				if k < 0 || ev.Picks[k].Formats[i] == "" {
 					t.Fatalf("row %d (%s): a tree head, but no boosted pick", i+1, r.Op)

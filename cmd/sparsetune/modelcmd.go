@@ -3,12 +3,15 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"io"
+	"os"
 	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/viper"
 
+	"github.com/sparsetune/sparsetune/internal/atomicfile"
 	"github.com/sparsetune/sparsetune/model"
 )
 
@@ -33,6 +36,11 @@ ranges, and its format version.`,
 			if err != nil {
 				return err
 			}
+			// A sealed file's trees are read when a prediction needs
+			// them: inspect reads every head's.
+			if _, err := m.Info.AllTrees(); err != nil {
+				return err
+			}
 			info := m.Info
 			if v.GetBool("json") {
 				enc := json.NewEncoder(cmd.OutOrStdout())
@@ -42,6 +50,11 @@ ranges, and its format version.`,
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 0, 2, ' ', 0)
 			fmt.Fprintf(tw, "file\t%s (%d bytes, %d weights)\n", info.Path, info.Bytes, info.Weights)
 			fmt.Fprintf(tw, "version\tsparsetune model format %d, ONNX IR %d, opset %d\n", info.FormatVersion, info.IRVersion, info.Opset)
+			if info.Sealed {
+				fmt.Fprintf(tw, "checksum\tCRC-32C of the file, matched\n")
+			} else {
+				fmt.Fprintf(tw, "checksum\tnone (written before model files had one: sparsetune model seal adds it)\n")
+			}
 			fmt.Fprintf(tw, "op\t%s\n", info.Op)
 			fmt.Fprintf(tw, "features\trevision %d\n", info.FeatureRevision)
 			fmt.Fprintf(tw, "budget\t%d row x %d column nodes\n", info.Budget.Rows, info.Budget.Cols)
@@ -74,6 +87,38 @@ ranges, and its format version.`,
 				fmt.Fprintf(tw, "%s\t%.4g\t%.4g\t%.4g\t%.4g\n", name, info.Mean[i], info.Std[i], info.TrainMin[i], info.TrainMax[i])
 			}
 			return tw.Flush()
+		},
+	})
+	cmd.AddCommand(&cobra.Command{
+		Use:   "seal FILE",
+		Short: "Add a checksum to a model file written by a build before model files had one",
+		Long: `Check a model file as inspect does and, if it has no checksum, rewrite it
+with one: the CRC-32C of its bytes, which every later load checks, so that a
+file damaged on disk fails to load instead of predicting with wrong weights.
+Files written by sparsetune train and tune-model have one already. A sealed
+file also loads faster: its trees are read when a prediction first needs them.
+Seal only a file that has been predicting as it should: a file damaged before
+it is sealed would pass the checksum.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			path := args[0]
+			data, err := os.ReadFile(path)
+			if err != nil {
+				return fmt.Errorf("model %s: %w", path, err)
+			}
+			sealed, err := model.Seal(data)
+			if err != nil {
+				return fmt.Errorf("model %s: %w", path, err)
+			}
+			if len(sealed) == len(data) {
+				fmt.Fprintf(cmd.OutOrStdout(), "%s has a checksum already\n", path)
+				return nil
+			}
+			if err := atomicfile.Write(path, func(w io.Writer) error { _, err := w.Write(sealed); return err }); err != nil {
+				return fmt.Errorf("model %s: %w", path, err)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s: checksum added\n", path)
+			return nil
 		},
 	})
 	return cmd

@@ -288,7 +288,13 @@ func runPredict(stdout, stderr io.Writer, name string, t *formats.COO, picks *fo
 		var p model.Predictor
 		switch c.predictor {
 		case "gcn", "network":
-			p = model.GCNPredictor{Model: gcn, Class: dev.Info().Class(), Network: c.predictor == "network"}
+			gp := model.GCNPredictor{Model: gcn, Class: dev.Info().Class(), Network: c.predictor == "network"}
+			// The head's trees are part of the model's load, which the
+			// rows' times leave out.
+			if err := gp.Load(dev.Info()); err != nil {
+				return err
+			}
+			p = gp
 		case "tree", "knn":
 			p = baseline
 		case "rule":

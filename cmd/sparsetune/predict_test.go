@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"math"
 	"math/rand/v2"
@@ -11,11 +12,14 @@ import (
 	"strings"
 	"testing"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/sparsetune/sparsetune/features"
 	"github.com/sparsetune/sparsetune/formats"
 	"github.com/sparsetune/sparsetune/graphenc"
 	"github.com/sparsetune/sparsetune/hetero"
 	"github.com/sparsetune/sparsetune/model"
+	"github.com/sparsetune/sparsetune/model/onnxpb"
 )
 
 func predictRows(t *testing.T, args ...string) []predictRow {
@@ -207,6 +211,70 @@ func TestModelInspect(t *testing.T) {
 	}
 	if _, _, err := run(t, "model", "inspect", bad); err == nil || !strings.HasPrefix(err.Error(), "model "+bad+": ") {
 		t.Errorf("bad file: %v", err)
+	}
+}
+
+// TestModelSeal: a file without a checksum (as older builds wrote) is
+// inspected as such, seal adds one once, and a damaged sealed file fails
+// to load, to inspect and to seal. Inspect reads every head's trees of a
+// sealed file, which a load leaves for their first use.
+func TestModelSeal(t *testing.T) {
+	data, err := os.ReadFile("../../model/testdata/sanity.onnx")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mp onnxpb.ModelProto
+	if err := proto.Unmarshal(data, &mp); err != nil {
+		t.Fatal(err)
+	}
+	mp.MetadataProps = slices.DeleteFunc(mp.MetadataProps, func(p *onnxpb.StringStringEntryProto) bool { return p.GetKey() == "sparsetune.checksum" })
+	if data, err = proto.Marshal(&mp); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "old.onnx")
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, _, err := run(t, "model", "inspect", path); err != nil || !strings.Contains(out, "none (written before model files had one") {
+		t.Errorf("inspect a file without a checksum: %v\n%s", err, out)
+	}
+	for _, want := range []string{": checksum added", "has a checksum already"} {
+		if out, _, err := run(t, "model", "seal", path); err != nil || !strings.Contains(out, want) {
+			t.Errorf("seal: %v, %q; want %q", err, out, want)
+		}
+	}
+	out, _, err := run(t, "model", "inspect", path)
+	if err != nil || !strings.Contains(out, "CRC-32C of the file, matched") {
+		t.Errorf("inspect the sealed file: %v\n%s", err, out)
+	}
+	sealed, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.HasPrefix(sealed, data) {
+		t.Error("seal changed the bytes before the checksum")
+	}
+	// A byte of the doc string changed: the file still parses.
+	i := bytes.Index(sealed, []byte("SPT-GCN"))
+	if i < 0 {
+		t.Fatal("no doc string")
+	}
+	sealed[i] = 's'
+	if err := os.WriteFile(path, sealed, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, cmd := range []string{"inspect", "seal"} {
+		if _, _, err := run(t, "model", cmd, path); err == nil || !strings.Contains(err.Error(), "checksum mismatch") || !strings.HasPrefix(err.Error(), "model "+path+": ") {
+			t.Errorf("%s a damaged file: %v", cmd, err)
+		}
+	}
+	out, _, err = run(t, "model", "inspect", "../../model/default/mttkrp.onnx", "--json")
+	var info model.Info
+	if err == nil {
+		err = json.Unmarshal([]byte(out), &info)
+	}
+	if err != nil || !info.Sealed || len(info.TreeHeads) == 0 || info.TreeNodes == 0 {
+		t.Errorf("inspect the default MTTKRP model: %v, sealed %v, tree heads %v, %d nodes", err, info.Sealed, info.TreeHeads, info.TreeNodes)
 	}
 }
 

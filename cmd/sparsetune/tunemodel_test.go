@@ -125,7 +125,8 @@ func TestTuneModel(t *testing.T) {
 
 // writeStaleModel writes the model file src to dst as a file of feature
 // revision 1 (before files recorded one): without its
-// sparsetune.feature_revision entry.
+// sparsetune.feature_revision entry, nor the checksum (files did not have
+// one then either).
 func writeStaleModel(t *testing.T, src, dst string) {
 	t.Helper()
 	data, err := os.ReadFile(src)
@@ -138,10 +139,10 @@ func writeStaleModel(t *testing.T, src, dst string) {
 	}
 	n := len(mp.MetadataProps)
 	mp.MetadataProps = slices.DeleteFunc(mp.MetadataProps, func(p *onnxpb.StringStringEntryProto) bool {
-		return p.GetKey() == "sparsetune.feature_revision"
+		return p.GetKey() == "sparsetune.feature_revision" || p.GetKey() == "sparsetune.checksum"
 	})
-	if len(mp.MetadataProps) != n-1 {
-		t.Fatalf("%s has no feature revision entry", src)
+	if len(mp.MetadataProps) != n-2 {
+		t.Fatalf("%s has no feature revision entry or no checksum", src)
 	}
 	if data, err = proto.Marshal(&mp); err != nil {
 		t.Fatal(err)
