@@ -65,6 +65,12 @@ func ReadMTX(r io.Reader, name string) (*COO, error) {
 	default:
 		return nil, lineError(name, 1, "expected general, symmetric or skew-symmetric, found %s", quoteField([]byte(sym)))
 	}
+	if field == "pattern" && sym == "skew-symmetric" {
+		// The format's specification allows pattern with general or
+		// symmetric only: a skew-symmetric pattern has no values to
+		// negate, and reading it as +1 and -1 would invent them.
+		return nil, lineError(name, 1, "expected general or symmetric with the pattern field, found skew-symmetric (a pattern has no values to negate)")
+	}
 	// Comments, then the size line.
 	var size []byte
 	for {

@@ -71,6 +71,7 @@ func TestMTXRefuses(t *testing.T) {
 		{"size beyond 2^32", gen + "4294967297 2 1\n", "m.mtx:2: size line: expected rows and cols of 1 to " + maxDimText + ", found 4294967297 x 2"},
 		{"size nnz too large", gen + "2 2 4294967296\n", "m.mtx:2: size line: expected at most " + maxNNZText + " entries, found 4294967296"},
 		{"skew not square", "%%MatrixMarket matrix coordinate real skew-symmetric\n2 3 1\n", "m.mtx:2: expected a square skew-symmetric matrix, found 2 x 3"},
+		{"pattern skew", "%%MatrixMarket matrix coordinate pattern skew-symmetric\n3 3 1\n3 1\n", "m.mtx:1: expected general or symmetric with the pattern field, found skew-symmetric"},
 		{"index 0", gen + "2 2 1\n0 1 1\n", "m.mtx:3: row: expected a 1-based index (>= 1), found 0"},
 		{"negative col", gen + "2 2 1\n1 -1 1\n", "m.mtx:3: col: expected a positive 1-based index, found \"-1\""},
 		{"non-numeric row", gen + "2 2 1\nx 1 1\n", "m.mtx:3: row: expected an integer index, found \"x\""},
