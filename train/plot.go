@@ -132,6 +132,39 @@ func (epochTicks) Ticks(lo, hi float64) []plot.Tick {
 	return out
 }
 
+// distinctTicks are gonum's default ticks with labels of as many
+// decimals as tell them apart: on a narrow range, such as a loss curve
+// between 1.06 and 1.14, the default labels 1.075, 1.1 and 1.125 all
+// "1.1".
+type distinctTicks struct{}
+
+func (distinctTicks) Ticks(lo, hi float64) []plot.Tick {
+	ticks := (plot.DefaultTicks{}).Ticks(lo, hi)
+	for digits := 0; digits <= 8 && repeated(ticks); digits++ {
+		for i := range ticks {
+			if ticks[i].Label != "" {
+				ticks[i].Label = strconv.FormatFloat(ticks[i].Value, 'f', digits, 64)
+			}
+		}
+	}
+	return ticks
+}
+
+// repeated reports whether two labelled ticks have the same label.
+func repeated(ticks []plot.Tick) bool {
+	seen := map[string]bool{}
+	for _, t := range ticks {
+		if t.Label == "" {
+			continue
+		}
+		if seen[t.Label] {
+			return true
+		}
+		seen[t.Label] = true
+	}
+	return false
+}
+
 func writeCurves(path string, c Curve) error {
 	loss, acc := plot.New(), plot.New()
 	loss.Title.Text = fmt.Sprintf("%s GCN: loss (best epoch %d)", c.Op, c.BestEpoch)
@@ -140,6 +173,7 @@ func writeCurves(path string, c Curve) error {
 	acc.X.Label.Text, acc.Y.Label.Text = "epoch", "accuracy"
 	acc.Y.Min, acc.Y.Max = 0, 1
 	loss.X.Tick.Marker, acc.X.Tick.Marker = epochTicks{}, epochTicks{}
+	loss.Y.Tick.Marker, acc.Y.Tick.Marker = distinctTicks{}, distinctTicks{}
 	for _, s := range []struct {
 		p      *plot.Plot
 		name   string
@@ -236,6 +270,7 @@ func writeRatioByBucket(path string, rep *Report) error {
 	pl.Y.Label.Text, pl.X.Label.Text = "oracle ratio", "nonzeros"
 	// Headroom above 1 for the legend, so it never covers a bar.
 	pl.Y.Min, pl.Y.Max = 0, 1.4
+	pl.Y.Tick.Marker = distinctTicks{}
 	var shown []Picks
 	for _, p := range rep.Picks {
 		if !strings.HasPrefix(p.Predictor, fixedPrefix) {
