@@ -1,10 +1,13 @@
 package model
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
+	"reflect"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"google.golang.org/protobuf/encoding/protowire"
@@ -201,6 +204,40 @@ func TestSealedTreesReadWhenNeeded(t *testing.T) {
 	p.Class = "gpu"
 	if _, err := p.PredictSummary(s, hetero.SpTTM, 0, hetero.GPU); err != nil {
 		t.Errorf("the head without trees: %v", err)
+	}
+}
+
+// TestSealedTreesConcurrent: goroutines that first ask for a sealed
+// file's trees at once read them once and agree (run with -race).
+func TestSealedTreesConcurrent(t *testing.T) {
+	g, tr := treesGCN(t, TreeOptions{Rounds: 5, Depth: 3})
+	m := exportParsed(t, g, "trees.onnx")
+	s := familySummary(t)
+	v, _ := s.Global(hetero.SpTTM, 0)
+	want := rank(tr.Classes, tr.Probs(v[:]))
+	var wg sync.WaitGroup
+	errs := make([]error, 8)
+	for i := range errs {
+		wg.Go(func() {
+			if i%2 == 1 {
+				_, errs[i] = m.Info.AllTrees()
+				return
+			}
+			pr, err := GCNPredictor{Model: m}.PredictDevice(s, hetero.SpTTM, 0, hetero.Info{Name: "cpu", Kind: hetero.CPU})
+			if err == nil && !reflect.DeepEqual(pr.Formats, want) {
+				err = fmt.Errorf("formats %v, the trees give %v", pr.Formats, want)
+			}
+			errs[i] = err
+		})
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("goroutine %d: %v", i, err)
+		}
+	}
+	if m.Info.TreeNodes != tr.Nodes() {
+		t.Errorf("%d tree nodes counted, want %d", m.Info.TreeNodes, tr.Nodes())
 	}
 }
 

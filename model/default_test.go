@@ -106,3 +106,15 @@ func TestEmbeddedModelsWhole(t *testing.T) {
 		}
 	}
 }
+
+// An Info not read from a file (a zero one, or one decoded from JSON)
+// has no trees, and asking for them is no error.
+func TestInfoWithoutFile(t *testing.T) {
+	var in Info
+	if tr, err := in.Trees("cpu"); tr != nil || err != nil {
+		t.Errorf("Trees: %v, %v", tr, err)
+	}
+	if all, err := in.AllTrees(); len(all) != 0 || err != nil {
+		t.Errorf("AllTrees: %v, %v", all, err)
+	}
+}

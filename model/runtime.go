@@ -51,8 +51,8 @@ type Info struct {
 	TreeNodes int      `json:"tree_nodes,omitempty"`
 	// Sealed says that the file ends in a checksum of its bytes, which
 	// matched (ExportONNX writes one; a file of an older build has none).
-	Sealed bool                  `json:"sealed"`
-	trees  map[string]*headTrees // by head
+	Sealed bool     `json:"sealed"`
+	trees  *treeSet // shared by copies of the Info
 	// BlendMargins are the heads with trees that ask the network too
 	// when the trees are unsure, and how sure is sure (GCN.BlendMargins).
 	BlendMargins map[string]float64 `json:"blend_margins,omitempty"`
@@ -70,7 +70,10 @@ type Info struct {
 // trees. The trees of a sealed file are read at their first use, so a
 // head's trees that this reader refuses give their error here.
 func (in *Info) Trees(head string) (*Trees, error) {
-	h := in.trees[head]
+	if in.trees == nil { // an Info not read from a file
+		return nil, nil
+	}
+	h := in.trees.heads[head]
 	if h == nil {
 		return nil, nil
 	}
@@ -85,6 +88,11 @@ func (in *Info) Trees(head string) (*Trees, error) {
 // returns them by head, and counts their nodes in TreeNodes.
 func (in *Info) AllTrees() (map[string]*Trees, error) {
 	out := map[string]*Trees{}
+	if in.trees == nil { // an Info not read from a file
+		return out, nil
+	}
+	in.trees.mu.Lock() // for TreeNodes
+	defer in.trees.mu.Unlock()
 	nodes := 0
 	for _, h := range in.TreeHeads {
 		t, err := in.Trees(h)
@@ -350,11 +358,12 @@ func parseInfo(data []byte) (*Info, *onnxpb.ModelProto, []byte, error) {
 			return nil, nil, nil, fmt.Errorf("input %s has shape %v, expected %v for a %dx%d budget", name, got, wantIn[i], br, bc)
 		}
 	}
-	if info.trees, err = parseTrees(treeNodes, treeOutputs, meta[metaTreeHeads], info.Heads, !sealed); err != nil {
+	info.trees = &treeSet{}
+	if info.trees.heads, err = parseTrees(treeNodes, treeOutputs, meta[metaTreeHeads], info.Heads, !sealed); err != nil {
 		return nil, nil, nil, err
 	}
 	for _, h := range info.Heads {
-		if info.trees[h.Name] != nil {
+		if info.trees.heads[h.Name] != nil {
 			if slices.Contains(info.RuleHeads, h.Name) {
 				return nil, nil, nil, fmt.Errorf("head %s is listed both in %s and in %s", h.Name, metaRuleHeads, metaTreeHeads)
 			}
@@ -364,7 +373,7 @@ func parseInfo(data []byte) (*Info, *onnxpb.ModelProto, []byte, error) {
 	if !sealed {
 		// parseTrees has read them all.
 		for _, h := range info.TreeHeads {
-			t, _ := info.trees[h].get()
+			t, _ := info.trees.heads[h].get()
 			info.TreeNodes += t.Nodes()
 		}
 	}

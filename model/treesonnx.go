@@ -257,6 +257,12 @@ func parseTreesNode(n *mlNode) (*Trees, error) {
 	return t, nil
 }
 
+// treeSet are a model file's trees by head (Info.Trees).
+type treeSet struct {
+	mu    sync.Mutex // held by AllTrees
+	heads map[string]*headTrees
+}
+
 // headTrees are one head's trees in a model file, read from the node's
 // bytes when first asked for (Info.Trees). A file of the expected shape
 // but with trees this reader refuses (a hand-edited node) then fails at
