@@ -50,36 +50,25 @@ func seal(data []byte) []byte {
 func checkSeal(data []byte) (sealed bool, err error) {
 	var want string
 	at := -1
-	for b := data; len(b) > 0; {
-		start := len(data) - len(b)
-		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 {
-			return false, protowire.ParseError(n)
+	err = forEachRawField(data, func(num protowire.Number, typ protowire.Type, v, raw []byte) error {
+		if at >= 0 {
+			return fmt.Errorf("metadata %s is not the file's last field: the bytes after it would not be checked", metaChecksum)
 		}
-		m := protowire.ConsumeFieldValue(num, typ, b[n:])
-		if m < 0 {
-			return false, protowire.ParseError(m)
-		}
-		field := b[n : n+m]
-		b = b[n+m:]
 		if num != fieldModelMetadata || typ != protowire.BytesType {
-			continue
+			return nil
 		}
-		entry, _ := protowire.ConsumeBytes(field)
-		key, err := stringField(entry, fieldStringEntryKey)
-		if err != nil {
-			return false, err
+		key, err := stringField(v, fieldStringEntryKey)
+		if err != nil || key != metaChecksum {
+			return err
 		}
-		if key != metaChecksum {
-			continue
-		}
-		if len(b) > 0 {
-			return false, fmt.Errorf("metadata %s is not the file's last field: the bytes after it would not be checked", metaChecksum)
-		}
-		at = start
-		if want, err = stringField(entry, fieldStringEntryVal); err != nil {
-			return false, err
-		}
+		// raw is the last field (the next one is an error), so it ends
+		// where data does.
+		at = len(data) - len(raw)
+		want, err = stringField(v, fieldStringEntryVal)
+		return err
+	})
+	if err != nil {
+		return false, err
 	}
 	if at < 0 {
 		return false, nil

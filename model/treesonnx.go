@@ -414,6 +414,12 @@ func (a *mlAttr) str(i int) []byte { return a.raw[a.spans[i].off:a.spans[i].end]
 // and its value's bytes (for a varint or fixed field, the encoded
 // value), stopping at the first error.
 func forEachField(b []byte, f func(num protowire.Number, typ protowire.Type, v []byte) error) error {
+	return forEachRawField(b, func(num protowire.Number, typ protowire.Type, v, _ []byte) error { return f(num, typ, v) })
+}
+
+// forEachRawField is forEachField that also gives f the field's bytes
+// whole, tag and length included, a slice of b.
+func forEachRawField(b []byte, f func(num protowire.Number, typ protowire.Type, v, raw []byte) error) error {
 	for len(b) > 0 {
 		num, typ, n := protowire.ConsumeTag(b)
 		if n < 0 {
@@ -431,7 +437,7 @@ func forEachField(b []byte, f func(num protowire.Number, typ protowire.Type, v [
 				return protowire.ParseError(k)
 			}
 		}
-		if err := f(num, typ, v); err != nil {
+		if err := f(num, typ, v, b[:n+m]); err != nil {
 			return err
 		}
 		b = b[n+m:]
@@ -455,54 +461,40 @@ func splitTrees(data []byte) (network []byte, nodes [][]byte, outputs []string, 
 	var graphs []*graph
 	removed := false
 	size := 0 // of the network
-	err = forEachField(data, func(num protowire.Number, typ protowire.Type, v []byte) error {
+	err = forEachRawField(data, func(num protowire.Number, typ protowire.Type, v, raw []byte) error {
 		if num != fieldModelGraph || typ != protowire.BytesType {
-			size += protowire.SizeTag(num) + len(v)
-			if typ == protowire.BytesType {
-				size += protowire.SizeVarint(uint64(len(v)))
-			}
+			size += len(raw)
 			return nil
 		}
 		g := &graph{}
-		defer func() { size += protowire.SizeTag(num) + protowire.SizeVarint(uint64(g.size)) + g.size }()
 		graphs = append(graphs, g)
-		for b := v; len(b) > 0; {
-			num, typ, n := protowire.ConsumeTag(b)
-			if n < 0 {
-				return protowire.ParseError(n)
+		err := forEachRawField(v, func(num protowire.Number, typ protowire.Type, fv, field []byte) error {
+			if typ == protowire.BytesType && num == fieldGraphNode {
+				domain, err := stringField(fv, fieldNodeDomain)
+				if err != nil {
+					return err
+				}
+				if domain == mlDomain {
+					nodes, removed = append(nodes, fv), true
+					return nil
+				}
 			}
-			m := protowire.ConsumeFieldValue(num, typ, b[n:])
-			if m < 0 {
-				return protowire.ParseError(m)
-			}
-			field := b[:n+m]
-			b = b[n+m:]
-			if typ == protowire.BytesType && (num == fieldGraphNode || num == fieldGraphOutput) {
-				fv, _ := protowire.ConsumeBytes(field[n:])
-				if num == fieldGraphNode {
-					domain, err := stringField(fv, fieldNodeDomain)
-					if err != nil {
-						return err
-					}
-					if domain == mlDomain {
-						nodes, removed = append(nodes, fv), true
-						continue
-					}
-				} else {
-					name, err := stringField(fv, fieldValueInfoName)
-					if err != nil {
-						return err
-					}
-					if strings.HasPrefix(name, "trees_") {
-						outputs, removed = append(outputs, name), true
-						continue
-					}
+			if typ == protowire.BytesType && num == fieldGraphOutput {
+				name, err := stringField(fv, fieldValueInfoName)
+				if err != nil {
+					return err
+				}
+				if strings.HasPrefix(name, "trees_") {
+					outputs, removed = append(outputs, name), true
+					return nil
 				}
 			}
 			g.kept = append(g.kept, field)
 			g.size += len(field)
-		}
-		return nil
+			return nil
+		})
+		size += protowire.SizeTag(num) + protowire.SizeVarint(uint64(g.size)) + g.size
+		return err
 	})
 	if err != nil || !removed {
 		return data, nil, nil, err
