@@ -94,8 +94,9 @@ func CPAPR(x *formats.COO, opts Options) (*CPResult, error) {
 	if err := checkPhiFormat(a.Format); err != nil {
 		return nil, err
 	}
-	if a.InnerIters < 0 || a.KappaTol < 0 || a.EpsDivZero < 0 {
-		return nil, fmt.Errorf("cp-apr: inner iterations, kappa tolerance and epsilon must be >= 0, found %d, %v, %v", a.InnerIters, a.KappaTol, a.EpsDivZero)
+	// NaN fails every comparison, so each test says what is allowed.
+	if !(a.InnerIters >= 0 && a.KappaTol >= 0 && a.EpsDivZero >= 0) || math.IsNaN(a.Kappa) || math.IsInf(a.Kappa, 0) || math.IsInf(a.KappaTol, 0) || math.IsInf(a.EpsDivZero, 0) {
+		return nil, fmt.Errorf("cp-apr: inner iterations, kappa tolerance and epsilon must be >= 0 and kappa a number (negative turns its fix off), all finite; found %d, %v, %v, %v", a.InnerIters, a.KappaTol, a.EpsDivZero, a.Kappa)
 	}
 	if a.InnerIters == 0 {
 		a.InnerIters = defaultAPRInner

@@ -284,6 +284,11 @@ func TestCPAPRErrors(t *testing.T) {
 		{"hosvd", x, Options{Rank: 2, Init: InitHOSVD}, "init must be random"},
 		{"negative init", x, Options{Rank: 2, InitFactors: negInit}, "negative entry"},
 		{"negative inner", x, Options{Rank: 2, APR: APROptions{InnerIters: -1}}, "inner iterations"},
+		{"epsilon NaN", x, Options{Rank: 2, APR: APROptions{EpsDivZero: math.NaN()}}, "found 0, 0, NaN, 0"},
+		{"epsilon Inf", x, Options{Rank: 2, APR: APROptions{EpsDivZero: math.Inf(1)}}, "all finite"},
+		{"kappa NaN", x, Options{Rank: 2, APR: APROptions{Kappa: math.NaN()}}, "kappa a number"},
+		{"kappa -Inf", x, Options{Rank: 2, APR: APROptions{Kappa: math.Inf(-1)}}, "kappa a number"},
+		{"kappa tolerance NaN", x, Options{Rank: 2, APR: APROptions{KappaTol: math.NaN()}}, "kappa tolerance"},
 	}
 	for _, c := range cases {
 		_, err := CPAPR(c.x, c.opts)

@@ -244,13 +244,40 @@ func checkInitFactors(x *formats.COO, fs []*kernels.Matrix, ranks []int) error {
 	return nil
 }
 
-// normSq returns ‖X‖², the sum of the squared values, in float64.
+// normSq returns ‖X‖² in float64: the sum of the squared values of the
+// tensor x holds, whose duplicate coordinates (formats.COO allows them)
+// are summed, as every kernel sums them. Squaring each of two duplicates
+// instead would give the fit of another tensor.
 func normSq(x *formats.COO) float64 {
+	if x.Duplicates() > 0 {
+		y := x.Clone()
+		y.Sort()
+		var s float64
+		for start, n := 0, y.NNZ(); start < n; {
+			v, k := float64(y.Vals[start]), start+1
+			for ; k < n && sameCoord(y, start, k); k++ {
+				v += float64(y.Vals[k])
+			}
+			s += v * v
+			start = k
+		}
+		return s
+	}
 	var s float64
 	for _, v := range x.Vals {
 		s += float64(v) * float64(v)
 	}
 	return s
+}
+
+// sameCoord reports whether nonzeros a and b of x have one coordinate.
+func sameCoord(x *formats.COO, a, b int) bool {
+	for _, ind := range x.Inds {
+		if ind[a] != ind[b] {
+			return false
+		}
+	}
+	return true
 }
 
 // checkDense refuses a decomposition whose dense matrices would not fit in
