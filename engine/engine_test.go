@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -621,6 +622,7 @@ func TestBadInput(t *testing.T) {
 		want string
 	}{
 		{"mode", func() error { _, err := e.TTM(ctx, x, 3, kernels.NewMatrix(5, 2)); return err }, "mode 4 out of range"},
+		{"mode largest int", func() error { _, err := e.PlanMTTKRP(ctx, x, math.MaxInt, 2); return err }, "mode " + strconv.FormatUint(uint64(math.MaxInt)+1, 10) + " out of range"},
 		{"factor", func() error { _, err := e.TTM(ctx, x, 0, kernels.NewMatrix(6, 2)); return err }, "factor must be"},
 		{"factors", func() error { _, err := e.MTTKRP(ctx, x, 0, []*kernels.Matrix{nil, nil}); return err }, "2 factor matrices"},
 		{"rank", func() error {

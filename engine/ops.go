@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"runtime"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -250,7 +251,13 @@ func checkInput(x *formats.COO, mode int) error {
 		return fmt.Errorf("order-%d tensor, expected order 2 or more", x.Order())
 	}
 	if mode < 0 || mode >= x.Order() {
-		return fmt.Errorf("mode %d out of range 1 to %d", mode+1, x.Order())
+		// As users count modes, from 1: mode+1 overflows for the
+		// largest int.
+		oneBased := strconv.Itoa(mode + 1)
+		if mode > 0 {
+			oneBased = strconv.FormatUint(uint64(mode)+1, 10)
+		}
+		return fmt.Errorf("mode %s out of range 1 to %d", oneBased, x.Order())
 	}
 	return nil
 }

@@ -43,6 +43,12 @@ func (t *COO) Compact() (c *COO, orig [][]uint32, err error) {
 // and the original index of each new one. The other modes' index arrays
 // and the values are shared with t, not copied.
 func (t *COO) CompactMode(m int) (c *COO, orig []uint32, err error) {
+	if err := t.checkArrays(); err != nil {
+		return nil, nil, err
+	}
+	if err := checkModes([]int{m}, t.Order(), false); err != nil {
+		return nil, nil, err
+	}
 	c = &COO{Dims: slices.Clone(t.Dims), Inds: slices.Clone(t.Inds), Vals: t.Vals}
 	if c.Inds[m], orig, err = t.renumber(m); err != nil {
 		return nil, nil, err

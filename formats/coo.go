@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strconv"
 	"unsafe"
 
 	"github.com/sparsetune/sparsetune/internal/par"
@@ -26,6 +27,9 @@ type COO struct {
 func NewCOO(dims []int, capacity int) (*COO, error) {
 	if err := CheckDims(dims); err != nil {
 		return nil, err
+	}
+	if capacity < 0 || capacity > MaxNNZ {
+		return nil, fmt.Errorf("capacity must be 0 to %d nonzeros, found %d", MaxNNZ, capacity)
 	}
 	t := &COO{Dims: slices.Clone(dims), Inds: make([][]uint32, len(dims))}
 	for m := range t.Inds {
@@ -91,6 +95,31 @@ func (t *COO) Validate() error {
 	return fmt.Errorf("nonzero %d: value must be finite, found %v", k, t.Vals[k])
 }
 
+// checkArrays checks what every use of t's arrays relies on, without a
+// pass over them: t is not nil, its dims are valid, and it has an index
+// array per mode, each as long as the values.
+func (t *COO) checkArrays() error {
+	if t == nil {
+		return errors.New("tensor is nil")
+	}
+	if err := CheckDims(t.Dims); err != nil {
+		return err
+	}
+	if len(t.Inds) != len(t.Dims) {
+		return fmt.Errorf("tensor has %d dims but %d index arrays", len(t.Dims), len(t.Inds))
+	}
+	n := len(t.Vals)
+	if n > MaxNNZ {
+		return fmt.Errorf("tensor has %d nonzeros, at most %d are supported", n, MaxNNZ)
+	}
+	for m, ind := range t.Inds {
+		if len(ind) != n {
+			return fmt.Errorf("mode %d has %d indices for %d values", m+1, len(ind), n)
+		}
+	}
+	return nil
+}
+
 // expMask is a float32's exponent field: all set for infinities and NaNs.
 const expMask = 0x7f800000
 
@@ -129,7 +158,7 @@ func checkModes(modes []int, n int, all bool) error {
 	var seen [MaxOrder]bool
 	for _, m := range modes {
 		if m < 0 || m >= n {
-			return fmt.Errorf("mode %d out of range 1 to %d", m+1, n)
+			return fmt.Errorf("mode %s out of range 1 to %d", oneBased(m), n)
 		}
 		if seen[m] {
 			return fmt.Errorf("mode %d listed twice", m+1)
@@ -151,4 +180,13 @@ func (t *COO) Permute(perm []int) (*COO, error) {
 		p.Inds[m] = t.Inds[src]
 	}
 	return p, nil
+}
+
+// oneBased returns the 0-based mode or index m as users count it, from
+// 1: m+1, without overflowing for the largest int.
+func oneBased(m int) string {
+	if m >= 0 {
+		return strconv.FormatUint(uint64(m)+1, 10)
+	}
+	return strconv.Itoa(m + 1)
 }

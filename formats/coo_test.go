@@ -3,6 +3,7 @@ package formats
 import (
 	"math"
 	"math/rand/v2"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -179,5 +180,48 @@ func TestPermute(t *testing.T) {
 		if _, err := x.Permute(bad); err == nil {
 			t.Errorf("Permute(%v) accepted", bad)
 		}
+	}
+}
+
+// TestBadArgumentsAreErrors: the functions that return an error give one
+// for a nil tensor, inconsistent arrays, a bad capacity or mode, instead
+// of panicking or, for a sort, cutting the index arrays to the values'
+// length (which then validated).
+func TestBadArgumentsAreErrors(t *testing.T) {
+	// Past MaxNNZ where an int holds more (else the largest int).
+	hugeCapacity := MaxNNZ
+	if hugeCapacity < math.MaxInt {
+		hugeCapacity++
+	}
+	short := &COO{Dims: []int{5, 5, 5}, Inds: [][]uint32{{2, 3, 2, 1}, {1, 1, 1, 0}, {4, 2, 4, 0}}, Vals: []float32{1, 2}}
+	ok, _ := NewCOO([]int{4, 3, 2}, 1)
+	ok.Append([]uint32{1, 2, 1}, 1)
+	for _, c := range []struct {
+		name string
+		err  func() error
+		want string
+	}{
+		{"capacity -1", func() error { _, err := NewCOO([]int{2, 2}, -1); return err }, "capacity must be 0 to"},
+		{"capacity huge", func() error { _, err := NewCOO([]int{2, 2}, hugeCapacity); return err }, "capacity must be 0 to"},
+		{"CSF of nil", func() error { _, err := NewCSF(nil, []int{0, 1, 2}); return err }, "tensor is nil"},
+		{"HiCOO of nil", func() error { _, err := NewHiCOO(nil, 7); return err }, "tensor is nil"},
+		{"fiber matrix of nil", func() error { _, err := NewFiberMatrix(nil, 0, 1); return err }, "tensor is nil"},
+		{"Describe nil", func() error { _, err := Describe(nil); return err }, "tensor is nil"},
+		{"WriteFile nil", func() error { return WriteFile(filepath.Join(t.TempDir(), "x.tns"), nil) }, "tensor is nil"},
+		{"SortBy short values", func() error { return short.SortBy(0) }, "mode 1 has 4 indices for 2 values"},
+		{"Dedup short values", func() error { _, err := short.Dedup(); return err }, "mode 1 has 4 indices for 2 values"},
+		{"CompactMode out of range", func() error { _, _, err := ok.CompactMode(3); return err }, "mode 4 out of range 1 to 3"},
+		{"SortBy largest int", func() error { return ok.SortBy(math.MaxInt) }, "mode " + strconv.FormatUint(uint64(math.MaxInt)+1, 10) + " out of range"},
+	} {
+		if c.name == "capacity huge" && hugeCapacity == MaxNNZ {
+			continue // an int holds no more than MaxNNZ here
+		}
+		err := c.err()
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want an error containing %q", c.name, err, c.want)
+		}
+	}
+	if len(short.Inds[0]) != 4 {
+		t.Error("a refused sort changed the tensor")
 	}
 }

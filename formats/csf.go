@@ -38,21 +38,10 @@ type CSF struct {
 // into another mode's bits), so it is checked in parallel, but values are
 // not: a NaN round-trips like any other value.
 func checkFormatInput(t *COO) error {
-	if err := CheckDims(t.Dims); err != nil {
+	if err := t.checkArrays(); err != nil {
 		return err
 	}
-	if len(t.Inds) != len(t.Dims) {
-		return fmt.Errorf("tensor has %d dims but %d index arrays", len(t.Dims), len(t.Inds))
-	}
 	n := len(t.Vals)
-	if n > MaxNNZ {
-		return fmt.Errorf("tensor has %d nonzeros, at most %d are supported", n, MaxNNZ)
-	}
-	for m, ind := range t.Inds {
-		if len(ind) != n {
-			return fmt.Errorf("mode %d has %d indices for %d values", m+1, len(ind), n)
-		}
-	}
 	// The largest index first (in parallel, without a branch per index);
 	// only a mode that fails looks for its first offender.
 	for m, ind := range t.Inds {

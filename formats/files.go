@@ -221,6 +221,9 @@ func WriteFile(path string, t *COO) error {
 	if err != nil {
 		return err
 	}
+	if err := t.checkArrays(); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
 	if format == MatrixMarket && t.Order() != 2 {
 		return fmt.Errorf("%s: MatrixMarket holds matrices: expected an order-2 tensor, found order %d", path, t.Order())
 	}

@@ -21,6 +21,9 @@ import (
 // most ceil(b/11) passes, and a tensor already in order costs one linear
 // check. BenchmarkSort compares it with a comparison sort.
 func (t *COO) SortBy(modes ...int) error {
+	if err := t.checkArrays(); err != nil {
+		return err
+	}
 	if err := checkModes(modes, t.Order(), false); err != nil {
 		return err
 	}
@@ -714,6 +717,9 @@ func (t *COO) sameCoord(a, b int) bool {
 // nonzeros removed, or an error, leaving t sorted but otherwise unchanged, if
 // a sum overflows float32.
 func (t *COO) Dedup() (int, error) {
+	if err := t.checkArrays(); err != nil {
+		return 0, err
+	}
 	t.Sort()
 	n := t.NNZ()
 	// Check every run's sum first so that an overflow leaves t intact.
