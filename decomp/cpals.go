@@ -135,7 +135,7 @@ func CPALS(x *formats.COO, opts Options) (*CPResult, error) {
 	}
 	if p, ok := kern.(mttkrpPreparer); ok {
 		start := time.Now()
-		if err := p.prepareMTTKRP(R); err != nil {
+		if err := p.prepareMTTKRP(x, R); err != nil {
 			return nil, err
 		}
 		res.SetupSeconds = time.Since(start).Seconds()

@@ -329,6 +329,7 @@ func TestCPALSErrors(t *testing.T) {
 		{"negative iters", x, Options{Rank: 2, Iters: -1}, "iterations"},
 		{"negative tol", x, Options{Rank: 2, Tol: -1}, "tolerance"},
 		{"init factors shape", x, Options{Rank: 2, InitFactors: randomFactors(x.Dims, []int{3, 3, 3}, 1)}, "expected 4x2"},
+		{"init factors data", x, Options{Rank: 2, InitFactors: shortData(randomFactors(x.Dims, []int{2, 2, 2}, 1))}, "is 5x2 with 9 values, expected 5x2"},
 		// Its R x R matrices need terabytes where the factors need 38 MB:
 		// refused before the first, which ended the process.
 		{"rank 10^5", x, Options{Rank: 100000}, "CP-ALS: the factor matrices, their work copies and the R x R Gram matrices need"},
@@ -430,7 +431,7 @@ func BenchmarkCPALS(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				if err := cpu.prepareMTTKRP(16); err != nil {
+				if err := cpu.prepareMTTKRP(x, 16); err != nil {
 					b.Fatal(err)
 				}
 				const iters = 5
@@ -665,5 +666,31 @@ func TestFitWithDuplicates(t *testing.T) {
 		if math.Abs(fits[0][m]-fits[1][m]) > 1e-5 {
 			t.Errorf("%s: fit %.6f with the value summed, %.6f with it as two duplicates", name, fits[0][m], fits[1][m])
 		}
+	}
+}
+
+// shortData returns fs with one value cut from mode 2's matrix.
+func shortData(fs []*kernels.Matrix) []*kernels.Matrix {
+	fs[1].Data = fs[1].Data[:len(fs[1].Data)-1]
+	return fs
+}
+
+// TestKernelsOfAnotherTensor: kernels built for one tensor and given to
+// a decomposition of another (of the same dims) are refused; they would
+// answer with the first tensor's MTTKRPs and TTMs.
+func TestKernelsOfAnotherTensor(t *testing.T) {
+	x, y := randomSparse([]int{6, 5, 4}, 0.3, 1), randomSparse([]int{6, 5, 4}, 0.3, 2)
+	cpu, err := NewCPU(y, nil, "", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := CPALS(x, Options{Rank: 2, MTTKRP: cpu}); !errors.Is(err, errOtherTensor) {
+		t.Errorf("CP-ALS: %v, want %v", err, errOtherTensor)
+	}
+	if _, err := TuckerHOOI(x, Options{Ranks: []int{2, 2, 2}, TTMChain: cpu}); !errors.Is(err, errOtherTensor) {
+		t.Errorf("Tucker: %v, want %v", err, errOtherTensor)
+	}
+	if _, err := CPALS(y, Options{Rank: 2, MTTKRP: cpu}); err != nil {
+		t.Errorf("CP-ALS of the kernels' own tensor: %v", err)
 	}
 }

@@ -1,6 +1,7 @@
 package decomp
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -77,13 +78,20 @@ type TTMChainer interface {
 // beside the kernels: building every format and plan ahead, so the first
 // iteration's time is not the conversion's and setup is reported apart.
 // Kernels supplied from outside need not implement them.
+//
+// They are given the tensor being decomposed too: kernels built for
+// another would answer with that one's MTTKRPs and TTMs.
 type mttkrpPreparer interface {
-	prepareMTTKRP(rank int) error
+	prepareMTTKRP(x *formats.COO, rank int) error
 }
 
 type ttmPreparer interface {
-	prepareTTMChain(ranks []int) error
+	prepareTTMChain(x *formats.COO, ranks []int) error
 }
+
+// errOtherTensor is what prepareMTTKRP and prepareTTMChain give kernels
+// built for another tensor than the one decomposed.
+var errOtherTensor = errors.New("the kernels (Options.MTTKRP or Options.TTMChain) were built for another tensor than the one decomposed")
 
 // CPU runs decomp's sparse kernels with package kernels on the CPU.
 //
@@ -216,7 +224,10 @@ func (c *CPU) MTTKRP(mode int, factors []*kernels.Matrix, out *kernels.Matrix) e
 	return p.Run(out, factors)
 }
 
-func (c *CPU) prepareMTTKRP(rank int) error {
+func (c *CPU) prepareMTTKRP(x *formats.COO, rank int) error {
+	if x != c.x {
+		return errOtherTensor
+	}
 	for m := range c.x.Order() {
 		if _, err := c.mttkrpPlan(m, rank); err != nil {
 			return err
@@ -225,7 +236,10 @@ func (c *CPU) prepareMTTKRP(rank int) error {
 	return nil
 }
 
-func (c *CPU) prepareTTMChain(ranks []int) error {
+func (c *CPU) prepareTTMChain(x *formats.COO, ranks []int) error {
+	if x != c.x {
+		return errOtherTensor
+	}
 	for m := range c.x.Order() {
 		if _, err := c.ttmPlanFor(m, ranks); err != nil {
 			return err

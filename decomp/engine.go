@@ -242,7 +242,10 @@ func (k *EngineKernels) TTMChain(mode int, factors []*kernels.Matrix, out *kerne
 
 // prepareTTMChain plans every mode's chain, so TuckerHOOI reports the
 // setup apart.
-func (k *EngineKernels) prepareTTMChain(ranks []int) error {
+func (k *EngineKernels) prepareTTMChain(x *formats.COO, ranks []int) error {
+	if x != k.x {
+		return errOtherTensor
+	}
 	for n := range k.x.Order() {
 		if _, err := k.chain(n, ranks); err != nil {
 			return err
@@ -261,7 +264,10 @@ func matrixShape(a *kernels.Matrix) string {
 // prepareMTTKRP plans every mode, so CPALS reports the setup apart. The
 // modes are planned together (engine.PlanMTTKRPAll), so the format choice
 // reads the tensor once rather than once per mode.
-func (k *EngineKernels) prepareMTTKRP(rank int) error {
+func (k *EngineKernels) prepareMTTKRP(x *formats.COO, rank int) error {
+	if x != k.x {
+		return errOtherTensor
+	}
 	if rank != k.rank {
 		return fmt.Errorf("engine kernels were built for rank %d, CP-ALS asks for rank %d", k.rank, rank)
 	}

@@ -2,6 +2,7 @@ package decomp
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -142,6 +143,9 @@ func TestEngineKernelsErrors(t *testing.T) {
 	}
 	if _, err := CPALS(p.x, Options{Rank: 3, Iters: 1, MTTKRP: k}); err == nil || !strings.Contains(err.Error(), "rank 2") {
 		t.Errorf("rank mismatch: %v", err)
+	}
+	if _, err := CPALS(p.x.Clone(), Options{Rank: 2, Iters: 1, MTTKRP: k}); !errors.Is(err, errOtherTensor) {
+		t.Errorf("kernels of another tensor: %v", err)
 	}
 	fs := randomFactors(p.x.Dims, []int{2, 2, 2}, 1)
 	out := kernels.NewMatrix(8, 2)

@@ -232,6 +232,9 @@ func checkInitFactors(x *formats.COO, fs []*kernels.Matrix, ranks []int) error {
 			got := "nil"
 			if f != nil {
 				got = fmt.Sprintf("%dx%d", f.Rows, f.Cols)
+				if len(f.Data) != f.Rows*f.Cols {
+					got += fmt.Sprintf(" with %d values", len(f.Data))
+				}
 			}
 			return fmt.Errorf("initial factor of mode %d is %s, expected %dx%d", m+1, got, x.Dims[m], ranks[m])
 		}

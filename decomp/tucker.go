@@ -139,7 +139,7 @@ func TuckerHOOI(x *formats.COO, opts Options) (*TuckerResult, error) {
 	}
 	if p, ok := kern.(ttmPreparer); ok {
 		start := time.Now()
-		if err := p.prepareTTMChain(ranks); err != nil {
+		if err := p.prepareTTMChain(x, ranks); err != nil {
 			return nil, err
 		}
 		res.SetupSeconds = time.Since(start).Seconds()

@@ -351,7 +351,7 @@ func (e *Engine) chooseFormats(in *input, op hetero.Op, mode int, dev hetero.Dev
 	}
 	if sf, ok := e.opts.Predictor.(model.SummaryFreePredictor); ok {
 		// The rule, or a model head that defers to it: no summary.
-		if pr, ok := sf.PredictWithoutSummary(op, mode, dev.Info()); ok {
+		if pr, ok := sf.PredictWithoutSummary(op, mode, dev.Info()); ok && pr != nil {
 			if names := known(op, pr.Formats); len(names) > 0 {
 				return choice{formats: names, source: SourcePredicted}, time.Since(start), nil, nil
 			}
@@ -373,6 +373,10 @@ func (e *Engine) chooseFormats(in *input, op hetero.Op, mode int, dev hetero.Dev
 			warnings = append(warnings, fmt.Sprintf("%s: the model has no head for device class %s; measured every format on it instead", dev.Info().Name, dev.Info().Class()))
 			source = SourceMeasured
 		}
+	}
+	if err == nil && pr == nil {
+		// A caller's predictor that answers nothing without saying why.
+		err = errors.New("the predictor gave no prediction and no error")
 	}
 	if err != nil {
 		return choice{}, 0, nil, fmt.Errorf("predict the format for %s: %w", dev.Info().Name, err)

@@ -939,3 +939,27 @@ func TestOneRunInPlace(t *testing.T) {
 		}
 	}
 }
+
+// silentPredictor answers nothing and says nothing: a caller's bug.
+type silentPredictor struct{}
+
+func (silentPredictor) Predict(*formats.COO, hetero.Op, int, hetero.Kind) (*model.Prediction, error) {
+	return nil, nil
+}
+
+func (silentPredictor) PredictSummary(*features.Summary, hetero.Op, int, hetero.Kind) (*model.Prediction, error) {
+	return nil, nil
+}
+
+// TestSilentPredictor: a predictor that gives neither a prediction nor
+// an error fails the run with an error saying so, not a panic.
+func TestSilentPredictor(t *testing.T) {
+	x := randomTensor(rand.New(rand.NewPCG(1, 1)), []int{5, 6, 7}, 50)
+	e, err := New(nil, Options{Predictor: silentPredictor{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.PlanMTTKRP(context.Background(), x, 0, 2); err == nil || !strings.Contains(err.Error(), "no prediction and no error") {
+		t.Errorf("PlanMTTKRP: %v", err)
+	}
+}

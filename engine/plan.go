@@ -311,7 +311,7 @@ func (e *Engine) newPlan(ctx context.Context, x *formats.COO, p *Plan, in *input
 		}()
 	}
 	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
+	if err := errors.Join(distinct(errs)...); err != nil {
 		p.closeBindings()
 		return nil, err
 	}
@@ -440,7 +440,7 @@ func (p *Plan) Run(ctx context.Context, operands []*kernels.Matrix, out *kernels
 		return nil, fmt.Errorf("%s plan: %w", p.what(), err)
 	}
 	if err := ctx.Err(); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%s: %w", p.what(), err)
 	}
 	start := time.Now()
 	if out == nil {
@@ -486,6 +486,18 @@ func (p *Plan) Run(ctx context.Context, operands []*kernels.Matrix, out *kernels
 	}
 	res.Warnings = warn.list
 	return res, nil
+}
+
+// distinct returns errs without the errors that say what an earlier one
+// says: both sides stopped by one context report its error once.
+func distinct(errs []error) []error {
+	var out []error
+	for _, err := range errs {
+		if err != nil && !slices.ContainsFunc(out, func(e error) bool { return e.Error() == err.Error() }) {
+			out = append(out, err)
+		}
+	}
+	return out
 }
 
 // imbalance is |t_c − t_g| / max(t_c, t_g) over the devices that had work

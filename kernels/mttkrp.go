@@ -379,6 +379,9 @@ func addInto(dst, src []float32) {
 // tests hold every format to. It returns M as a row-major Dims[mode] x R
 // slice, R taken from the factors.
 func MTTKRPReference(x *formats.COO, mode int, factors []*Matrix) ([]float64, error) {
+	if x == nil {
+		return nil, errors.New("mttkrp reference: the tensor is nil")
+	}
 	N := x.Order()
 	if mode < 0 || mode >= N {
 		return nil, fmt.Errorf("mttkrp reference: mode %d out of range 0 to %d", mode, N-1)
