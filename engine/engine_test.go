@@ -963,3 +963,31 @@ func TestSilentPredictor(t *testing.T) {
 		t.Errorf("PlanMTTKRP: %v", err)
 	}
 }
+
+// TestDistinctErrors: both sides stopped by one context give its error
+// once; different errors are all kept, in order.
+func TestDistinctErrors(t *testing.T) {
+	a, b := errors.New("a"), errors.New("b")
+	for _, c := range []struct {
+		in   []error
+		want string
+	}{
+		{[]error{context.DeadlineExceeded, context.DeadlineExceeded}, "context deadline exceeded"},
+		{[]error{nil, context.Canceled}, "context canceled"},
+		{[]error{a, b, errors.New("a")}, "a\nb"},
+		{[]error{nil, nil}, ""},
+	} {
+		got := ""
+		if err := errors.Join(distinct(c.in)...); err != nil {
+			got = err.Error()
+		}
+		if got != c.want {
+			t.Errorf("%v: %q, want %q", c.in, got, c.want)
+		}
+	}
+	var r Result
+	r.Y = kernels.NewMatrix(1, 1)
+	if _, err := r.Verify(nil, nil); err == nil || !strings.Contains(err.Error(), "nil") {
+		t.Errorf("Verify of a nil tensor: %v", err)
+	}
+}
