@@ -82,11 +82,12 @@ func checkSeal(data []byte) (sealed bool, err error) {
 
 // Seal returns a model file written without a checksum (by a build
 // before checksums) with one, after checking the whole file as a load
-// of an unsealed file does; a sealed file comes back as it is. It cannot
-// tell a file damaged since it was written from a sound one: seal only
-// files that have been predicting as they should.
-func Seal(data []byte) ([]byte, error) {
-	m, err := ParseONNX("", data)
+// of an unsealed file does; a sealed file comes back as it is. name is
+// the file's in errors. It cannot tell a file damaged since it was
+// written from a sound one: seal only files that have been predicting as
+// they should.
+func Seal(name string, data []byte) ([]byte, error) {
+	m, err := ParseONNX(name, data)
 	if err != nil {
 		return nil, err
 	}

@@ -106,9 +106,9 @@ it is sealed would pass the checksum.`,
 			if err != nil {
 				return fmt.Errorf("model %s: %w", path, err)
 			}
-			sealed, err := model.Seal(data)
+			sealed, err := model.Seal(path, data)
 			if err != nil {
-				return fmt.Errorf("model %s: %w", path, err)
+				return err
 			}
 			if len(sealed) == len(data) {
 				fmt.Fprintf(cmd.OutOrStdout(), "%s has a checksum already\n", path)

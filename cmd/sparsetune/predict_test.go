@@ -264,9 +264,17 @@ func TestModelSeal(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, cmd := range []string{"inspect", "seal"} {
-		if _, _, err := run(t, "model", cmd, path); err == nil || !strings.Contains(err.Error(), "checksum mismatch") || !strings.HasPrefix(err.Error(), "model "+path+": ") {
+		if _, _, err := run(t, "model", cmd, path); err == nil || !strings.Contains(err.Error(), "checksum mismatch") || !strings.HasPrefix(err.Error(), "model "+path+": ") || strings.Contains(err.Error(), "model model") {
 			t.Errorf("%s a damaged file: %v", cmd, err)
 		}
+	}
+	notModel := filepath.Join(t.TempDir(), "x.onnx")
+	if err := os.WriteFile(notModel, []byte("hello\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// (protobuf's own words vary on purpose: only ours are matched.)
+	if _, _, err := run(t, "model", "seal", notModel); err == nil || !strings.HasPrefix(err.Error(), "model "+notModel+": not an ONNX protobuf: ") {
+		t.Errorf("seal a file that is not a model: %v", err)
 	}
 	out, _, err = run(t, "model", "inspect", "../../model/default/mttkrp.onnx", "--json")
 	var info model.Info

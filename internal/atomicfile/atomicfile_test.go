@@ -3,8 +3,10 @@ package atomicfile
 import (
 	"errors"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -28,7 +30,33 @@ func TestWrite(t *testing.T) {
 	if left, _ := filepath.Glob(filepath.Join(dir, ".out.txt.tmp-*")); len(left) > 0 {
 		t.Errorf("temporary files left: %v", left)
 	}
-	if err := Write(filepath.Join(dir, "no", "such", "dir"), func(io.Writer) error { return nil }); err == nil {
-		t.Error("writing into a missing directory succeeded")
+	missing := filepath.Join(dir, "no", "such", "dir")
+	err := Write(missing, func(io.Writer) error { return nil })
+	if err == nil || !errors.Is(err, fs.ErrNotExist) || !strings.Contains(err.Error(), missing+":") || strings.Contains(err.Error(), ".tmp-") {
+		t.Errorf("writing into a missing directory: %v, want an error naming %s and not the temporary file", err, missing)
+	}
+}
+
+// TestWriteKeepsMode: a file replaced keeps its permissions; a new one
+// gets 0644.
+func TestWriteKeepsMode(t *testing.T) {
+	dir := t.TempDir()
+	for _, c := range []struct {
+		name     string
+		existing fs.FileMode // 0: no file yet
+		want     fs.FileMode
+	}{{"new", 0, 0o644}, {"read-only", 0o444, 0o444}, {"private", 0o600, 0o600}} {
+		path := filepath.Join(dir, c.name)
+		if c.existing != 0 {
+			if err := os.WriteFile(path, []byte("old"), c.existing); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := Write(path, func(w io.Writer) error { _, err := io.WriteString(w, "new"); return err }); err != nil {
+			t.Fatal(err)
+		}
+		if st, err := os.Stat(path); err != nil || st.Mode().Perm() != c.want {
+			t.Errorf("%s: mode %v, %v; want %v", c.name, st.Mode().Perm(), err, c.want)
+		}
 	}
 }
