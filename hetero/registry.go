@@ -92,9 +92,10 @@ func Available() []string {
 	return names
 }
 
-// Lookup returns the device with the CLI name: "cpu" (running kernels on
-// threads goroutines, 0 for GOMAXPROCS), or an accelerator named by its
-// backend and index, "opencl:0" or "cuda:0". An accelerator is opened (its
+// Lookup returns the device with the CLI name: "cpu", also the device
+// the empty name means (running kernels on threads goroutines, 0 for
+// GOMAXPROCS), or an accelerator named by its backend and index,
+// "opencl:0" or "cuda:0". An accelerator is opened (its
 // kernels compiled) on first use and shared by later lookups for the rest
 // of the process; threads does not apply to it.
 func Lookup(name string, threads int) (Device, error) {
