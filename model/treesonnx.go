@@ -298,7 +298,7 @@ func (h *headTrees) get() (*Trees, error) {
 // head. Each head's trees are read by headTrees.get.
 //
 // With all, every head's trees are read now, one goroutine each: that is
-// most of a file's load (45,176 tree nodes in the embedded MTTKRP file),
+// most of a file's load (74,176 tree nodes in the embedded MTTKRP file),
 // and errors are reported as a reading in head order would. Without it
 // (a sealed file, whose bytes are the writer's), a process reads only the
 // heads it predicts with.
