@@ -8,6 +8,7 @@ import (
 	"math"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -52,7 +53,10 @@ Without FILE, graph lowers the embedded sample tensor.`,
 				return fmt.Errorf("--mode: expected a 1-based mode, found %q", v.GetString("graph.mode"))
 			}
 			if png := v.GetString("graph.png"); png != "" {
-				if err := checkOutPath("--png", png); err != nil {
+				if !strings.EqualFold(filepath.Ext(png), ".png") {
+					return fmt.Errorf("--png %s: expected a file name ending in .png (the picture is a PNG)", png)
+				}
+				if err := checkOutPath("--png", png, args...); err != nil {
 					return err
 				}
 			}

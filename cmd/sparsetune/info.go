@@ -212,7 +212,7 @@ indices are zero.`,
 			if _, _, err := formats.FormatOf(args[1]); err != nil {
 				return err
 			}
-			if err := checkOutPath("OUT", args[1]); err != nil {
+			if err := checkOutPath("OUT", args[1], args[0]); err != nil {
 				return err
 			}
 			start := time.Now()

@@ -82,7 +82,7 @@ func addKernelFlags(cmd *cobra.Command, v *viper.Viper, op hetero.Op) {
 	}
 }
 
-func kernelConfigFrom(v *viper.Viper, op hetero.Op) (kernelConfig, error) {
+func kernelConfigFrom(v *viper.Viper, op hetero.Op, args []string) (kernelConfig, error) {
 	name := op.String()
 	c := kernelConfig{op: op, mode: v.GetInt(name + ".mode"), rank: v.GetInt(name + ".rank"), seed: v.GetUint64(name + ".seed"),
 		out: v.GetString(name + ".out"), threads: v.GetInt("threads"), asJSON: v.GetBool("json"), repeat: v.GetInt(name + ".repeat"),
@@ -112,7 +112,7 @@ func kernelConfigFrom(v *viper.Viper, op hetero.Op) (kernelConfig, error) {
 		if err := checkOut(op, c.out); err != nil {
 			return c, fmt.Errorf("--out: %w", err)
 		}
-		if err := checkOutPath("--out", c.out); err != nil {
+		if err := checkOutPath("--out", c.out, args...); err != nil {
 			return c, err
 		}
 	}
@@ -212,7 +212,7 @@ func newKernelCmd(v *viper.Viper, op hetero.Op, use, short, long string) *cobra.
 		Long:  long,
 		Args:  cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := kernelConfigFrom(v, op)
+			c, err := kernelConfigFrom(v, op, args)
 			if err != nil {
 				return err
 			}

@@ -9,13 +9,27 @@ import (
 )
 
 // checkOutPath checks, before any long work, that a file can be created
-// at path: its directory exists and takes a new file. Otherwise the
-// work's result would be lost at its end, as a training of minutes was
-// when --out named a directory that did not exist. flag names the
-// setting in the error.
-func checkOutPath(flag, path string) error {
-	if st, err := os.Stat(path); err == nil && st.IsDir() {
-		return fmt.Errorf("%s %s: is a directory, expected a file name", flag, path)
+// at path: its directory exists and takes a new file, and a file already
+// there is neither one of the command's inputs (which writing the result
+// would destroy) nor one the user may not write. Otherwise the work's
+// result would be lost at its end, as a training of minutes was when
+// --out named a directory that did not exist. flag names the setting in
+// the error.
+func checkOutPath(flag, path string, inputs ...string) error {
+	if st, err := os.Stat(path); err == nil {
+		if st.IsDir() {
+			return fmt.Errorf("%s %s: is a directory, expected a file name", flag, path)
+		}
+		for _, in := range inputs {
+			if ist, err := os.Stat(in); err == nil && os.SameFile(st, ist) {
+				return fmt.Errorf("%s %s: is the input %s, which the result would replace: write it to another file", flag, path, in)
+			}
+		}
+		f, err := os.OpenFile(path, os.O_WRONLY, 0)
+		if err != nil {
+			return fmt.Errorf("%s %s: %w", flag, path, errors.Unwrap(err))
+		}
+		f.Close()
 	}
 	dir := filepath.Dir(path)
 	st, err := os.Stat(dir)

@@ -12,12 +12,25 @@ import (
 )
 
 // Write creates or replaces path with what write writes. A file it
-// replaces keeps its permissions; a new one gets mode 0644. An error from
-// write is returned as it is; the others name path, not the temporary
-// file, which the caller never sees.
+// replaces must be one the process may write, as for any write, and
+// keeps its permissions; a new one gets mode 0644. A symbolic link is
+// written through: its target is replaced, the link kept. (Other hard
+// links to a replaced file keep the old content: the new file is a new
+// inode.) An error from write is returned as it is; the others name
+// path, not the temporary file, which the caller never sees.
 func Write(path string, write func(io.Writer) error) (err error) {
+	if target, err := filepath.EvalSymlinks(path); err == nil {
+		path = target
+	}
 	mode := fs.FileMode(0o644)
 	if st, err := os.Stat(path); err == nil && st.Mode().IsRegular() {
+		// A rename needs only the directory's permission: ask the
+		// file's own, as opening it to write would.
+		f, err := os.OpenFile(path, os.O_WRONLY, 0)
+		if err != nil {
+			return err
+		}
+		f.Close()
 		mode = st.Mode().Perm()
 	}
 	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")

@@ -60,3 +60,28 @@ func TestWriteKeepsMode(t *testing.T) {
 		}
 	}
 }
+
+// TestWriteThroughLink: a symbolic link is written through, its target
+// replaced and the link kept.
+func TestWriteThroughLink(t *testing.T) {
+	dir := t.TempDir()
+	target, link := filepath.Join(dir, "target"), filepath.Join(dir, "link")
+	if err := os.WriteFile(target, []byte("old"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("target", link); err != nil {
+		t.Skipf("no symbolic links here: %v", err)
+	}
+	if err := Write(link, func(w io.Writer) error { _, err := io.WriteString(w, "new"); return err }); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(target); err != nil || string(b) != "new" {
+		t.Errorf("target holds %q, %v; want the new content", b, err)
+	}
+	if st, err := os.Lstat(link); err != nil || st.Mode()&fs.ModeSymlink == 0 {
+		t.Errorf("the link was replaced: %v, %v", st.Mode(), err)
+	}
+	if st, _ := os.Stat(target); st.Mode().Perm() != 0o600 {
+		t.Errorf("target mode %v, want 0600 kept", st.Mode().Perm())
+	}
+}

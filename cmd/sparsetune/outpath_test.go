@@ -1,0 +1,61 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestOutputIsNotInput: every command that writes a file refuses to write
+// it over its input tensor, by the same path or another name for the
+// same file, and leaves the input as it was; --png must name a .png.
+func TestOutputIsNotInput(t *testing.T) {
+	data, err := os.ReadFile(smallTensor)
+	if err != nil {
+		t.Skipf("real data absent (%v): skipping", err)
+	}
+	dir := t.TempDir()
+	in := filepath.Join(dir, "x.tns")
+	if err := os.WriteFile(in, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	other := filepath.Join(dir, "other.tns")
+	if err := os.Link(in, other); err != nil {
+		other = in // no hard links here: the same path again
+	}
+	// A matrix, whose MTTKRP --out may be a .mtx.
+	mtx := filepath.Join(dir, "m.mtx")
+	if err := os.WriteFile(mtx, []byte("%%MatrixMarket matrix coordinate real general\n3 3 2\n1 1 1.5\n3 2 2\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		args  []string
+		input string
+	}{
+		{[]string{"convert", in, in}, in},
+		{[]string{"convert", in, other}, in},
+		{[]string{"ttm", in, "--out", in}, in},
+		{[]string{"mttkrp", mtx, "--out", mtx}, mtx},
+		{[]string{"graph", in, "--png", in}, in},
+		{[]string{"graph", in, "--png", filepath.Join(dir, "x.jpg")}, ""},
+	} {
+		before, _ := os.ReadFile(c.args[1])
+		_, _, err := run(t, c.args...)
+		if err == nil || strings.Contains(err.Error(), "\n") {
+			t.Errorf("%v: %v, want a one-line error", c.args, err)
+		} else if c.input != "" && !strings.Contains(err.Error(), "is the input "+c.input) && !strings.Contains(err.Error(), ".png") {
+			t.Errorf("%v: %v, want it to name the input", c.args, err)
+		}
+		if got, _ := os.ReadFile(c.args[1]); !bytes.Equal(got, before) {
+			t.Fatalf("%v changed the input", c.args)
+		}
+	}
+	if got, _ := os.ReadFile(in); !bytes.Equal(got, data) {
+		t.Fatal("the input changed")
+	}
+	if _, _, err := run(t, "graph", in, "--png", filepath.Join(dir, "g.png")); err != nil {
+		t.Errorf("graph --png of a new file: %v", err)
+	}
+}
