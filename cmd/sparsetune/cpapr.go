@@ -80,7 +80,7 @@ as PREFIX.lambda.npy. docs/decomp.md describes the algorithm.`,
 }
 
 func runCPAPR(cmd *cobra.Command, path string, c decompConfig, inner int, phi string) error {
-	x, read, init, err := readForDecomp(cmd.ErrOrStderr(), path, c)
+	x, read, init, err := readForDecomp(cmd.ErrOrStderr(), path, c, nil)
 	if err != nil {
 		return err
 	}
@@ -98,9 +98,9 @@ func runCPAPR(cmd *cobra.Command, path string, c decompConfig, inner int, phi st
 		Progress: func(s decomp.IterStat) { printIter(stderr, s, true) }, Context: ctx})
 	if errors.Is(err, context.Canceled) {
 		if res == nil {
-			return interrupted(path, nil, 0, c)
+			return interrupted(cmd.ErrOrStderr(), path, nil, 0, c)
 		}
-		return interrupted(path, res, res.Iterations, c)
+		return interrupted(cmd.ErrOrStderr(), path, res, res.Iterations, c)
 	}
 	if err != nil {
 		return fmt.Errorf("%s: %w", path, err)

@@ -6,11 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"math"
 	"os"
 	"os/signal"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -208,9 +210,10 @@ func mttkrpFormats(s string) ([]string, error) {
 }
 
 // readForDecomp reads FILE for a decomposition, checks the per-mode
-// --format list against its order, and reads the --resume factors. It
-// returns the time the read took.
-func readForDecomp(stderr io.Writer, path string, c decompConfig) (*formats.COO, time.Duration, []*kernels.Matrix, error) {
+// --format list against its order, and reads the --resume factors: of a
+// Tucker model of core dims tuckerRanks, or, where it is nil, of a CP
+// model of rank c.rank. It returns the time the read took.
+func readForDecomp(stderr io.Writer, path string, c decompConfig, tuckerRanks []int) (*formats.COO, time.Duration, []*kernels.Matrix, error) {
 	start := time.Now()
 	x, err := readTensor(stderr, path)
 	if err != nil {
@@ -220,7 +223,16 @@ func readForDecomp(stderr io.Writer, path string, c decompConfig) (*formats.COO,
 	if len(c.formats) > 1 && len(c.formats) != x.Order() {
 		return nil, 0, nil, fmt.Errorf("--format lists %d formats for a tensor of order %d: give one, or one per mode", len(c.formats), x.Order())
 	}
-	init, err := resumeFactors(c.resume, x.Order())
+	cols := tuckerRanks
+	ranks := make([]string, len(tuckerRanks))
+	for i, r := range tuckerRanks {
+		ranks[i] = strconv.Itoa(r)
+	}
+	flag := "--ranks " + strings.Join(ranks, ",")
+	if tuckerRanks == nil {
+		cols, flag = slices.Repeat([]int{c.rank}, x.Order()), fmt.Sprintf("--rank %d", c.rank)
+	}
+	init, err := resumeFactors(c.resume, x.Dims, cols, flag, tuckerRanks == nil)
 	if err != nil {
 		return nil, 0, nil, err
 	}
@@ -234,17 +246,49 @@ func finishDecomp(cmd *cobra.Command, rep *decompReport, res interface {
 }, c decompConfig) error {
 	if c.out != "" {
 		var err error
-		if rep.Files, err = res.WriteNPY(c.out); err != nil {
+		if rep.Files, err = writeDecompModel(cmd.ErrOrStderr(), c.out, res); err != nil {
 			return err
 		}
 	}
 	return printReport(cmd.OutOrStdout(), rep, c.asJSON)
 }
 
+// writeDecompModel writes res's .npy files at prefix and removes those an
+// earlier model left there that this one has not (factors of more modes,
+// the other method's weights or core), saying so on stderr: a prefix
+// holds one model, which --resume reads whole.
+func writeDecompModel(stderr io.Writer, prefix string, res interface {
+	WriteNPY(string) ([]string, error)
+}) ([]string, error) {
+	files, err := res.WriteNPY(prefix)
+	if err != nil {
+		return files, err
+	}
+	candidates := []string{prefix + ".lambda.npy", prefix + ".core.npy"}
+	for m := 1; m <= formats.MaxOrder+1; m++ {
+		candidates = append(candidates, fmt.Sprintf("%s.mode%d.npy", prefix, m))
+	}
+	var removed []string
+	for _, path := range candidates {
+		if slices.Contains(files, path) {
+			continue
+		}
+		if err := os.Remove(path); err == nil {
+			removed = append(removed, path)
+		} else if !errors.Is(err, fs.ErrNotExist) {
+			return files, fmt.Errorf("--out %s: remove %s, left by an earlier model: %w", prefix, path, errors.Unwrap(err))
+		}
+	}
+	if len(removed) > 0 {
+		fmt.Fprintf(stderr, "removed %s: left at %s by an earlier model\n", strings.Join(removed, ", "), prefix)
+	}
+	return files, nil
+}
+
 // interrupted ends a decomposition stopped by Ctrl-C after iters
 // iterations: the model so far, res (nil when no iteration was done), is
 // written to --out, where --resume continues it.
-func interrupted(path string, res interface {
+func interrupted(stderr io.Writer, path string, res interface {
 	WriteNPY(string) ([]string, error)
 }, iters int, c decompConfig) error {
 	switch {
@@ -253,20 +297,35 @@ func interrupted(path string, res interface {
 	case c.out == "":
 		return fmt.Errorf("%s: interrupted after %d iterations, nothing written (--out PREFIX keeps the model so far)", path, iters)
 	}
-	if _, err := res.WriteNPY(c.out); err != nil {
+	if _, err := writeDecompModel(stderr, c.out, res); err != nil {
 		return fmt.Errorf("%s: interrupted after %d iterations: %w", path, iters, err)
 	}
 	return fmt.Errorf("%s: interrupted after %d iterations: the model so far is in %s.*, which --resume %s continues", path, iters, c.out, c.out)
 }
 
 // resumeFactors reads the factors an earlier run wrote with --out PREFIX
-// (PREFIX.mode1.npy …), for a tensor of the given order. When
-// PREFIX.lambda.npy exists (CP models) the weights are folded into the last
-// mode's columns, so the starting model is the written one, scale
-// included. It returns nil when prefix is empty.
-func resumeFactors(prefix string, order int) ([]*kernels.Matrix, error) {
+// (PREFIX.mode1.npy …) for a tensor of the given dims, each checked to
+// be Dims[m] x cols[m] (cols from the flag named flag) and finite. A CP
+// model's weights, PREFIX.lambda.npy, are folded into the last mode's
+// columns when resuming a CP model (cp), so the starting model is the
+// written one, scale included. A prefix holding factors for more modes
+// than the tensor has, a Tucker model's core for a CP method, or both a
+// core and weights (two models' files) is refused. It returns nil when
+// prefix is empty.
+func resumeFactors(prefix string, dims, cols []int, flag string, cp bool) ([]*kernels.Matrix, error) {
 	if prefix == "" {
 		return nil, nil
+	}
+	order := len(dims)
+	exists := func(path string) bool { _, err := os.Stat(path); return err == nil }
+	lambdaPath, corePath := prefix+".lambda.npy", prefix+".core.npy"
+	switch extra := fmt.Sprintf("%s.mode%d.npy", prefix, order+1); {
+	case exists(extra):
+		return nil, fmt.Errorf("--resume %s: %s exists: the model has more modes than the order-%d tensor", prefix, extra, order)
+	case exists(lambdaPath) && exists(corePath):
+		return nil, fmt.Errorf("--resume %s: holds a CP model's weights (%s) and a Tucker core (%s), files of two models: write the model to a prefix of its own", prefix, lambdaPath, corePath)
+	case cp && exists(corePath):
+		return nil, fmt.Errorf("--resume %s: a Tucker model (%s); CP methods resume CP models (%s)", prefix, corePath, lambdaPath)
 	}
 	fs := make([]*kernels.Matrix, order)
 	for m := range order {
@@ -278,19 +337,26 @@ func resumeFactors(prefix string, order int) ([]*kernels.Matrix, error) {
 		if len(shape) != 2 {
 			return nil, fmt.Errorf("--resume: %s has shape %v, expected a matrix", path, shape)
 		}
+		if m < len(cols) && (shape[0] != dims[m] || shape[1] != cols[m]) {
+			return nil, fmt.Errorf("--resume: %s is %dx%d, expected %dx%d (rows: dim %d of the tensor; columns: %s)", path, shape[0], shape[1], dims[m], cols[m], m+1, flag)
+		}
+		for _, v := range data {
+			if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+				return nil, fmt.Errorf("--resume: %s holds %v: values must be finite", path, v)
+			}
+		}
 		fs[m] = &kernels.Matrix{Rows: shape[0], Cols: shape[1], Data: data}
 	}
-	path := prefix + ".lambda.npy"
-	if _, err := os.Stat(path); err != nil {
+	if !cp || !exists(lambdaPath) {
 		return fs, nil
 	}
-	shape, lambda, err := npy.ReadFile(path)
+	shape, lambda, err := npy.ReadFile(lambdaPath)
 	if err != nil {
 		return nil, fmt.Errorf("--resume: %w", err)
 	}
 	last := fs[order-1]
 	if len(shape) != 1 || shape[0] != last.Cols {
-		return nil, fmt.Errorf("--resume: %s has shape %v, expected (%d,)", path, shape, last.Cols)
+		return nil, fmt.Errorf("--resume: %s has shape %v, expected (%d,)", lambdaPath, shape, last.Cols)
 	}
 	for i := range last.Rows {
 		row := last.Row(i)
@@ -452,7 +518,7 @@ func runCPD(cmd *cobra.Command, v *viper.Viper, path string, c decompConfig) err
 		}
 		return runCPDDistributed(cmd, path, c)
 	}
-	x, read, init, err := readForDecomp(cmd.ErrOrStderr(), path, c)
+	x, read, init, err := readForDecomp(cmd.ErrOrStderr(), path, c, nil)
 	if err != nil {
 		return err
 	}
@@ -475,9 +541,9 @@ func runCPD(cmd *cobra.Command, v *viper.Viper, path string, c decompConfig) err
 	res, err := decomp.CPALS(x, opts)
 	if errors.Is(err, context.Canceled) {
 		if res == nil {
-			return interrupted(path, nil, 0, c)
+			return interrupted(cmd.ErrOrStderr(), path, nil, 0, c)
 		}
-		return interrupted(path, res, res.Iterations, c)
+		return interrupted(cmd.ErrOrStderr(), path, res, res.Iterations, c)
 	}
 	if err != nil {
 		return fmt.Errorf("%s: %w", path, err)

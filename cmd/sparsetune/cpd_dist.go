@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 
@@ -54,7 +55,8 @@ func runCPDDistributed(cmd *cobra.Command, path string, c decompConfig) error {
 		return err
 	}
 	read := time.Since(start)
-	init, err := resumeFactors(c.resume, local.Order())
+	// A part has the whole tensor's dims.
+	init, err := resumeFactors(c.resume, local.Dims, slices.Repeat([]int{c.rank}, local.Order()), fmt.Sprintf("--rank %d", c.rank), true)
 	if err != nil {
 		return err
 	}
@@ -92,7 +94,7 @@ func runCPDDistributed(cmd *cobra.Command, path string, c decompConfig) error {
 	}
 	rep.fill(res.History, false)
 	if c.out != "" {
-		if rep.Files, err = res.WriteNPY(c.out); err != nil {
+		if rep.Files, err = writeDecompModel(stderr, c.out, res); err != nil {
 			return err
 		}
 	}

@@ -224,8 +224,37 @@ func TestResume(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, _, err = run(t, "cpd", smallTensor, "--rank", "3", "--resume", prefix)
-	if err == nil || !strings.Contains(err.Error(), "initial factor of mode 1 is 14x2, expected 14x3") {
+	if err == nil || !strings.Contains(err.Error(), "r2.mode1.npy is 14x2, expected 14x3 (rows: dim 1 of the tensor; columns: --rank 3)") {
 		t.Fatalf("rank mismatch: %v", err)
+	}
+	// A Tucker model written over the CP one takes the prefix whole: the
+	// CP weights go, and a CP method refuses to resume it.
+	_, stderr, err := run(t, "tucker", smallTensor, "--ranks", "2,2,2", "--iters", "1", "--out", prefix)
+	if err != nil || !strings.Contains(stderr, "removed "+prefix+".lambda.npy: left at "+prefix+" by an earlier model") {
+		t.Fatalf("tucker over a CP model: %v\n%s", err, stderr)
+	}
+	if _, err := os.Stat(prefix + ".lambda.npy"); err == nil {
+		t.Error("the CP weights are still there")
+	}
+	_, _, err = run(t, "cpd", smallTensor, "--rank", "2", "--resume", prefix)
+	if err == nil || !strings.Contains(err.Error(), "a Tucker model ("+prefix+".core.npy); CP methods resume CP models") {
+		t.Errorf("cpd resuming a Tucker model: %v", err)
+	}
+	// Files of two models (as earlier builds could leave) are refused.
+	if err := os.WriteFile(prefix+".lambda.npy", nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = run(t, "tucker", smallTensor, "--ranks", "2,2,2", "--resume", prefix)
+	if err == nil || !strings.Contains(err.Error(), "files of two models") {
+		t.Errorf("a prefix holding weights and a core: %v", err)
+	}
+	// A model of more modes than the tensor.
+	if err := os.WriteFile(prefix+".mode4.npy", nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = run(t, "tucker", smallTensor, "--ranks", "2,2,2", "--resume", prefix)
+	if err == nil || !strings.Contains(err.Error(), "mode4.npy exists: the model has more modes than the order-3 tensor") {
+		t.Errorf("a model of more modes: %v", err)
 	}
 }
 

@@ -89,7 +89,7 @@ func parseRanks(s string) ([]int, error) {
 }
 
 func runTucker(cmd *cobra.Command, v *viper.Viper, path string, c decompConfig, ranks []int, fiberFormat string, formatGiven bool) error {
-	x, read, init, err := readForDecomp(cmd.ErrOrStderr(), path, c)
+	x, read, init, err := readForDecomp(cmd.ErrOrStderr(), path, c, ranks)
 	if err != nil {
 		return err
 	}
@@ -123,9 +123,9 @@ func runTucker(cmd *cobra.Command, v *viper.Viper, path string, c decompConfig, 
 	res, err := decomp.TuckerHOOI(x, opts)
 	if errors.Is(err, context.Canceled) {
 		if res == nil {
-			return interrupted(path, nil, 0, c)
+			return interrupted(cmd.ErrOrStderr(), path, nil, 0, c)
 		}
-		return interrupted(path, res, res.Iterations, c)
+		return interrupted(cmd.ErrOrStderr(), path, res, res.Iterations, c)
 	}
 	if err != nil {
 		return fmt.Errorf("%s: %w", path, err)
