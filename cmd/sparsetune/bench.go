@@ -249,16 +249,25 @@ func runBench(stdout, stderr io.Writer, name string, t *formats.COO, c benchConf
 			}
 		}
 	}
+	timed := slices.ContainsFunc(rows, func(r benchRow) bool { return r.Skipped == "" })
 	if asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
-		return enc.Encode(rows)
-	}
-	fmt.Fprintln(stdout)
-	for _, r := range rows {
-		if r.Fastest {
-			fmt.Fprintf(stdout, "fastest %s mode %d: %s (%.3g s, %.2f GFLOP/s)\n", r.Op, r.Mode, r.Format, r.Seconds, r.GFlops)
+		if err := enc.Encode(rows); err != nil {
+			return err
 		}
+	} else {
+		fmt.Fprintln(stdout)
+		for _, r := range rows {
+			if r.Fastest {
+				fmt.Fprintf(stdout, "fastest %s mode %d: %s (%.3g s, %.2f GFLOP/s)\n", r.Op, r.Mode, r.Format, r.Seconds, r.GFlops)
+			}
+		}
+	}
+	if !timed && len(rows) > 0 {
+		// Every row says why it was skipped: a run that measured
+		// nothing has failed, whatever it printed.
+		return errors.New("bench: nothing was measured, every format was skipped (the reasons are above)")
 	}
 	return nil
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/sparsetune/sparsetune/formats"
+	"github.com/sparsetune/sparsetune/hetero"
 )
 
 // writeRandomTensor writes a random order-len(dims) tensor: a tensor bench
@@ -166,5 +167,20 @@ func TestBenchSkipsWhatDoesNotFit(t *testing.T) {
 	}
 	if len(rows) != 12 || timed[3] != 4 || len(timed) != 1 {
 		t.Errorf("%d rows, timed per mode %v: want 12 rows, mode 3's four formats timed and the others skipped", len(rows), timed)
+	}
+}
+
+// TestBenchNothingMeasured: a run in which every format was skipped
+// prints why and fails, where it ended with status 0.
+func TestBenchNothingMeasured(t *testing.T) {
+	if _, err := os.Stat(smallTensor); err != nil {
+		t.Skipf("real data absent (%v): skipping", err)
+	}
+	if _, err := hetero.Lookup("opencl:0", 1); err != nil {
+		t.Skipf("no OpenCL device (%v): skipping", err)
+	}
+	out, _, err := run(t, "bench", smallTensor, "--op", "mttkrp", "--mode", "1", "--iters", "1", "--probe=false", "--device", "opencl:0", "--device-memory", "1KiB")
+	if err == nil || !strings.Contains(err.Error(), "nothing was measured") || !strings.Contains(out, "skipped: opencl:0: device memory budget") {
+		t.Errorf("bench with every format skipped: %v\n%s", err, out)
 	}
 }

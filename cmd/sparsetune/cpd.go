@@ -476,8 +476,12 @@ func printReport(w io.Writer, r *decompReport, asJSON bool) error {
 	if r.Converged {
 		stop = "converged"
 	}
-	if _, err := fmt.Fprintf(w, "%s of %s (%s, %d nnz): %s after %d iterations (%s)\n", r.Method, r.File,
-		formats.FormatDims(r.Dims), r.NNZ, what, r.Iterations, stop); err != nil {
+	iterations := "iterations"
+	if r.Iterations == 1 {
+		iterations = "iteration"
+	}
+	if _, err := fmt.Fprintf(w, "%s of %s (%s, %d nnz): %s after %d %s (%s)\n", r.Method, r.File,
+		formats.FormatDims(r.Dims), r.NNZ, what, r.Iterations, iterations, stop); err != nil {
 		return err
 	}
 	fmt.Fprintf(w, "time: %.3fs (%.4fs per iteration, median; kernels %.3fs, dense %.3fs, setup %.3fs, read %.3fs), %d threads\n",
