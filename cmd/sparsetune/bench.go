@@ -168,9 +168,11 @@ func runBench(stdout, stderr io.Writer, name string, t *formats.COO, c benchConf
 		return err
 	}
 	// An accelerator is shared by the whole process: set its budget on
-	// every run, the default included.
+	// every run, the default included, and give the default back after,
+	// for whatever runs next in the process (calibrate, a test).
 	if b, ok := dev.(interface{ SetMemoryBudget(int64) }); ok {
 		b.SetMemoryBudget(c.budget)
+		defer b.SetMemoryBudget(0)
 	} else if c.budget > 0 {
 		return fmt.Errorf("--device-memory: device %s is not an accelerator", c.device)
 	}
