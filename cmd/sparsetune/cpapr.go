@@ -31,10 +31,13 @@ Poisson regression and multiplicative updates (CP-APR MU).
 
 Each outer iteration updates every mode with up to --inner multiplicative
 updates. It stops when the KKT violation of every mode's subproblem is
-below --tol at its first check, or after --iters outer iterations. A
-progress line per outer iteration (log-likelihood, its change, KKT
-violation) goes to stderr; the log-likelihood leaves out the constant
--Σ log x!.
+below --tol at its first check, or after --iters outer iterations. That
+test is on each factor weighted by the components' totals, as the Tensor
+Toolbox's cp_apr does; the KKT violation printed is of the factors as
+written (columns summing to 1), so it can be below --tol while the run
+goes on, or above it when the run stops. A progress line per outer
+iteration (log-likelihood, its change, KKT violation) goes to stderr; the
+log-likelihood leaves out the constant -Σ log x!.
 
 Φ, the kernel of every inner update, is computed per mode over the nonzeros
 sorted by the mode (coo, with the other modes' factor-row products cached
