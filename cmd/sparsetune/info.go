@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -209,11 +210,21 @@ the compact tensor is row original of the tensor's, and the rows of unused
 indices are zero.`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if args[1] == "-" {
+				return errors.New("OUT -: convert writes files, not the standard output: name a file (its extension says the format)")
+			}
 			if _, _, err := formats.FormatOf(args[1]); err != nil {
 				return err
 			}
 			if err := checkOutPath("OUT", args[1], args[0]); err != nil {
 				return err
+			}
+			if compact {
+				// Checked before the tensor is written: a compact tensor
+				// without its map cannot be related back to the input.
+				if err := checkOutPath("OUT.index.tsv", args[1]+".index.tsv", args[0]); err != nil {
+					return err
+				}
 			}
 			start := time.Now()
 			t, err := readTensor(cmd.ErrOrStderr(), args[0])

@@ -59,3 +59,27 @@ func TestOutputIsNotInput(t *testing.T) {
 		t.Errorf("graph --png of a new file: %v", err)
 	}
 }
+
+// TestConvertChecksFirst: convert refuses the standard output as OUT, and
+// with --compact a map path that cannot be written, before writing the
+// tensor (a compact tensor without its map cannot be related back).
+func TestConvertChecksFirst(t *testing.T) {
+	if _, err := os.Stat(smallTensor); err != nil {
+		t.Skipf("real data absent (%v): skipping", err)
+	}
+	dir := t.TempDir()
+	out := filepath.Join(dir, "c.tns")
+	if err := os.Mkdir(out+".index.tsv", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err := run(t, "convert", smallTensor, out, "--compact")
+	if err == nil || !strings.Contains(err.Error(), "OUT.index.tsv "+out+".index.tsv: is a directory") {
+		t.Errorf("--compact with a map path that is a directory: %v", err)
+	}
+	if _, err := os.Stat(out); err == nil {
+		t.Error("the compact tensor was written without its map")
+	}
+	if _, _, err := run(t, "convert", smallTensor, "-"); err == nil || !strings.Contains(err.Error(), "not the standard output") {
+		t.Errorf("convert to -: %v", err)
+	}
+}

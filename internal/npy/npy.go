@@ -71,7 +71,9 @@ func WriteFile(path string, shape []int, data []float32) error {
 	return atomicfile.Write(path, func(w io.Writer) error { return Encode(w, shape, data) })
 }
 
-// Decode reads a .npy array of '<f4' values in C order, as Encode writes.
+// Decode reads a .npy array of '<f4' values in C order, as Encode writes,
+// and nothing after it: bytes past the data mean a file of another shape
+// or a damaged one, not an array to take a prefix of.
 func Decode(r io.Reader) (shape []int, data []float32, err error) {
 	br := bufio.NewReader(r)
 	var pre [10]byte
@@ -133,6 +135,9 @@ func Decode(r io.Reader) (shape []int, data []float32, err error) {
 		for k := range c {
 			data = append(data, math.Float32frombits(binary.LittleEndian.Uint32(buf[4*k:])))
 		}
+	}
+	if extra, _ := io.Copy(io.Discard, br); extra > 0 {
+		return nil, nil, fmt.Errorf("npy: %d bytes after the %d values of shape %v", extra, n, shape)
 	}
 	return shape, data, nil
 }

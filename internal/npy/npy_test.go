@@ -132,3 +132,16 @@ func FuzzDecode(f *testing.F) {
 		}
 	})
 }
+
+// TestDecodeRefusesTrailingBytes: an array followed by more bytes is
+// refused, as a truncated one is.
+func TestDecodeRefusesTrailingBytes(t *testing.T) {
+	var b bytes.Buffer
+	if err := Encode(&b, []int{2, 2}, []float32{1, 2, 3, 4}); err != nil {
+		t.Fatal(err)
+	}
+	b.Write([]byte{0, 0, 128, 63})
+	if _, _, err := Decode(&b); err == nil || !strings.Contains(err.Error(), "4 bytes after the 4 values of shape [2 2]") {
+		t.Errorf("trailing bytes: %v", err)
+	}
+}
