@@ -40,7 +40,7 @@ Flops: SpTTM 2·nnz·R, MTTKRP N·nnz·R. GB/s: the compulsory-traffic model
 against the memory bandwidth a STREAM-triad probe measures first.
 
 Without FILE, bench runs on the embedded sample tensor.`,
-		Args: cobra.MaximumNArgs(1),
+		Args: optionalArg("FILE"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cfg, err := benchConfigFrom(v)
 			if err != nil {

@@ -34,7 +34,7 @@ synthetic tensor. The profile is saved in the user config directory
 not measured this time. --quick takes a few seconds; docs/hetero.md says
 what each number is, how it is measured and how a config overrides it
 (profile.DEVICE.FIELD).`,
-		Args: cobra.NoArgs,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runCalibrate(cmd, v)
 		},

@@ -155,7 +155,7 @@ func TestCalibrateErrors(t *testing.T) {
 	}{
 		{[]string{"calibrate", "--devices", "nope"}, `unknown device "nope"`},
 		{[]string{"calibrate", "--devices", " , "}, "names no device"},
-		{[]string{"calibrate", "--devices", "cpu", "extra"}, "unknown command"},
+		{[]string{"calibrate", "--devices", "cpu", "extra"}, `unexpected argument "extra": calibrate takes flags only`},
 	} {
 		_, _, err := run(t, tc.args...)
 		if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "\n") {

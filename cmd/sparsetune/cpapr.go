@@ -51,7 +51,7 @@ which.
 --out PREFIX writes the factors as NumPy float32 arrays, PREFIX.mode1.npy
 … (Dims[n] x R, C order, columns summing to 1), and the component totals
 as PREFIX.lambda.npy. docs/decomp.md describes the algorithm.`,
-		Args: cobra.ExactArgs(1),
+		Args: exactArgs("FILE"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := decompConfigFrom(v, "cpapr", cmd)
 			if err != nil {

@@ -56,7 +56,7 @@ summary gives each mode's split and per-device formats.
 --out PREFIX writes the factors as NumPy float32 arrays, PREFIX.mode1.npy
 … (Dims[n] x R, C order, unit-norm columns), and the weights as
 PREFIX.lambda.npy. docs/decomp.md describes the algorithm.`,
-		Args: cobra.ExactArgs(1),
+		Args: exactArgs("FILE"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := decompConfigFrom(v, "cpd", cmd)
 			if err != nil {

@@ -138,7 +138,7 @@ func decompErrorCases(t *testing.T, cmd string, rankFlag []string) []struct {
 		args []string
 		want string
 	}{
-		{[]string{cmd}, "accepts 1 arg"},
+		{[]string{cmd}, "missing FILE (usage: sparsetune " + cmd + " FILE"},
 		{append([]string{cmd, filepath.Join(dir, "none.tns")}, rankFlag...), "no such file"},
 		{append([]string{cmd, matrix}, rankFlag...), "order 2"},
 		{with("--iters", "0"), "--iters must be >= 1"},

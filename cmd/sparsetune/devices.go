@@ -26,7 +26,7 @@ is not an error: it is listed on one line with the reason.
 When a profile is stored (sparsetune calibrate), a second table gives each
 device's numbers for the CPU/accelerator split, with the config's
 overrides applied; in JSON each device has them as "profile".`,
-		Args: cobra.NoArgs,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runDevices(cmd.OutOrStdout(), v)
 		},

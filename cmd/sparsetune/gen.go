@@ -47,7 +47,7 @@ and the manifest alone. Their file names and extension are the manifest's.
 Re-running with the same arguments skips the tensors already written, so an
 interrupted run resumes. docs/generate.md describes the generators, the
 plan, the manifest and the preset.`,
-		Args: cobra.NoArgs,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cfg, err := genConfigFrom(v, cmd)
 			if err != nil {

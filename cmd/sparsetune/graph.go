@@ -42,7 +42,7 @@ one cell per row node and column node, darker for more nonzeros, white
 where there are none.
 
 Without FILE, graph lowers the embedded sample tensor.`,
-		Args: cobra.MaximumNArgs(1),
+		Args: optionalArg("FILE"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			op, err := hetero.ParseOp(v.GetString("graph.op"))
 			if err != nil {

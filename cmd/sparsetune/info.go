@@ -29,7 +29,7 @@ non-empty slices and fibers with nonzeros per slice and per fiber, and the
 bytes each storage format needs to hold it.
 
 Without FILE, info describes the embedded sample tensor.`,
-		Args: cobra.MaximumNArgs(1),
+		Args: optionalArg("FILE"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			name, t, readTime, err := loadTensor(cmd.ErrOrStderr(), args)
 			if err != nil {
@@ -208,7 +208,7 @@ the new indices back: one line per (mode, new index) with the original,
 all 1-based, under a header "mode	index	original". Row j of a factor of
 the compact tensor is row original of the tensor's, and the rows of unused
 indices are zero.`,
-		Args: cobra.ExactArgs(2),
+		Args: exactArgs("IN", "OUT"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if args[1] == "-" {
 				return errors.New("OUT -: convert writes files, not the standard output: name a file (its extension says the format)")

@@ -210,7 +210,7 @@ func newKernelCmd(v *viper.Viper, op hetero.Op, use, short, long string) *cobra.
 		Use:   use,
 		Short: short,
 		Long:  long,
-		Args:  cobra.MaximumNArgs(1),
+		Args:  optionalArg("FILE"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := kernelConfigFrom(v, op, args)
 			if err != nil {

@@ -54,7 +54,7 @@ The output is resumable: rows already in --out (same tensor, op, mode,
 device and rank) are skipped, and a line cut short by a killed run is
 dropped and measured again. Ctrl-C stops before the next row; run the
 same command again to resume. docs/train.md describes the file.`,
-		Args: cobra.NoArgs,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cfg, err := labelConfigFrom(v)
 			if err != nil {

@@ -30,7 +30,7 @@ of the graph's inputs and outputs, and that onnx-go builds and runs it.
 Print its op, heads and their classes, graph budget, layer widths, the global
 and node features it expects with their standardisation and training
 ranges, and its format version.`,
-		Args: cobra.ExactArgs(1),
+		Args: exactArgs("FILE"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			m, err := model.LoadONNX(args[0])
 			if err != nil {
@@ -99,7 +99,7 @@ Files written by sparsetune train and tune-model have one already. A sealed
 file also loads faster: its trees are read when a prediction first needs them.
 Seal only a file that has been predicting as it should: a file damaged before
 it is sealed would pass the checksum.`,
-		Args: cobra.ExactArgs(1),
+		Args: exactArgs("FILE"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			path := args[0]
 			data, err := os.ReadFile(path)

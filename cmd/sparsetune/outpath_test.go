@@ -83,3 +83,22 @@ func TestConvertChecksFirst(t *testing.T) {
 		t.Errorf("convert to -: %v", err)
 	}
 }
+
+// TestArgumentErrors: a missing or extra positional argument is named,
+// with the command's usage.
+func TestArgumentErrors(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"cpd", "--rank", "2"}, "missing FILE (usage: sparsetune cpd FILE"},
+		{[]string{"convert", "x.tns"}, "missing OUT (usage: sparsetune convert IN OUT"},
+		{[]string{"model", "seal"}, "missing FILE (usage: sparsetune model seal FILE"},
+		{[]string{"info", "a.tns", "b.tns"}, `unexpected argument "b.tns": info takes at most one FILE`},
+		{[]string{"devices", "x"}, `unexpected argument "x": devices takes flags only`},
+	} {
+		if _, _, err := run(t, c.args...); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v: %v, want %q", c.args, err, c.want)
+		}
+	}
+}

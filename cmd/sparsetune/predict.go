@@ -58,7 +58,7 @@ the wall time of the rest of its decision: features, encoding, inference,
 ranking and checks, or a cache lookup (docs/model.md, "Prediction cost").
 
 Without FILE, predict uses the embedded sample tensor.`,
-		Args: cobra.MaximumNArgs(1),
+		Args: optionalArg("FILE"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cfg, err := predictConfigFrom(v)
 			if err != nil {

@@ -46,7 +46,7 @@ rule's.
 Rows whose every format was skipped are left out and counted; a labels
 file that mixes builds is warned about. --folds 1 skips cross-validation.
 docs/train.md defines the report.`,
-		Args: cobra.NoArgs,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runTrain(cmd, v)
 		},
@@ -84,7 +84,7 @@ tie_accuracy and oracle_ratio (measure_cost for measure-all). docs/train.md defi
 --by-nnz adds the same scores for each nonzero range of the paper's Table
 4 (0-100, 100-1K, 1K-10K, 10K-100K, >100K): a second table, or in JSON
 more objects, each with nnz_bucket.`,
-		Args: cobra.NoArgs,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runEval(cmd, v)
 		},

@@ -45,7 +45,7 @@ device; the summary gives each mode's split and formats (docs/decomp.md).
 --out PREFIX writes the factors as NumPy float32 arrays, PREFIX.mode1.npy
 … (Dims[n] x Rn, orthonormal columns, C order), and the core as
 PREFIX.core.npy (R1 x R2 x …). docs/decomp.md describes the algorithm.`,
-		Args: cobra.ExactArgs(1),
+		Args: exactArgs("FILE"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := decompConfigFrom(v, "tucker", cmd)
 			if err != nil {

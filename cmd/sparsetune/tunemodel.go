@@ -60,7 +60,7 @@ default set (300 tensors of up to 2 M nonzeros) takes about 1.2 GB there,
 and on 2 cores about 3 minutes to label and tune. The tuned model has
 heads only for the device classes labelled here: list every device you
 use in --devices.`,
-		Args: cobra.NoArgs,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error { return runTuneModel(cmd, v) },
 	}
 	f := cmd.Flags()
