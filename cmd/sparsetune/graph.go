@@ -106,6 +106,7 @@ type graphReport struct {
 	ColMode         int                           `json:"col_mode"`
 	Budget          [2]int                        `json:"budget"` // row and column nodes
 	Exact           bool                          `json:"exact"`
+	SampleNNZ       int                           `json:"sample_nnz"` // the nonzeros the graph was made from: all of them, or the summary's sample
 	Rows            graphSide                     `json:"rows"`
 	Cols            graphSide                     `json:"cols"`
 	Edges           int                           `json:"edges"` // node pairs with a nonzero weight
@@ -155,7 +156,7 @@ func newGraphReport(name string, t *formats.COO, op hetero.Op, mode int) (*graph
 		return nil, nil, err
 	}
 	rep := &graphReport{Tensor: name, Dims: t.Dims, NNZ: t.NNZ(), Op: op.String(), Mode: mode + 1,
-		RowMode: shape.Rows + 1, ColMode: shape.Cols + 1, Budget: [2]int{g.Budget.Rows, g.Budget.Cols}, Exact: g.Exact && s.Exact,
+		RowMode: shape.Rows + 1, ColMode: shape.Cols + 1, Budget: [2]int{g.Budget.Rows, g.Budget.Cols}, Exact: g.Exact && s.Exact, SampleNNZ: s.Sample.NNZ(),
 		Rows:            describeSide(g.NonEmptyRows, g.RowNodes, g.RowFeat),
 		Cols:            describeSide(g.NonEmptyCols, g.ColNodes, g.ColFeat),
 		FeaturesSeconds: featTime.Seconds(), EncodeSeconds: time.Since(start).Seconds(), NodeFeatures: graphenc.NodeFeatureNames}
@@ -194,8 +195,13 @@ func (r *graphReport) writeText(w io.Writer) error {
 	}
 	fmt.Fprintf(tw, "tensor\t%s: dims %v, %d nonzeros\n", r.Tensor, r.Dims, r.NNZ)
 	fmt.Fprintf(tw, "lowering\t%s mode %d: mapping matrix of mode %d (rows) by mode %d (columns)\n", r.Op, r.Mode, r.RowMode, r.ColMode)
-	fmt.Fprintf(tw, "graph\t%d row nodes for %d non-empty rows, %d column nodes for %d non-empty columns (budget %dx%d, %s); %d edges\n",
-		r.Rows.Nodes, r.Rows.NonEmpty, r.Cols.Nodes, r.Cols.NonEmpty, r.Budget[0], r.Budget[1], exact, r.Edges)
+	of := ""
+	if r.SampleNNZ < r.NNZ {
+		// The counts are the sample's, not the tensor's.
+		of = fmt.Sprintf(" in a sample of %d nonzeros", r.SampleNNZ)
+	}
+	fmt.Fprintf(tw, "graph\t%d row nodes for %d non-empty rows, %d column nodes for %d non-empty columns%s (budget %dx%d, %s); %d edges\n",
+		r.Rows.Nodes, r.Rows.NonEmpty, r.Cols.Nodes, r.Cols.NonEmpty, of, r.Budget[0], r.Budget[1], exact, r.Edges)
 	fmt.Fprintf(tw, "time\tfeatures %.2f ms, encoding %.2f ms\n", r.FeaturesSeconds*1e3, r.EncodeSeconds*1e3)
 	fmt.Fprintf(tw, "\nglobal feature\tvalue\trange\n")
 	for _, f := range r.Features {
@@ -224,8 +230,12 @@ func writeHeatMap(path string, r *graphReport, g *graphenc.Graph) error {
 	p := plot.New()
 	p.Title.Text = fmt.Sprintf("%s — %s mode %d: mode %d × mode %d, %s", filepath.Base(r.Tensor), r.Op, r.Mode, r.RowMode, r.ColMode,
 		map[bool]string{true: "exact", false: "bucketed"}[r.Exact])
-	p.X.Label.Text = fmt.Sprintf("column node (mode %d, %d non-empty)", r.ColMode, r.Cols.NonEmpty)
-	p.Y.Label.Text = fmt.Sprintf("row node (mode %d, %d non-empty)", r.RowMode, r.Rows.NonEmpty)
+	inSample := ""
+	if r.SampleNNZ < r.NNZ {
+		inSample = fmt.Sprintf(" in a sample of %d nonzeros", r.SampleNNZ)
+	}
+	p.X.Label.Text = fmt.Sprintf("column node (mode %d, %d non-empty%s)", r.ColMode, r.Cols.NonEmpty, inSample)
+	p.Y.Label.Text = fmt.Sprintf("row node (mode %d, %d non-empty%s)", r.RowMode, r.Rows.NonEmpty, inSample)
 	// A sequential palette: more nonzeros is darker on a white page.
 	pal, err := brewer.GetPalette(brewer.TypeSequential, "YlGnBu", 9)
 	if err != nil {

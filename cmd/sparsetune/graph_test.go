@@ -104,3 +104,20 @@ func TestGraphErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestGraphSampleSaid: past the exact size the graph's counts are the
+// sample's, and the text says so (it gave them as the tensor's).
+func TestGraphSampleSaid(t *testing.T) {
+	path := filepath.Join(dataDir, "tensors", "kg_wn18.tns")
+	if _, err := os.Stat(path); err != nil {
+		t.Skipf("real data absent (%v): skipping", err)
+	}
+	out, _, err := run(t, "graph", path, "--op", "mttkrp", "--mode", "2")
+	if err != nil || !strings.Contains(out, "non-empty columns in a sample of ") {
+		t.Errorf("graph of a sampled tensor: %v\n%s", err, out)
+	}
+	out, _, err = run(t, "graph", smallTensor)
+	if err != nil || strings.Contains(out, "in a sample of") {
+		t.Errorf("graph of an exact tensor: %v\n%s", err, out)
+	}
+}
