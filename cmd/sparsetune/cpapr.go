@@ -92,6 +92,10 @@ func runCPAPR(cmd *cobra.Command, path string, c decompConfig, inner int, phi st
 	if err != nil {
 		return err
 	}
+	if dev != nil && phi != "" && phi != decomp.PhiCOO {
+		// The accelerator's Φ has the COO form only (docs/decomp.md).
+		fmt.Fprintf(stderr, "note: --format %s is not used: %s computes every Φ, over COO only\n", phi, devices[len(devices)-1])
+	}
 	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	start := time.Now()
