@@ -110,14 +110,24 @@ it is sealed would pass the checksum.`,
 			if err != nil {
 				return err
 			}
-			if len(sealed) == len(data) {
+			added := len(sealed) != len(data)
+			if added {
+				if err := atomicfile.Write(path, func(w io.Writer) error { _, err := w.Write(sealed); return err }); err != nil {
+					return fmt.Errorf("model %s: %w", path, err)
+				}
+			}
+			switch {
+			case v.GetBool("json"):
+				enc := json.NewEncoder(cmd.OutOrStdout())
+				return enc.Encode(struct {
+					File  string `json:"file"`
+					Added bool   `json:"checksum_added"` // false: the file had one
+				}{path, added})
+			case added:
+				fmt.Fprintf(cmd.OutOrStdout(), "%s: checksum added\n", path)
+			default:
 				fmt.Fprintf(cmd.OutOrStdout(), "%s has a checksum already\n", path)
-				return nil
 			}
-			if err := atomicfile.Write(path, func(w io.Writer) error { _, err := w.Write(sealed); return err }); err != nil {
-				return fmt.Errorf("model %s: %w", path, err)
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "%s: checksum added\n", path)
 			return nil
 		},
 	})

@@ -243,6 +243,9 @@ func TestModelSeal(t *testing.T) {
 			t.Errorf("seal: %v, %q; want %q", err, out, want)
 		}
 	}
+	if out, _, err := run(t, "model", "seal", path, "--json"); err != nil || strings.TrimSpace(out) != `{"file":"`+path+`","checksum_added":false}` {
+		t.Errorf("seal --json: %v, %q", err, out)
+	}
 	out, _, err := run(t, "model", "inspect", path)
 	if err != nil || !strings.Contains(out, "CRC-32C of the file, matched") {
 		t.Errorf("inspect the sealed file: %v\n%s", err, out)
