@@ -186,6 +186,9 @@ func decompConfigFrom(v *viper.Viper, name string, cmd *cobra.Command) (decompCo
 	if c.init != decomp.InitRandom && c.init != decomp.InitHOSVD {
 		return c, fmt.Errorf("--init must be random or hosvd, found %q", c.init)
 	}
+	if err := checkDeviceList(c.devices); err != nil {
+		return c, err
+	}
 	if c.out != "" {
 		if err := checkOutPath("--out", c.out); err != nil {
 			return c, err

@@ -107,6 +107,9 @@ func kernelConfigFrom(v *viper.Viper, op hetero.Op, args []string) (kernelConfig
 	if c.split, err = hetero.ParseStrategy(v.GetString(name + ".split")); err != nil {
 		return c, fmt.Errorf("--split: %w", err)
 	}
+	if err := checkDeviceList(v.GetString(name + ".devices")); err != nil {
+		return c, err
+	}
 	c.devices, c.allDevices = parseDevices(v.GetString(name + ".devices"))
 	if c.out != "" {
 		if err := checkOut(op, c.out); err != nil {
@@ -134,6 +137,15 @@ func parseDevices(s string) (out []string, all bool) {
 		}
 	}
 	return out, false
+}
+
+// checkDeviceList refuses a --devices value that names no device, such as
+// ",", which parseDevices would read as an empty list.
+func checkDeviceList(s string) error {
+	if d := strings.TrimSpace(s); d != "" && strings.Trim(d, ", \t") == "" {
+		return fmt.Errorf("--devices %q names no device: expected cpu, BACKEND:INDEX (opencl:0, cuda:0) or all, comma-separated", s)
+	}
+	return nil
 }
 
 // checkOut refuses an output path of the wrong kind before anything runs.

@@ -102,3 +102,13 @@ func TestArgumentErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestEmptyDeviceList: --devices that names no device is an error, where
+// it meant the default devices without a word.
+func TestEmptyDeviceList(t *testing.T) {
+	for _, args := range [][]string{{"ttm", "--devices", ","}, {"cpd", smallTensor, "--rank", "2", "--devices", " , "}, {"cpapr", smallTensor, "--rank", "2", "--devices", ","}} {
+		if _, _, err := run(t, args...); err == nil || !strings.Contains(err.Error(), "names no device") {
+			t.Errorf("%v: %v", args, err)
+		}
+	}
+}
