@@ -80,6 +80,7 @@ type CPResult struct {
 // once before the first iteration.
 func CPALS(x *formats.COO, opts Options) (*CPResult, error) {
 	dist, isDist := opts.MTTKRP.(Distributed)
+	var normX2 float64 // ‖X‖²; a distributed run's is summed over the parts below
 	if isDist {
 		if err := checkPart(x); err != nil {
 			return nil, err
@@ -87,8 +88,11 @@ func CPALS(x *formats.COO, opts Options) (*CPResult, error) {
 		if opts.Init == InitHOSVD && opts.InitFactors == nil {
 			return nil, errors.New("the HOSVD initialisation needs the whole tensor: a distributed CP-ALS starts from random factors or given ones")
 		}
-	} else if err := checkTensor(x); err != nil {
-		return nil, err
+	} else {
+		var err error
+		if normX2, err = checkTensor(x); err != nil {
+			return nil, err
+		}
 	}
 	if err := checkCommon(opts); err != nil {
 		return nil, err
@@ -148,7 +152,7 @@ func CPALS(x *formats.COO, opts Options) (*CPResult, error) {
 			dist.Own(m, f)
 		}
 	}
-	s.normX2 = normSq(x)
+	s.normX2 = normX2
 	if isDist {
 		if s.normX2 = dist.NormSq(); !(s.normX2 > 0) || math.IsInf(s.normX2, 0) {
 			return nil, fmt.Errorf("the distributed tensor's squared norm is %v: it needs finite values, not all zero", s.normX2)

@@ -71,7 +71,7 @@ const (
 // matches the data's from the start. The result's factors have columns
 // summing to 1 and Lambda the component totals, largest first.
 func CPAPR(x *formats.COO, opts Options) (*CPResult, error) {
-	if err := checkTensor(x); err != nil {
+	if _, err := checkTensor(x); err != nil {
 		return nil, err
 	}
 	if err := checkCommon(opts); err != nil {

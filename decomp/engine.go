@@ -82,7 +82,7 @@ func NewEngineKernels(ctx context.Context, e *engine.Engine, x *formats.COO, ran
 	if e == nil {
 		return nil, errors.New("engine kernels: nil engine")
 	}
-	if err := checkTensor(x); err != nil {
+	if _, err := checkTensor(x); err != nil {
 		return nil, fmt.Errorf("engine kernels: %w", err)
 	}
 	if rank < 1 {

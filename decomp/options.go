@@ -173,33 +173,37 @@ func checkPart(x *formats.COO) error {
 	return x.Validate()
 }
 
-func checkTensor(x *formats.COO) error {
+// checkTensor checks a tensor every method can decompose and returns its
+// ‖X‖² (normSq), which CP-ALS and Tucker measure their fit against: made
+// once here, since with duplicate coordinates it costs a sort.
+func checkTensor(x *formats.COO) (float64, error) {
 	if x == nil {
-		return errors.New("tensor is nil")
+		return 0, errors.New("tensor is nil")
 	}
 	if x.Order() < 3 {
-		return fmt.Errorf("tensor has order %d: decompositions need order 3 or more", x.Order())
+		return 0, fmt.Errorf("tensor has order %d: decompositions need order 3 or more", x.Order())
 	}
 	if len(x.Inds) != x.Order() {
-		return fmt.Errorf("tensor has %d index arrays for order %d", len(x.Inds), x.Order())
+		return 0, fmt.Errorf("tensor has %d index arrays for order %d", len(x.Inds), x.Order())
 	}
 	if x.NNZ() == 0 {
-		return errors.New("tensor is empty (no nonzeros)")
+		return 0, errors.New("tensor is empty (no nonzeros)")
 	}
 	if err := x.Validate(); err != nil {
-		return err
+		return 0, err
 	}
 	for k, v := range x.Vals {
 		// Validate already refuses these; the check here keeps the message
 		// about values in decomp's own words whatever Validate says.
 		if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
-			return fmt.Errorf("nonzero %d has value %v: values must be finite", k, v)
+			return 0, fmt.Errorf("nonzero %d has value %v: values must be finite", k, v)
 		}
 	}
-	if normSq(x) == 0 {
-		return errors.New("tensor has only zero values")
+	norm := normSq(x)
+	if norm == 0 {
+		return 0, errors.New("tensor has only zero values")
 	}
-	return nil
+	return norm, nil
 }
 
 // checkCommon checks the options every method shares.

@@ -57,7 +57,8 @@ type TuckerResult struct {
 // before the first iteration. Init defaults to InitHOSVD here; random
 // factors are orthonormalised, and so are opts.InitFactors.
 func TuckerHOOI(x *formats.COO, opts Options) (*TuckerResult, error) {
-	if err := checkTensor(x); err != nil {
+	normX2, err := checkTensor(x)
+	if err != nil {
 		return nil, err
 	}
 	if err := checkCommon(opts); err != nil {
@@ -149,7 +150,6 @@ func TuckerHOOI(x *formats.COO, opts Options) (*TuckerResult, error) {
 	for n := range N {
 		ys[n] = kernels.NewMatrix(x.Dims[n], P[n])
 	}
-	normX2 := normSq(x)
 	last := N - 1
 	var core []float64
 	var fit, prevFit float64
