@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"math"
 	"os"
@@ -184,7 +183,7 @@ func (d *Decisions) Put(dec *Decision, op hetero.Op, mode int) error {
 		return err
 	}
 	path := d.path(dec.Key, op, mode, dec.Device, dec.Predictor)
-	err = atomicfile.Write(path, func(w io.Writer) error { _, err := w.Write(data); return err })
+	err = atomicfile.WriteBytes(path, data)
 	if err != nil {
 		return fmt.Errorf("decision cache: %w", err)
 	}

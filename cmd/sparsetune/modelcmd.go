@@ -3,7 +3,6 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"io"
 	"os"
 	"strings"
 	"text/tabwriter"
@@ -112,7 +111,7 @@ it is sealed would pass the checksum.`,
 			}
 			added := len(sealed) != len(data)
 			if added {
-				if err := atomicfile.Write(path, func(w io.Writer) error { _, err := w.Write(sealed); return err }); err != nil {
+				if err := atomicfile.WriteBytes(path, sealed); err != nil {
 					return fmt.Errorf("model %s: %w", path, err)
 				}
 			}

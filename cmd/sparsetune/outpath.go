@@ -6,6 +6,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+
+	"github.com/sparsetune/sparsetune/internal/atomicfile"
 )
 
 // checkOutPath checks, before any long work, that a file can be created
@@ -25,11 +27,9 @@ func checkOutPath(flag, path string, inputs ...string) error {
 				return fmt.Errorf("%s %s: is the input %s, which the result would replace: write it to another file", flag, path, in)
 			}
 		}
-		f, err := os.OpenFile(path, os.O_WRONLY, 0)
-		if err != nil {
+		if err := atomicfile.Replaceable(path); err != nil {
 			return fmt.Errorf("%s %s: %w", flag, path, errors.Unwrap(err))
 		}
-		f.Close()
 	}
 	dir := filepath.Dir(path)
 	st, err := os.Stat(dir)

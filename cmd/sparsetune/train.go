@@ -183,7 +183,7 @@ func runTrain(cmd *cobra.Command, v *viper.Viper) error {
 		if err != nil {
 			return fmt.Errorf("%s: %w", paths[op], err)
 		}
-		if err := atomicfile.Write(paths[op], func(w io.Writer) error { _, err := w.Write(data); return err }); err != nil {
+		if err := atomicfile.WriteBytes(paths[op], data); err != nil {
 			return fmt.Errorf("%s: %w", paths[op], err)
 		}
 		written = append(written, paths[op])

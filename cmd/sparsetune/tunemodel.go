@@ -446,7 +446,7 @@ func holdOut(path string, rows []train.LabelRow, seed uint64) (map[string]bool, 
 		if err != nil {
 			return nil, err
 		}
-		if err := atomicfile.Write(path, func(w io.Writer) error { _, err := w.Write(data); return err }); err != nil {
+		if err := atomicfile.WriteBytes(path, data); err != nil {
 			return nil, err
 		}
 	}

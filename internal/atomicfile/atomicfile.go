@@ -22,15 +22,11 @@ func Write(path string, write func(io.Writer) error) (err error) {
 	if target, err := filepath.EvalSymlinks(path); err == nil {
 		path = target
 	}
+	if err := Replaceable(path); err != nil {
+		return err
+	}
 	mode := fs.FileMode(0o644)
 	if st, err := os.Stat(path); err == nil && st.Mode().IsRegular() {
-		// A rename needs only the directory's permission: ask the
-		// file's own, as opening it to write would.
-		f, err := os.OpenFile(path, os.O_WRONLY, 0)
-		if err != nil {
-			return err
-		}
-		f.Close()
 		mode = st.Mode().Perm()
 	}
 	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
@@ -56,6 +52,26 @@ func Write(path string, write func(io.Writer) error) (err error) {
 		return named(path, err)
 	}
 	return named(path, os.Rename(tmp.Name(), path))
+}
+
+// WriteBytes is Write of data.
+func WriteBytes(path string, data []byte) error {
+	return Write(path, func(w io.Writer) error { _, err := w.Write(data); return err })
+}
+
+// Replaceable returns nil when Write may replace path: no regular file is
+// there, or the process may write the one that is. A rename needs only the
+// directory's permission, so the file's own is asked, as opening it to
+// write would; the error is the open's.
+func Replaceable(path string) error {
+	if st, err := os.Stat(path); err != nil || !st.Mode().IsRegular() {
+		return nil
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	return f.Close()
 }
 
 // named returns err, an os error about the temporary file, as one about
