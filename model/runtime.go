@@ -371,10 +371,9 @@ func parseInfo(data []byte) (*Info, *onnxpb.ModelProto, []byte, error) {
 		}
 	}
 	if !sealed {
-		// parseTrees has read them all.
-		for _, h := range info.TreeHeads {
-			t, _ := info.trees.heads[h].get()
-			info.TreeNodes += t.Nodes()
+		// parseTrees has read them all: this only counts their nodes.
+		if _, err := info.AllTrees(); err != nil {
+			return nil, nil, nil, err
 		}
 	}
 	if info.BlendMargins, err = parseBlendMargins(meta[metaBlendMargins], info.TreeHeads); err != nil {

@@ -31,13 +31,18 @@ const (
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
+// checksumOf returns the checksum entry's value for the bytes b.
+func checksumOf(b []byte) string {
+	return fmt.Sprintf("%s%08x", checksumPrefix, crc32.Checksum(b, castagnoli))
+}
+
 // seal returns data with its checksum entry appended.
 func seal(data []byte) []byte {
 	var entry []byte
 	entry = protowire.AppendTag(entry, fieldStringEntryKey, protowire.BytesType)
 	entry = protowire.AppendString(entry, metaChecksum)
 	entry = protowire.AppendTag(entry, fieldStringEntryVal, protowire.BytesType)
-	entry = protowire.AppendString(entry, fmt.Sprintf("%s%08x", checksumPrefix, crc32.Checksum(data, castagnoli)))
+	entry = protowire.AppendString(entry, checksumOf(data))
 	out := make([]byte, 0, len(data)+len(entry)+8)
 	out = append(out, data...)
 	out = protowire.AppendTag(out, fieldModelMetadata, protowire.BytesType)
@@ -73,7 +78,7 @@ func checkSeal(data []byte) (sealed bool, err error) {
 	if at < 0 {
 		return false, nil
 	}
-	got := fmt.Sprintf("%s%08x", checksumPrefix, crc32.Checksum(data[:at], castagnoli))
+	got := checksumOf(data[:at])
 	if !strings.EqualFold(want, got) {
 		return false, fmt.Errorf("checksum mismatch: the file says %q, its bytes give %q: it was damaged or edited after it was written (write it again: sparsetune train or tune-model)", want, got)
 	}
