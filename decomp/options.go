@@ -304,10 +304,11 @@ func checkDense(x *formats.COO, method, what string, cols []int, work sysmem.Siz
 		// As float32 pairs: a float64 takes two float32s' bytes.
 		shapes = append(shapes, [2]int{int(min(uint64(work), uint64(math.MaxInt))), 2})
 	}
-	if what == "" {
-		return kernels.CheckDenseFits(x, method+": the factor matrices and their work copies", shapes...)
+	need := method + ": the factor matrices and their work copies"
+	if what != "" {
+		need = method + ": the factor matrices, their work copies and " + what
 	}
-	return kernels.CheckDenseFits(x, method+": the factor matrices, their work copies and "+what, shapes...)
+	return kernels.CheckDenseFits(x, need, shapes...)
 }
 
 // satMul returns a·b for a, b >= 0, or math.MaxInt where it would overflow.

@@ -226,14 +226,14 @@ func readForDecomp(stderr io.Writer, path string, c decompConfig, tuckerRanks []
 	if len(c.formats) > 1 && len(c.formats) != x.Order() {
 		return nil, 0, nil, fmt.Errorf("--format lists %d formats for a tensor of order %d: give one, or one per mode", len(c.formats), x.Order())
 	}
-	cols := tuckerRanks
-	ranks := make([]string, len(tuckerRanks))
-	for i, r := range tuckerRanks {
-		ranks[i] = strconv.Itoa(r)
-	}
-	flag := "--ranks " + strings.Join(ranks, ",")
-	if tuckerRanks == nil {
-		cols, flag = slices.Repeat([]int{c.rank}, x.Order()), fmt.Sprintf("--rank %d", c.rank)
+	// The factors' columns, and the flag that sets them.
+	cols, flag := slices.Repeat([]int{c.rank}, x.Order()), fmt.Sprintf("--rank %d", c.rank)
+	if tuckerRanks != nil {
+		ranks := make([]string, len(tuckerRanks))
+		for i, r := range tuckerRanks {
+			ranks[i] = strconv.Itoa(r)
+		}
+		cols, flag = tuckerRanks, "--ranks "+strings.Join(ranks, ",")
 	}
 	init, err := resumeFactors(c.resume, x.Dims, cols, flag, tuckerRanks == nil)
 	if err != nil {

@@ -187,6 +187,15 @@ func describeSide(nonEmpty, nodes int, feat []float32) graphSide {
 	return s
 }
 
+// inSample says, where the graph was made from the summary's sample, that
+// its counts are the sample's, not the tensor's; else "".
+func (r *graphReport) inSample() string {
+	if r.SampleNNZ < r.NNZ {
+		return fmt.Sprintf(" in a sample of %d nonzeros", r.SampleNNZ)
+	}
+	return ""
+}
+
 func (r *graphReport) writeText(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	exact := "bucketed"
@@ -195,13 +204,8 @@ func (r *graphReport) writeText(w io.Writer) error {
 	}
 	fmt.Fprintf(tw, "tensor\t%s: dims %v, %d nonzeros\n", r.Tensor, r.Dims, r.NNZ)
 	fmt.Fprintf(tw, "lowering\t%s mode %d: mapping matrix of mode %d (rows) by mode %d (columns)\n", r.Op, r.Mode, r.RowMode, r.ColMode)
-	of := ""
-	if r.SampleNNZ < r.NNZ {
-		// The counts are the sample's, not the tensor's.
-		of = fmt.Sprintf(" in a sample of %d nonzeros", r.SampleNNZ)
-	}
 	fmt.Fprintf(tw, "graph\t%d row nodes for %d non-empty rows, %d column nodes for %d non-empty columns%s (budget %dx%d, %s); %d edges\n",
-		r.Rows.Nodes, r.Rows.NonEmpty, r.Cols.Nodes, r.Cols.NonEmpty, of, r.Budget[0], r.Budget[1], exact, r.Edges)
+		r.Rows.Nodes, r.Rows.NonEmpty, r.Cols.Nodes, r.Cols.NonEmpty, r.inSample(), r.Budget[0], r.Budget[1], exact, r.Edges)
 	fmt.Fprintf(tw, "time\tfeatures %.2f ms, encoding %.2f ms\n", r.FeaturesSeconds*1e3, r.EncodeSeconds*1e3)
 	fmt.Fprintf(tw, "\nglobal feature\tvalue\trange\n")
 	for _, f := range r.Features {
@@ -230,12 +234,8 @@ func writeHeatMap(path string, r *graphReport, g *graphenc.Graph) error {
 	p := plot.New()
 	p.Title.Text = fmt.Sprintf("%s — %s mode %d: mode %d × mode %d, %s", filepath.Base(r.Tensor), r.Op, r.Mode, r.RowMode, r.ColMode,
 		map[bool]string{true: "exact", false: "bucketed"}[r.Exact])
-	inSample := ""
-	if r.SampleNNZ < r.NNZ {
-		inSample = fmt.Sprintf(" in a sample of %d nonzeros", r.SampleNNZ)
-	}
-	p.X.Label.Text = fmt.Sprintf("column node (mode %d, %d non-empty%s)", r.ColMode, r.Cols.NonEmpty, inSample)
-	p.Y.Label.Text = fmt.Sprintf("row node (mode %d, %d non-empty%s)", r.RowMode, r.Rows.NonEmpty, inSample)
+	p.X.Label.Text = fmt.Sprintf("column node (mode %d, %d non-empty%s)", r.ColMode, r.Cols.NonEmpty, r.inSample())
+	p.Y.Label.Text = fmt.Sprintf("row node (mode %d, %d non-empty%s)", r.RowMode, r.Rows.NonEmpty, r.inSample())
 	// A sequential palette: more nonzeros is darker on a white page.
 	pal, err := brewer.GetPalette(brewer.TypeSequential, "YlGnBu", 9)
 	if err != nil {
