@@ -12,14 +12,11 @@ import (
 	"strings"
 	"testing"
 
-	"google.golang.org/protobuf/proto"
-
 	"github.com/sparsetune/sparsetune/features"
 	"github.com/sparsetune/sparsetune/formats"
 	"github.com/sparsetune/sparsetune/graphenc"
 	"github.com/sparsetune/sparsetune/hetero"
 	"github.com/sparsetune/sparsetune/model"
-	"github.com/sparsetune/sparsetune/model/onnxpb"
 )
 
 func predictRows(t *testing.T, args ...string) []predictRow {
@@ -219,20 +216,10 @@ func TestModelInspect(t *testing.T) {
 // to load, to inspect and to seal. Inspect reads every head's trees of a
 // sealed file, which a load leaves for their first use.
 func TestModelSeal(t *testing.T) {
-	data, err := os.ReadFile("../../model/testdata/sanity.onnx")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var mp onnxpb.ModelProto
-	if err := proto.Unmarshal(data, &mp); err != nil {
-		t.Fatal(err)
-	}
-	mp.MetadataProps = slices.DeleteFunc(mp.MetadataProps, func(p *onnxpb.StringStringEntryProto) bool { return p.GetKey() == "sparsetune.checksum" })
-	if data, err = proto.Marshal(&mp); err != nil {
-		t.Fatal(err)
-	}
 	path := filepath.Join(t.TempDir(), "old.onnx")
-	if err := os.WriteFile(path, data, 0o644); err != nil {
+	writeModelWithout(t, "../../model/testdata/sanity.onnx", path, "sparsetune.checksum")
+	data, err := os.ReadFile(path)
+	if err != nil {
 		t.Fatal(err)
 	}
 	if out, _, err := run(t, "model", "inspect", path); err != nil || !strings.Contains(out, "none (written before model files had one") {

@@ -35,7 +35,8 @@ func TestTuneModel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	writeStaleModel(t, "../../model/default/mttkrp.onnx", stalePath)
+	// A model of feature revision 1 (before files recorded one).
+	writeModelWithout(t, "../../model/default/mttkrp.onnx", stalePath, "sparsetune.feature_revision", "sparsetune.checksum")
 	if _, err := model.DefaultModel(hetero.MTTKRP); err == nil || !strings.Contains(err.Error(), "retrain it") {
 		t.Fatalf("a user model of revision 1: %v, want an error saying to retrain it", err)
 	}
@@ -123,11 +124,11 @@ func TestTuneModel(t *testing.T) {
 	}
 }
 
-// writeStaleModel writes the model file src to dst as a file of feature
-// revision 1 (before files recorded one): without its
-// sparsetune.feature_revision entry, nor the checksum (files did not have
-// one then either).
-func writeStaleModel(t *testing.T, src, dst string) {
+// writeModelWithout writes the model file src to dst without the
+// metadata entries keys, each of which src must have: a file as an older
+// build wrote it (before files recorded a feature revision, or a
+// checksum).
+func writeModelWithout(t *testing.T, src, dst string, keys ...string) {
 	t.Helper()
 	data, err := os.ReadFile(src)
 	if err != nil {
@@ -139,10 +140,10 @@ func writeStaleModel(t *testing.T, src, dst string) {
 	}
 	n := len(mp.MetadataProps)
 	mp.MetadataProps = slices.DeleteFunc(mp.MetadataProps, func(p *onnxpb.StringStringEntryProto) bool {
-		return p.GetKey() == "sparsetune.feature_revision" || p.GetKey() == "sparsetune.checksum"
+		return slices.Contains(keys, p.GetKey())
 	})
-	if len(mp.MetadataProps) != n-2 {
-		t.Fatalf("%s has no feature revision entry or no checksum", src)
+	if len(mp.MetadataProps) != n-len(keys) {
+		t.Fatalf("%s lacks one of the metadata entries %v", src, keys)
 	}
 	if data, err = proto.Marshal(&mp); err != nil {
 		t.Fatal(err)
