@@ -310,6 +310,22 @@ func (p *runPhases) finish() (Timing, error) {
 	return t, errors.Join(errs...)
 }
 
+// CheckFormat returns the error that MTTKRP or SpTTM would give for a
+// format d has no kernel for (IsUnsupported), from the format's name
+// alone, and nil for any other name: MeasureFormats asks before it
+// converts the tensor, so a format the device refuses costs no conversion
+// (HiCOO's, for every MTTKRP labelled on a GPU).
+func (d *accelDevice) CheckFormat(op Op, format string) error {
+	if op == MTTKRP && format == "hicoo" {
+		return d.noMTTKRPKernel(format)
+	}
+	return nil
+}
+
+func (d *accelDevice) noMTTKRPKernel(format string) error {
+	return unsupported("%s: no accelerator kernel for %s, use coo, csf or alto", d.info.Name, format)
+}
+
 // SpTTM binds Y = F·Uᵀ: the format's arrays are uploaded now and stay on
 // the device; each run uploads Uᵀ, runs the kernels and downloads Y.
 func (d *accelDevice) SpTTM(f formats.FiberFormat, ut, out *kernels.Matrix) (Job, error) {
@@ -432,7 +448,7 @@ func (d *accelDevice) MTTKRP(x formats.TensorFormat, mode int, factors []*kernel
 	case *formats.ALTO:
 		dims = t.Dims
 	default:
-		return nil, unsupported("%s: no accelerator kernel for %s, use coo, csf or alto", d.info.Name, formatName(x))
+		return nil, d.noMTTKRPKernel(formatName(x))
 	}
 	N, R := len(dims), out.Cols
 	if N > accel.MaxOrder {

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sparsetune/sparsetune/formats"
 	"github.com/sparsetune/sparsetune/hetero/opencl"
@@ -343,6 +344,37 @@ func TestAccelErrors(t *testing.T) {
 		}
 		if _, err := job.Run(); err == nil {
 			t.Errorf("%s: a closed job ran", name)
+		}
+	}
+}
+
+// TestAccelMeasureSkipsBeforeConverting: a format the device has no
+// kernel for is skipped with the device's own error, and no time or
+// memory is spent converting the tensor to it; the others are timed.
+func TestAccelMeasureSkipsBeforeConverting(t *testing.T) {
+	rng := rand.New(rand.NewPCG(45, 5))
+	x := randomTensor(t, rng, []int{12, 9, 7}, 300)
+	for _, dev := range accelerators(t) {
+		ms, err := MeasureFormats(dev, x, MTTKRP, 1, MTTKRP.Formats(), 4, func(time.Duration) int { return 1 })
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range ms {
+			if m.Format == "hicoo" {
+				if want := dev.Info().Name + ": no accelerator kernel for hicoo"; !strings.HasPrefix(m.Skipped, want) || m.ConvertSeconds != 0 || m.FormatBytes != 0 || m.Iters != 0 {
+					t.Errorf("%s hicoo: skipped %q (want it to start %q), converted in %g s to %d bytes, %d runs", dev.Info().Name, m.Skipped, want, m.ConvertSeconds, m.FormatBytes, m.Iters)
+				}
+			} else if m.Skipped != "" || m.ConvertSeconds <= 0 || !(m.Seconds > 0) {
+				t.Errorf("%s %s: %+v", dev.Info().Name, m.Format, m)
+			}
+		}
+		if err := dev.CheckFormat(MTTKRP, "coo"); err != nil {
+			t.Errorf("%s: CheckFormat(coo): %v", dev.Info().Name, err)
+		}
+		for _, f := range SpTTM.Formats() {
+			if err := dev.CheckFormat(SpTTM, f); err != nil {
+				t.Errorf("%s: CheckFormat(spttm, %s): %v", dev.Info().Name, f, err)
+			}
 		}
 	}
 }

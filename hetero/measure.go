@@ -163,11 +163,23 @@ func MeasureFormats(d Device, x *formats.COO, op Op, mode int, formatNames []str
 	return ms, nil
 }
 
+// formatChecker is a Device that runs only some formats and can say which
+// from a format's name, before a tensor is converted to it.
+type formatChecker interface {
+	CheckFormat(op Op, format string) error
+}
+
 // bind converts x to format for op and mode and binds it on d with random
 // operands of the given rank. It returns a nil job, and the reason in
 // Measurement.Skipped, for a format that is not run.
 func bind(d Device, x *formats.COO, op Op, mode int, format string, rank int) (*Measurement, Job, error) {
 	m := &Measurement{Op: op, Mode: mode, Format: format, Device: d.Info().Name, Rank: rank}
+	if c, ok := d.(formatChecker); ok {
+		if err := c.CheckFormat(op, format); IsUnsupported(err) {
+			m.Skipped = err.Error()
+			return m, nil, nil
+		}
+	}
 	rng := rand.New(rand.NewPCG(uint64(mode), uint64(rank)))
 	switch op {
 	case SpTTM:
