@@ -14,26 +14,28 @@
 #          trainset-large=gpu/sel-large.jsonl
 #
 # writes gpu/chunkNN-SET.jsonl (manifest lines) and gpu/jobs, whose lines
-# label into OPS-SET.jsonl. Chunks a call did not reach are resumed by a
+# label into OPS-SET.jsonl (OPS with "-" for ","). Chunks a call did not reach are resumed by a
 # jobs file of the lines from the first unfinished chunk on (label.sh
 # skips the rows already in gpu/prev's labels files).
 set -eu -o pipefail
 [ $# -ge 4 ] || { sed -n '2,/^$/s/^# \{0,1\}//p' "$0"; exit 2; }
 ops=$1 size=$2 seed=$3
 shift 3
+[[ $size =~ ^[1-9][0-9]*$ ]] || { echo "jobs.sh: SIZE $size: want a whole number of tensors, at least 1" >&2; exit 2; }
+[[ $ops =~ ^(ttm|mttkrp)(,(ttm|mttkrp))?$ ]] || { echo "jobs.sh: OPS $ops: want ttm, mttkrp or both, comma-separated" >&2; exit 2; }
 mkdir -p gpu
 rm -f gpu/chunk[0-9]*-*.jsonl
 for pair in "$@"; do
 	set_=${pair%%=*} manifest=${pair#*=}
 	[ "$set_" != "$pair" ] && [ -s "$manifest" ] || { echo "jobs.sh: $pair: want SET=MANIFEST, a manifest that is not empty" >&2; exit 2; }
 	awk -v s="$set_" '{print s "\t" $0}' "$manifest"
-done | shuf --random-source=<(yes "$seed") | awk -F'\t' -v size="$size" -v ops="$ops" '
+done | shuf --random-source=<(yes "$seed") | awk -F'\t' -v size="$size" -v ops="$ops" -v stem="${ops//,/-}" '
 	{
 		chunk = sprintf("%02d", int((NR - 1) / size) + 1)
 		file = "gpu/chunk" chunk "-" $1 ".jsonl"
 		if (!(file in seen)) {
 			seen[file] = 1
-			print $1, file, ops "-" $1 ".jsonl", ops > "gpu/jobs"
+			print $1, file, stem "-" $1 ".jsonl", ops > "gpu/jobs"
 		}
 		sub(/^[^\t]*\t/, "")
 		print > file
