@@ -14,9 +14,9 @@
 #          trainset-large=gpu/sel-large.jsonl
 #
 # writes gpu/chunkNN-SET.jsonl (manifest lines) and gpu/jobs, whose lines
-# label into OPS-SET.jsonl (OPS with "-" for ","). Chunks a call did not reach are resumed by a
-# jobs file of the lines from the first unfinished chunk on (label.sh
-# skips the rows already in gpu/prev's labels files).
+# label into OPS-SET.jsonl (OPS with "-" for ","). Chunks a call did not
+# reach are resumed by a jobs file of the lines from the first unfinished
+# chunk on (label.sh skips the rows already in gpu/prev's labels files).
 set -eu -o pipefail
 [ $# -ge 4 ] || { sed -n '2,/^$/s/^# \{0,1\}//p' "$0"; exit 2; }
 ops=$1 size=$2 seed=$3
