@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"runtime"
 	"slices"
-	"strconv"
 	"sync"
 	"time"
 
@@ -250,16 +249,7 @@ func checkInput(x *formats.COO, mode int) error {
 	if x.Order() < 2 {
 		return fmt.Errorf("order-%d tensor, expected order 2 or more", x.Order())
 	}
-	if mode < 0 || mode >= x.Order() {
-		// As users count modes, from 1: mode+1 overflows for the
-		// largest int.
-		oneBased := strconv.Itoa(mode + 1)
-		if mode > 0 {
-			oneBased = strconv.FormatUint(uint64(mode)+1, 10)
-		}
-		return fmt.Errorf("mode %s out of range 1 to %d", oneBased, x.Order())
-	}
-	return nil
+	return formats.CheckMode(mode, x.Order())
 }
 
 func shape(a *kernels.Matrix) string {

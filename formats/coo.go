@@ -157,8 +157,8 @@ func checkModes(modes []int, n int, all bool) error {
 	}
 	var seen [MaxOrder]bool
 	for _, m := range modes {
-		if m < 0 || m >= n {
-			return fmt.Errorf("mode %s out of range 1 to %d", oneBased(m), n)
+		if err := CheckMode(m, n); err != nil {
+			return err
 		}
 		if seen[m] {
 			return fmt.Errorf("mode %d listed twice", m+1)
@@ -180,6 +180,15 @@ func (t *COO) Permute(perm []int) (*COO, error) {
 		p.Inds[m] = t.Inds[src]
 	}
 	return p, nil
+}
+
+// CheckMode returns an error unless mode is a 0-based mode of an
+// order-order tensor, naming the mode as users count them, from 1.
+func CheckMode(mode, order int) error {
+	if mode < 0 || mode >= order {
+		return fmt.Errorf("mode %s out of range 1 to %d", oneBased(mode), order)
+	}
+	return nil
 }
 
 // oneBased returns the 0-based mode or index m as users count it, from

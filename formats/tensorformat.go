@@ -30,8 +30,8 @@ func NewTensorFormat(t *COO, name string, mode int) (TensorFormat, error) {
 // newTensorFormat is NewTensorFormat with the CSF's level order from
 // csfOrder (a Converter's, whose counts serve every mode).
 func newTensorFormat(t *COO, name string, mode int, csfOrder func(root int) []int) (TensorFormat, error) {
-	if mode < 0 || mode >= t.Order() {
-		return nil, fmt.Errorf("mode %d out of range 1 to %d", mode+1, t.Order())
+	if err := CheckMode(mode, t.Order()); err != nil {
+		return nil, err
 	}
 	switch name {
 	case "coo":

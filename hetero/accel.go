@@ -631,8 +631,8 @@ func (d *accelDevice) Phi(x *formats.COO, mode int, factors []*kernels.Matrix, b
 // every mode's but the output's must be dims[m] x R.
 func (d *accelDevice) checkFactors(dims []int, mode, R int, factors []*kernels.Matrix) error {
 	N := len(dims)
-	if mode < 0 || mode >= N {
-		return fmt.Errorf("%s: mode %d out of range 1 to %d", d.info.Name, mode+1, N)
+	if err := formats.CheckMode(mode, N); err != nil {
+		return fmt.Errorf("%s: %w", d.info.Name, err)
 	}
 	if len(factors) != N {
 		return fmt.Errorf("%s: %d factor matrices for an order-%d tensor", d.info.Name, len(factors), N)

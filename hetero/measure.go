@@ -78,8 +78,8 @@ func MeasureRuns(d Device, x *formats.COO, op Op, mode int, format string, rank 
 // was measured at the time, so which format is fastest is repeatable.
 // The formats' arrays are all held at once while they are timed.
 func MeasureFormats(d Device, x *formats.COO, op Op, mode int, formatNames []string, rank int, runs func(warmup time.Duration) int) ([]*Measurement, error) {
-	if mode < 0 || mode >= x.Order() {
-		return nil, fmt.Errorf("mode %d out of range 1 to %d", mode+1, x.Order())
+	if err := formats.CheckMode(mode, x.Order()); err != nil {
+		return nil, err
 	}
 	if rank < 1 {
 		return nil, fmt.Errorf("rank must be at least 1, found %d", rank)

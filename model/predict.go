@@ -381,7 +381,7 @@ type RulePredictor struct{}
 
 // Predict summarises x and applies the rule.
 func (r RulePredictor) Predict(x *formats.COO, op hetero.Op, mode int, kind hetero.Kind) (*Prediction, error) {
-	if err := checkMode(x.Order(), mode); err != nil {
+	if err := formats.CheckMode(mode, x.Order()); err != nil {
 		return nil, err
 	}
 	return &Prediction{Formats: RuleRank(op, kind)}, nil
@@ -390,7 +390,7 @@ func (r RulePredictor) Predict(x *formats.COO, op hetero.Op, mode int, kind hete
 // PredictSummary applies the rule; it reads nothing of the summary but
 // its order, to check the mode.
 func (RulePredictor) PredictSummary(s *features.Summary, op hetero.Op, mode int, kind hetero.Kind) (*Prediction, error) {
-	if err := checkMode(len(s.Dims), mode); err != nil {
+	if err := formats.CheckMode(mode, len(s.Dims)); err != nil {
 		return nil, err
 	}
 	return &Prediction{Formats: RuleRank(op, kind)}, nil
@@ -403,13 +403,6 @@ func (RulePredictor) PredictWithoutSummary(op hetero.Op, mode int, dev hetero.In
 	pr := &Prediction{Formats: RuleRank(op, dev.Kind)}
 	pr.Features = time.Since(start) // the whole decision, reported as its features
 	return pr, true
-}
-
-func checkMode(order, mode int) error {
-	if mode < 0 || mode >= order {
-		return fmt.Errorf("mode %d out of range 1 to %d", mode+1, order)
-	}
-	return nil
 }
 
 // RuleChoice is the hand rule's format for op on a device of the given
