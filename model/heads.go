@@ -173,6 +173,26 @@ func (info *Info) otherCPU(head int, cpuModel string) string {
 		", and this CPU is " + cpuModel + ", on which the fastest format often differs: sparsetune tune-model trains on this machine's own times"
 }
 
+// LearntOn reports whether the head that answers for dev on this machine
+// learnt from times measured on dev's own processor: a cpu head chosen
+// without a warning whose recorded processors (Info.CPUModels) include
+// dev's. It is false for an accelerator, whose model no head records,
+// and for a head that answers with the rule, which is no one machine's.
+// tune-model holds a tuned model to a higher bar where it is true: the
+// head in effect already learnt this machine, from more rows than a
+// tuning labels.
+func (info *Info) LearntOn(dev hetero.Info) bool {
+	if dev.Kind != hetero.CPU || dev.Model == "" {
+		return false
+	}
+	head, warning := info.hostHead(dev.Class(), dev.Model)
+	if head < 0 || warning != "" {
+		return false
+	}
+	name := info.Heads[head].Name
+	return !slices.Contains(info.RuleHeads, name) && slices.Contains(info.CPUModels[name], dev.Model)
+}
+
 // hostHead is HeadFor for this machine's inner loops and the processor
 // cpuModel.
 func (info *Info) hostHead(class, cpuModel string) (int, string) {

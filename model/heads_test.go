@@ -6,6 +6,7 @@ import (
 
 	"github.com/sparsetune/sparsetune/features"
 	"github.com/sparsetune/sparsetune/hetero"
+	"github.com/sparsetune/sparsetune/kernels"
 )
 
 // TestHeadFor: a cpu prediction takes the head of its inner loops and
@@ -125,5 +126,40 @@ func TestPredictOn(t *testing.T) {
 	var d askedDevice
 	if _, err := PredictOn(&d, nil, hetero.SpTTM, 0, dev); err != nil || d.dev == nil || d.dev.Name != dev.Name || d.byKind {
 		t.Errorf("a device predictor: asked for device %v, by kind too: %v, %v", d.dev, d.byKind, err)
+	}
+}
+
+// TestLearntOn: a head learnt a CPU when it answers for that CPU without
+// a warning and its recorded processors hold the CPU's model; never an
+// accelerator, a head that answers with the rule, or a head of other
+// inner loops.
+func TestLearntOn(t *testing.T) {
+	const here = "Intel(R) Xeon(R) Example"
+	own := CPUHead(kernels.InnerLoops(), CPUFamily(here))
+	other := "other+loops"
+	cpu := hetero.Info{Name: "cpu", Kind: hetero.CPU, Model: here}
+	for _, c := range []struct {
+		name   string
+		heads  []string
+		models map[string][]string
+		rule   []string
+		dev    hetero.Info
+		want   bool
+	}{
+		{"this processor's head", []string{own, "cuda-gpu"}, map[string][]string{own: {"AMD EPYC", here}}, nil, cpu, true},
+		{"another processor of the family", []string{own}, map[string][]string{own: {"Intel(R) Xeon(R) Other"}}, nil, cpu, false},
+		{"no processor recorded", []string{own}, nil, nil, cpu, false},
+		{"the head answers with the rule", []string{own}, map[string][]string{own: {here}}, []string{own}, cpu, false},
+		{"only other inner loops' head", []string{CPUHead(other, "intel")}, map[string][]string{CPUHead(other, "intel"): {here}}, nil, cpu, false},
+		{"no model name", []string{own}, map[string][]string{own: {""}}, nil, hetero.Info{Name: "cpu", Kind: hetero.CPU}, false},
+		{"an accelerator", []string{"cuda-gpu"}, map[string][]string{"cuda-gpu": {"NVIDIA H200"}}, nil, hetero.Info{Name: "cuda:0", Kind: hetero.GPU, Type: "gpu", Model: "NVIDIA H200"}, false},
+	} {
+		info := Info{CPUModels: c.models, RuleHeads: c.rule}
+		for _, h := range c.heads {
+			info.Heads = append(info.Heads, Head{Name: h})
+		}
+		if got := info.LearntOn(c.dev); got != c.want {
+			t.Errorf("%s: LearntOn = %v, want %v", c.name, got, c.want)
+		}
 	}
 }

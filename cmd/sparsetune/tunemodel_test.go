@@ -90,6 +90,7 @@ func TestTuneModel(t *testing.T) {
 	if again, err := os.ReadFile(labels); err != nil || string(again) != string(first) {
 		t.Errorf("a second run changed the labels (%d bytes, then %d; %v): it should resume and find every row done", len(first), len(again), err)
 	}
+
 	// 12 tensors leave a few dozen held-out rows per op: too few to let
 	// the tuned model replace one trained on thousands, unless forced.
 	if !strings.Contains(out, "too few to tell the tuned model") {
@@ -108,6 +109,28 @@ func TestTuneModel(t *testing.T) {
 		}
 		if m, err := model.DefaultModel(op); err != nil || m.Info.Path != path {
 			t.Errorf("%s: after --force the default lookup gives %v (%v), want %s", op, m, err, path)
+		}
+	}
+	// The models tuned here learnt this machine's own times, unless a
+	// head answers with the rule, which is no one machine's: a later run
+	// says which, and holds a tuned model to a higher bar where it is
+	// so (TestTuneVerdict).
+	if _, errOut, err = run(t, args...); err != nil {
+		t.Fatal(err)
+	}
+	cpu, err := hetero.Lookup("cpu", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, op := range hetero.Ops {
+		m, err := model.DefaultModel(op)
+		if err != nil {
+			t.Fatal(err)
+		}
+		note := fmt.Sprintf("note: the %s model in effect learnt from this machine's own times (%s)", op, m.Info.Path)
+		ruled := slices.Contains(m.Info.RuleHeads, "cpu")
+		if learnt := m.Info.LearntOn(cpu.Info()); learnt == ruled || strings.Contains(errOut, note) != learnt {
+			t.Errorf("%s: the tuned model learnt this CPU: %v (its cpu head answers with the rule: %v); the run after --force says so: %v\n%s", op, learnt, ruled, strings.Contains(errOut, note), errOut)
 		}
 	}
 	if _, _, err := run(t, "tune-model", "--count", "12"); err == nil || !strings.Contains(err.Error(), "needs --from DIR") {
@@ -200,5 +223,32 @@ func TestHoldOutStable(t *testing.T) {
 	}
 	if maps.Equal(other, before) {
 		t.Errorf("seeds 1 and 2 hold out the same sources")
+	}
+}
+
+// TestTuneVerdict: a tuned model replaces the one in effect when it
+// scores no worse than the slack below it, or, where the model in effect
+// learnt this machine's own times, better by more than the slack; never
+// on too few held-out rows.
+func TestTuneVerdict(t *testing.T) {
+	for _, c := range []struct {
+		old, tuned float64
+		rows       int
+		learnt     bool
+		install    bool
+		why        string
+	}{
+		{0.986, 0.985, 228, false, true, ""},
+		{0.986, 0.983, 228, false, false, "0.983 against 0.986"},
+		{0.986, 0.985, 228, true, false, "learnt from this machine's own times"},
+		{0.986, 0.988, 228, true, false, "not above it by more than 0.002"},
+		{0.986, 0.989, 228, true, true, ""},
+		{0.900, 0.990, 49, false, false, "49 held-out rows are too few"},
+		{0.900, 0.990, 49, true, false, "too few"},
+	} {
+		why := tuneVerdict(c.old, c.tuned, c.rows, c.learnt)
+		if (why == "") != c.install || !strings.Contains(why, c.why) {
+			t.Errorf("old %.3f, tuned %.3f, %d rows, learnt %v: %q, want install %v (%q)", c.old, c.tuned, c.rows, c.learnt, why, c.install, c.why)
+		}
 	}
 }
