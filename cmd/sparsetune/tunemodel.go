@@ -49,9 +49,11 @@ Which are held out is kept in --work (holdout.json): a later run keeps
 them, so the model a run installed is never scored on rows it was tuned
 on.
 The tuned model is installed only if its oracle ratio on the held-out rows
-is not below the old one's, on at least 50 of them (--force installs it
-anyway). A head whose hand
-rule scored above the network on them defers to the rule, as in train.
+is not below the old one's (by more than 0.002), on at least 50 of them;
+where the model in effect already learnt this machine's own times (its
+head records this processor), only if it is above it by more than 0.002
+(--force installs it anyway). A head whose hand rule scored above the
+network on them defers to the rule, as in train.
 
 The whole run aims at --budget: labelling stops at 70% of it and the rows
 measured so far are used. The set and the labels live in --work (default
