@@ -30,6 +30,10 @@ type MTTKRP struct {
 	format string
 	mode   int
 	rank   int
+	// ld is the row length of the factor and output rows the kernels
+	// read and write: the rank, or the rank padded to whole vector
+	// blocks (padRank), in copies the plan owns.
+	ld     int
 	dims   []int
 	nnz    int
 	parts  int
@@ -50,12 +54,47 @@ type MTTKRP struct {
 
 	ws []*mttkrpScratch // per part
 
+	// Padded copies, when ld > rank: the other modes' factors and the
+	// output, ld floats per row, the columns past the rank zero.
+	padFac [formats.MaxOrder][]float32
+	padOut Matrix
+
 	// Set for the duration of Run.
 	out   *Matrix
 	fac   [formats.MaxOrder][]float32
+	src   [formats.MaxOrder][]float32 // the caller's factors, when padded
+	user  []float32                   // the caller's output, when padded
 	phase int
 	wg    partsDone
 }
+
+// padRank returns the row length a plan of the given rank computes with.
+// The kernels make one pass over the nonzeros per rank block, and the
+// blocks are 64, 32, 16, 8, 4, 2 and 1 columns wide, taken greedily. The
+// vector loops take the blocks of eight columns or more; the narrower
+// ones are left to portable Go. On the Intel Xeon of docs/performance.md
+// ("Ranks other than 16") rank 15, one block of each width from 8 down,
+// cost 6 to 20 times rank 16, and rank 24 (16 + 8) up to twice rank 32.
+// So where the vector loops run, a plan pads the rank to blocks of 64
+// columns and one more block of 8, 16, 32 or 64: one vector pass per
+// block. It copies the factors into rows of that length (zero past the
+// rank) and computes into a padded output, copied back after; the copies
+// cost O(Σ dims · R), the kernel O(nnz · R).
+func padRank(rank int) int {
+	rest := rank % maxWidth
+	if vec == vecScalar || rest == 0 {
+		return rank
+	}
+	block := 8
+	for block < rest {
+		block *= 2
+	}
+	return rank - rest + block
+}
+
+// padSerial is the most floats a padded plan copies on the calling
+// goroutine rather than on every part: waking the parts costs more.
+var padSerial = 1 << 15
 
 // mttkrpKernel is one format's kernel: compute runs part t of phase 1,
 // writing rows of dst, whose row 0 is output row rowBase.
@@ -160,8 +199,17 @@ func newPlan(format string, dims []int, nnz, mode, rank, threads int) (*MTTKRP, 
 		return nil, fmt.Errorf("mttkrp %s: rank must be at least 1, found %d", format, rank)
 	}
 	parts := partsFor(nnz, threads)
-	p := &MTTKRP{format: format, mode: mode, rank: rank, dims: dims, nnz: nnz, parts: parts}
-	for r := rank; r > 0; {
+	p := &MTTKRP{format: format, mode: mode, rank: rank, ld: padRank(rank), dims: dims, nnz: nnz, parts: parts}
+	if p.ld != rank {
+		for m, d := range dims {
+			if m == mode {
+				p.padOut = Matrix{Rows: d, Cols: p.ld, Data: make([]float32, d*p.ld)}
+			} else {
+				p.padFac[m] = make([]float32, d*p.ld)
+			}
+		}
+	}
+	for r := p.ld; r > 0; {
 		w := maxWidth
 		for w > r {
 			w /= 2
@@ -208,7 +256,7 @@ func (p *MTTKRP) placeRows(lo, hi []int) {
 			}
 		}
 		if overlaps {
-			p.priv[t] = isolated((hi[t] - lo[t]) * p.rank)
+			p.priv[t] = isolated((hi[t] - lo[t]) * p.ld)
 			p.reduce = true
 		} else {
 			direct = append(direct, rowRange{lo[t], hi[t]})
@@ -271,9 +319,13 @@ func (p *MTTKRP) Bytes() float64 {
 
 // WorkspaceBytes returns the bytes the plan holds beside the tensor and
 // the dense matrices: the private output copies of parts whose rows
-// overlap (see placeRows) and the per-part scratch.
+// overlap (see placeRows), the padded copies of the factors and the
+// output (padRank) and the per-part scratch.
 func (p *MTTKRP) WorkspaceBytes() int64 {
-	var b int64
+	b := 4 * int64(len(p.padOut.Data))
+	for _, f := range p.padFac {
+		b += 4 * int64(len(f))
+	}
 	for _, pv := range p.priv {
 		b += 4 * int64(len(pv))
 	}
@@ -299,15 +351,70 @@ func (p *MTTKRP) Run(out *Matrix, factors []*Matrix) error {
 			p.fac[m] = f.Data
 		}
 	}
+	padded := p.ld != p.rank
+	if padded {
+		p.user, p.out = out.Data, &p.padOut
+		p.src, p.fac = p.fac, p.padFac
+		p.copyPhase(padIn)
+	}
 	p.phase = 1
 	parallelParts(p.parts, p, &p.wg)
 	if p.reduce {
 		p.phase = 2
 		parallelParts(p.parts, p, &p.wg)
 	}
-	p.out = nil
-	p.fac = [formats.MaxOrder][]float32{}
+	if padded {
+		p.copyPhase(padBack)
+	}
+	p.out, p.user = nil, nil
+	p.fac, p.src = [formats.MaxOrder][]float32{}, [formats.MaxOrder][]float32{}
 	return nil
+}
+
+// The phases of a padded plan's copies (padRank).
+const (
+	padIn   = 3 // the factors into the padded rows
+	padBack = 4 // the padded output back into the caller's
+)
+
+// copyPhase runs a copy phase: on the calling goroutine when it is small,
+// else split among the parts.
+func (p *MTTKRP) copyPhase(phase int) {
+	p.phase = phase
+	floats := p.dims[p.mode] * p.rank
+	if phase == padIn {
+		floats = 0
+		for _, m := range p.others {
+			floats += p.dims[m] * p.rank
+		}
+	}
+	if floats <= padSerial || p.parts == 1 {
+		p.copyPart(0, 1)
+		return
+	}
+	parallelParts(p.parts, p, &p.wg)
+}
+
+// copyPart copies part t of n of the current copy phase: its share of
+// each matrix's rows.
+func (p *MTTKRP) copyPart(t, n int) {
+	R, ld := p.rank, p.ld
+	rows := func(src []float32, dst []float32, rows int, in bool) {
+		for i := t * rows / n; i < (t+1)*rows/n; i++ {
+			if in {
+				copy(dst[i*ld:i*ld+R], src[i*R:(i+1)*R])
+			} else {
+				copy(dst[i*R:(i+1)*R], src[i*ld:i*ld+R])
+			}
+		}
+	}
+	if p.phase == padIn {
+		for _, m := range p.others {
+			rows(p.src[m], p.fac[m], p.dims[m], true)
+		}
+		return
+	}
+	rows(p.padOut.Data, p.user, p.dims[p.mode], false)
 }
 
 func (p *MTTKRP) check(out *Matrix, factors []*Matrix) error {
@@ -330,7 +437,11 @@ func (p *MTTKRP) check(out *Matrix, factors []*Matrix) error {
 
 // runPart runs part t of the current phase.
 func (p *MTTKRP) runPart(t int) {
-	R := p.rank
+	if p.phase == padIn || p.phase == padBack {
+		p.copyPart(t, p.parts)
+		return
+	}
+	R := p.ld
 	out := p.out.Data
 	if p.phase == 2 {
 		rows := p.dims[p.mode]

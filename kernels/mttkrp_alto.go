@@ -152,7 +152,7 @@ func (k *altoMTTKRP) computeFused(p *MTTKRP, t int, dst []float32, rowBase int) 
 		c.lin, c.vals = x.Lin[a:e], x.Vals[a:e]
 		r0 := 0
 		for _, w := range p.widths {
-			altoVec(dst, c, N, rowBase, p.rank, r0, w, p.scatter)
+			altoVec(dst, c, N, rowBase, p.ld, r0, w, p.scatter)
 			r0 += w
 		}
 	})

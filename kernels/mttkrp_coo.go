@@ -75,7 +75,7 @@ func NewCOOMTTKRP(x *formats.COO, mode, rank, threads int) (*MTTKRP, error) {
 // copy of the output per part beyond the first. A COO sorted by the mode
 // holds none.
 func COOPrivateBytes(nnz, rows, rank, threads int) int64 {
-	return 4 * int64(partsFor(nnz, threads)-1) * int64(rows) * int64(rank)
+	return 4 * int64(partsFor(nnz, threads)-1) * int64(rows) * int64(padRank(rank))
 }
 
 func (k *cooMTTKRP) compute(p *MTTKRP, t int, dst []float32, rowBase int) {

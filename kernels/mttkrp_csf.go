@@ -85,7 +85,7 @@ func NewCSFMTTKRP(x *formats.CSF, mode, rank, threads int) (*MTTKRP, error) {
 
 func (k *csfMTTKRP) compute(p *MTTKRP, t int, out []float32, _ int) {
 	f0, f1 := k.first[t], k.first[t+1]
-	R := p.rank
+	R := p.ld
 	// Zero the rows of this part's interval that no root fiber writes.
 	prev := p.rowLo[t]
 	for _, i := range k.x.FiberIdx[0][f0:f1] {
@@ -125,7 +125,7 @@ func (k *csfMTTKRP) compute(p *MTTKRP, t int, out []float32, _ int) {
 // csfBlock computes rank columns [r0, r0+len(*B)) of the root rows of
 // fibers [f0, f1).
 func csfBlock[B block](p *MTTKRP, k *csfMTTKRP, t, f0, f1 int, out []float32, r0 int) {
-	x, R := k.x, p.rank
+	x, R := k.x, p.ld
 	ws := p.ws[t]
 	roots := x.FiberIdx[0][f0:f1]
 	ptr0 := x.FiberPtr[0][f0 : f1+1]
@@ -198,7 +198,7 @@ func leafSum[B block](acc B, idx []uint32, vals []float32, A []float32, R, r0 in
 // factor row of its index (a leaf's: its value times the factor row). It
 // is the any-order path; orders 2 and 3 are unrolled in csfBlock.
 func csfFiber[B block](p *MTTKRP, x *formats.CSF, ws *mttkrpScratch, l, f, r0 int) {
-	R, N := p.rank, x.Order()
+	R, N := p.ld, x.Order()
 	lo, hi := x.FiberPtr[l][f], x.FiberPtr[l][f+1]
 	acc := B(ws.rows[l][:])
 	if l == N-2 {

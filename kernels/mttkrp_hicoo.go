@@ -130,7 +130,7 @@ func (k *hicooMTTKRP) computeFused(p *MTTKRP, t int, dst []float32, rowBase int)
 	}
 	r0 := 0
 	for _, w := range p.widths {
-		if !hicooScatterVec(dst, k.x, k.first[t], k.first[t+1], modes[:N], facs[:N-1], rowBase, p.rank, r0, w) {
+		if !hicooScatterVec(dst, k.x, k.first[t], k.first[t+1], modes[:N], facs[:N-1], rowBase, p.ld, r0, w) {
 			return false
 		}
 		r0 += w

@@ -37,7 +37,7 @@ func (p *MTTKRP) cooChunk(ws *mttkrpScratch, inds *[formats.MaxOrder][]uint32, v
 					ops.inds[j], ops.facs[j] = inds[m][:len(vals)], p.fac[m]
 				}
 			}
-			mttkrpRuns8(dst, rowBase, p.rank, r0, w/8, ops)
+			mttkrpRuns8(dst, rowBase, p.ld, r0, w/8, ops)
 			r0 += w
 			continue
 		}
@@ -65,7 +65,7 @@ func (p *MTTKRP) cooChunk(ws *mttkrpScratch, inds *[formats.MaxOrder][]uint32, v
 // with the same output index in a row (a run: common in sorted COO and in
 // ALTO order) are summed in a scratch row and written once per run.
 func cooBlock[B block](p *MTTKRP, ws *mttkrpScratch, inds *[formats.MaxOrder][]uint32, vals []float32, dst []float32, rowBase, r0 int) {
-	R := p.rank
+	R := p.ld
 	acc := B(ws.rows[0][:])
 	clear(ws.rows[0][:])
 	out := inds[p.mode][:len(vals)]

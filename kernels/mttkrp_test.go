@@ -135,24 +135,31 @@ func otherModes(n, mode int) []int {
 func checkAll(t *testing.T, x *formats.COO, ranks []int, threads int, rng *rand.Rand) {
 	t.Helper()
 	for _, R := range ranks {
-		fs := randomFactors(rng, x.Dims, R)
-		for mode := range x.Order() {
-			want, err := MTTKRPReference(x, mode, fs)
-			if err != nil {
-				t.Fatal(err)
+		checkAllWith(t, x, randomFactors(rng, x.Dims, R), threads)
+	}
+}
+
+// checkAllWith runs every format's plan for every mode of x with the
+// factors fs against the reference.
+func checkAllWith(t *testing.T, x *formats.COO, fs []*Matrix, threads int) {
+	t.Helper()
+	R := fs[0].Cols
+	for mode := range x.Order() {
+		want, err := MTTKRPReference(x, mode, fs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range plans(t, x, mode, R, threads) {
+			out := NewMatrix(x.Dims[mode], R)
+			for i := range out.Data { // Run must overwrite, not add
+				out.Data[i] = float32(math.NaN())
 			}
-			for _, p := range plans(t, x, mode, R, threads) {
-				out := NewMatrix(x.Dims[mode], R)
-				for i := range out.Data { // Run must overwrite, not add
-					out.Data[i] = float32(math.NaN())
-				}
-				if err := p.Run(out, fs); err != nil {
-					t.Fatalf("%s mode %d R %d: %v", p.Format(), mode, R, err)
-				}
-				if e := relErr(out.Data, want); !(e <= mttkrpTol) {
-					t.Errorf("%s mode %d R %d threads %d (parts %d): relative error %.3g > %g",
-						p.Format(), mode, R, threads, p.Parts(), e, mttkrpTol)
-				}
+			if err := p.Run(out, fs); err != nil {
+				t.Fatalf("%s mode %d R %d: %v", p.Format(), mode, R, err)
+			}
+			if e := relErr(out.Data, want); !(e <= mttkrpTol) {
+				t.Errorf("%s mode %d R %d threads %d (parts %d): relative error %.3g > %g",
+					p.Format(), mode, R, threads, p.Parts(), e, mttkrpTol)
 			}
 		}
 	}
@@ -203,6 +210,49 @@ func TestMTTKRPWideRanks(t *testing.T) {
 		rng := rand.New(rand.NewPCG(3, 3))
 		x := randomCOO(rng, []int{40, 50, 60}, 1500)
 		checkAll(t, x, []int{2, 3, 5, 8, 24, 32, 100, 129}, 2, rng)
+	})
+}
+
+// TestMTTKRPPaddedRanks checks the plans that pad the rank to whole
+// vector blocks (padRank): which ranks are padded on which inner loops,
+// that every format agrees with the reference at ranks that are not a
+// multiple of eight, with the copies made on the calling goroutine and
+// split among the parts, and that the caller's factors are left as they
+// were.
+func TestMTTKRPPaddedRanks(t *testing.T) {
+	lowGrain(t, 64)
+	oldSerial := padSerial
+	t.Cleanup(func() { padSerial = oldSerial })
+	rng := rand.New(rand.NewPCG(5, 9))
+	x := randomCOO(rng, []int{90, 7, 300}, 3000)
+	eachInnerLoops(t, func(t *testing.T) {
+		for _, R := range []int{1, 3, 4, 7, 8, 9, 12, 15, 17, 20, 24, 31, 33, 48, 65, 100} {
+			want := R
+			if vec != vecScalar {
+				want = map[int]int{1: 8, 3: 8, 4: 8, 7: 8, 8: 8, 9: 16, 12: 16, 15: 16, 17: 32, 20: 32, 24: 32, 31: 32, 33: 64, 48: 64, 65: 72, 100: 128}[R]
+			}
+			for _, p := range plans(t, x, 0, R, 2) {
+				if p.ld != want {
+					t.Errorf("%s R %d on %s: rows of %d, want %d", p.Format(), R, vec, p.ld, want)
+				}
+			}
+			for _, serial := range []int{oldSerial, 0} {
+				padSerial = serial
+				fs := randomFactors(rng, x.Dims, R)
+				before := make([][]float32, len(fs))
+				for m, f := range fs {
+					before[m] = slices.Clone(f.Data)
+				}
+				for _, threads := range []int{1, 3} {
+					checkAllWith(t, x, fs, threads)
+				}
+				for m, f := range fs {
+					if !slices.Equal(f.Data, before[m]) {
+						t.Errorf("R %d: factor %d changed by Run", R, m)
+					}
+				}
+			}
+		}
 	})
 }
 
