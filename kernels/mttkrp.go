@@ -69,27 +69,21 @@ type MTTKRP struct {
 }
 
 // padRank returns the row length a plan of the given rank computes with.
-// The kernels make one pass over the nonzeros per rank block, and the
-// blocks are 64, 32, 16, 8, 4, 2 and 1 columns wide, taken greedily. The
-// vector loops take the blocks of eight columns or more; the narrower
-// ones are left to portable Go. On the Intel Xeon of docs/performance.md
-// ("Ranks other than 16") rank 15, one block of each width from 8 down,
-// cost 6 to 20 times rank 16, and rank 24 (16 + 8) up to twice rank 32.
-// So where the vector loops run, a plan pads the rank to blocks of 64
-// columns and one more block of 8, 16, 32 or 64: one vector pass per
-// block. It copies the factors into rows of that length (zero past the
-// rank) and computes into a padded output, copied back after; the copies
-// cost O(Σ dims · R), the kernel O(nnz · R).
+// The kernels make one pass over the nonzeros per rank block, the blocks
+// 64, 32, 16, 8, 4, 2 and 1 columns wide, taken greedily. The vector loops
+// take the blocks of eight columns or more; the narrower ones are left to
+// portable Go, and on the Intel Xeon of docs/performance.md ("Ranks other
+// than 16") rank 15, one block of each width from 8 down, cost 6 to 20
+// times rank 16. So where the vector loops run, an MTTKRP plan pads the
+// rank to a multiple of eight: it copies the factors into rows of that
+// length (zero past the rank) and computes into a padded output, copied
+// back after. The copies cost O(Σ dims · R), the kernel O(nnz · R). (An
+// SpTTM plan pads only ranks below eight: spttmBlocks.)
 func padRank(rank int) int {
-	rest := rank % maxWidth
-	if vec == vecScalar || rest == 0 {
+	if vec == vecScalar || rank%8 == 0 {
 		return rank
 	}
-	block := 8
-	for block < rest {
-		block *= 2
-	}
-	return rank - rest + block
+	return (rank + 7) &^ 7
 }
 
 // padSerial is the most floats a padded plan copies on the calling
@@ -209,14 +203,7 @@ func newPlan(format string, dims []int, nnz, mode, rank, threads int) (*MTTKRP, 
 			}
 		}
 	}
-	for r := p.ld; r > 0; {
-		w := maxWidth
-		for w > r {
-			w /= 2
-		}
-		p.widths = append(p.widths, w)
-		r -= w
-	}
+	p.widths = rankBlocks(p.ld)
 	for m := range dims {
 		if m != mode {
 			p.others = append(p.others, m)
@@ -398,23 +385,13 @@ func (p *MTTKRP) copyPhase(phase int) {
 // copyPart copies part t of n of the current copy phase: its share of
 // each matrix's rows.
 func (p *MTTKRP) copyPart(t, n int) {
-	R, ld := p.rank, p.ld
-	rows := func(src []float32, dst []float32, rows int, in bool) {
-		for i := t * rows / n; i < (t+1)*rows/n; i++ {
-			if in {
-				copy(dst[i*ld:i*ld+R], src[i*R:(i+1)*R])
-			} else {
-				copy(dst[i*R:(i+1)*R], src[i*ld:i*ld+R])
-			}
-		}
-	}
 	if p.phase == padIn {
 		for _, m := range p.others {
-			rows(p.src[m], p.fac[m], p.dims[m], true)
+			padRows(p.fac[m], p.src[m], p.dims[m], p.rank, p.ld, t, n)
 		}
 		return
 	}
-	rows(p.padOut.Data, p.user, p.dims[p.mode], false)
+	unpadRows(p.user, p.padOut.Data, p.dims[p.mode], p.rank, p.ld, t, n)
 }
 
 func (p *MTTKRP) check(out *Matrix, factors []*Matrix) error {

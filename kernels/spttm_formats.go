@@ -57,25 +57,23 @@ func (k *csrSpTTM) compute(p *SpTTM, t int) {
 	if a == b {
 		return
 	}
-	r0 := 0
-	for _, w := range p.widths {
-		switch w {
+	for _, c := range p.blocks {
+		switch c.w {
 		case 64:
-			csrRows[*[64]float32](p, k.x, a, b, r0)
+			csrRows[*[64]float32](p, k.x, a, b, c.r0)
 		case 32:
-			csrRows[*[32]float32](p, k.x, a, b, r0)
+			csrRows[*[32]float32](p, k.x, a, b, c.r0)
 		case 16:
-			csrRows[*[16]float32](p, k.x, a, b, r0)
+			csrRows[*[16]float32](p, k.x, a, b, c.r0)
 		case 8:
-			csrRows[*[8]float32](p, k.x, a, b, r0)
+			csrRows[*[8]float32](p, k.x, a, b, c.r0)
 		case 4:
-			csrRows[*[4]float32](p, k.x, a, b, r0)
+			csrRows[*[4]float32](p, k.x, a, b, c.r0)
 		case 2:
-			csrRows[*[2]float32](p, k.x, a, b, r0)
+			csrRows[*[2]float32](p, k.x, a, b, c.r0)
 		default:
-			csrRows[*[1]float32](p, k.x, a, b, r0)
+			csrRows[*[1]float32](p, k.x, a, b, c.r0)
 		}
-		r0 += w
 	}
 }
 
@@ -83,7 +81,7 @@ func (k *csrSpTTM) compute(p *SpTTM, t int) {
 // eight or more columns go through csrRows8, which keeps eight (AVX: sixteen)
 // columns of a row in registers.
 func csrRows[B block](p *SpTTM, x *formats.CSR, a, b, r0 int) {
-	R, U, out := p.rank, p.ut, p.out
+	R, U, out := p.ld, p.ut, p.out
 	ptr := x.RowPtr[a : b+1]
 	col, vals := x.ColInd, x.Vals[:len(x.ColInd)]
 	var acc [maxWidth]float32
@@ -142,28 +140,31 @@ func (k *cooSpTTM) compute(p *SpTTM, t int) {
 // cooEntries runs entries [a, b) of x, which hold whole rows; add tells
 // whether to add into the output rows (HYB's remainder) or to set them.
 func cooEntries(p *SpTTM, x *formats.FiberCOO, a, b int, add bool) {
+	for _, c := range p.blocks {
+		cooColumns(p, x, a, b, c, add)
+	}
+}
+
+// cooColumns runs rank block c of entries [a, b).
+func cooColumns(p *SpTTM, x *formats.FiberCOO, a, b int, c colBlock, add bool) {
 	if a == b {
 		return
 	}
-	r0 := 0
-	for _, w := range p.widths {
-		switch w {
-		case 64:
-			cooRuns[*[64]float32](p, x, a, b, r0, add)
-		case 32:
-			cooRuns[*[32]float32](p, x, a, b, r0, add)
-		case 16:
-			cooRuns[*[16]float32](p, x, a, b, r0, add)
-		case 8:
-			cooRuns[*[8]float32](p, x, a, b, r0, add)
-		case 4:
-			cooRuns[*[4]float32](p, x, a, b, r0, add)
-		case 2:
-			cooRuns[*[2]float32](p, x, a, b, r0, add)
-		default:
-			cooRuns[*[1]float32](p, x, a, b, r0, add)
-		}
-		r0 += w
+	switch c.w {
+	case 64:
+		cooRuns[*[64]float32](p, x, a, b, c.r0, add)
+	case 32:
+		cooRuns[*[32]float32](p, x, a, b, c.r0, add)
+	case 16:
+		cooRuns[*[16]float32](p, x, a, b, c.r0, add)
+	case 8:
+		cooRuns[*[8]float32](p, x, a, b, c.r0, add)
+	case 4:
+		cooRuns[*[4]float32](p, x, a, b, c.r0, add)
+	case 2:
+		cooRuns[*[2]float32](p, x, a, b, c.r0, add)
+	default:
+		cooRuns[*[1]float32](p, x, a, b, c.r0, add)
 	}
 }
 
@@ -171,7 +172,7 @@ func cooEntries(p *SpTTM, x *formats.FiberCOO, a, b int, add bool) {
 // [a, b). Each run of entries of one row is summed and stored (or added)
 // once; blocks of eight or more columns go through cooRows8 as in CSR.
 func cooRuns[B block](p *SpTTM, x *formats.FiberCOO, a, b, r0 int, add bool) {
-	R, U, out := p.rank, p.ut, p.out
+	R, U, out := p.ld, p.ut, p.out
 	rows, col, vals := x.RowInd[a:b], x.ColInd[a:b], x.Vals[a:b]
 	col, vals = col[:len(rows)], vals[:len(rows)]
 	var acc [maxWidth]float32
@@ -275,28 +276,31 @@ func (k *ellSpTTM) compute(p *SpTTM, t int) {
 
 // ellPart runs tiles [a, b) of x.
 func ellPart(p *SpTTM, x *formats.ELL, tileWidth []int32, a, b int) {
+	for _, c := range p.blocks {
+		ellColumns(p, x, tileWidth, a, b, c)
+	}
+}
+
+// ellColumns runs rank block c of tiles [a, b) of x.
+func ellColumns(p *SpTTM, x *formats.ELL, tileWidth []int32, a, b int, c colBlock) {
 	if a == b {
 		return
 	}
-	r0 := 0
-	for _, w := range p.widths {
-		switch w {
-		case 64:
-			ellTilesB[*[64]float32](p, x, tileWidth, a, b, r0)
-		case 32:
-			ellTilesB[*[32]float32](p, x, tileWidth, a, b, r0)
-		case 16:
-			ellTilesB[*[16]float32](p, x, tileWidth, a, b, r0)
-		case 8:
-			ellTilesB[*[8]float32](p, x, tileWidth, a, b, r0)
-		case 4:
-			ellTilesB[*[4]float32](p, x, tileWidth, a, b, r0)
-		case 2:
-			ellTilesB[*[2]float32](p, x, tileWidth, a, b, r0)
-		default:
-			ellTilesB[*[1]float32](p, x, tileWidth, a, b, r0)
-		}
-		r0 += w
+	switch c.w {
+	case 64:
+		ellTilesB[*[64]float32](p, x, tileWidth, a, b, c.r0)
+	case 32:
+		ellTilesB[*[32]float32](p, x, tileWidth, a, b, c.r0)
+	case 16:
+		ellTilesB[*[16]float32](p, x, tileWidth, a, b, c.r0)
+	case 8:
+		ellTilesB[*[8]float32](p, x, tileWidth, a, b, c.r0)
+	case 4:
+		ellTilesB[*[4]float32](p, x, tileWidth, a, b, c.r0)
+	case 2:
+		ellTilesB[*[2]float32](p, x, tileWidth, a, b, c.r0)
+	default:
+		ellTilesB[*[1]float32](p, x, tileWidth, a, b, c.r0)
 	}
 }
 
@@ -304,7 +308,7 @@ func ellPart(p *SpTTM, x *formats.ELL, tileWidth []int32, a, b int) {
 // [a, b): each tile's output rows are cleared, then every slot up to the
 // tile's width adds its product into its row.
 func ellTilesB[B block](p *SpTTM, x *formats.ELL, tileWidth []int32, a, b, r0 int) {
-	R, U, out, rows := p.rank, p.ut, p.out, x.Rows
+	R, U, out, rows := p.ld, p.ut, p.out, x.Rows
 	for i := a; i < b; i++ {
 		lo, hi := i*ellTile, min(rows, (i+1)*ellTile)
 		for r := lo; r < hi; r++ {
@@ -398,7 +402,12 @@ func hybSplits(x *formats.HYB, tileWidth []int32, parts int) (tiles, entries []i
 	return tiles, entries
 }
 
+// compute runs each rank block's ELL part and then adds its remainder,
+// block by block: a block that overlaps the one before (spttmBlocks) sets
+// the shared columns to the ELL part again before its remainder is added.
 func (k *hybSpTTM) compute(p *SpTTM, t int) {
-	ellPart(p, k.x.ELL, k.tileWidth, k.tiles[t], k.tiles[t+1])
-	cooEntries(p, k.x.COO, k.entries[t], k.entries[t+1], true)
+	for _, c := range p.blocks {
+		ellColumns(p, k.x.ELL, k.tileWidth, k.tiles[t], k.tiles[t+1], c)
+		cooColumns(p, k.x.COO, k.entries[t], k.entries[t+1], c, true)
+	}
 }

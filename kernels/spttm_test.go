@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -108,6 +109,79 @@ func TestSpTTMWideRanks(t *testing.T) {
 		rng := rand.New(rand.NewPCG(3, 13))
 		x := randomCOO(rng, []int{40, 50, 60}, 1500)
 		checkSpTTM(t, x, []int{2, 3, 31, 65, 127, 200}, 2, rng)
+	})
+}
+
+// TestSpTTMPaddedRanks checks the plans whose blocks are all vector blocks
+// (spttmBlocks): which ranks are padded on which inner loops, that the
+// blocks cover the row, and that every format agrees with the reference
+// at ranks that are not a multiple of eight (HYB's remainder over an
+// overlapping block included), with the copies made on the calling
+// goroutine and split among the parts, leaving the caller's Uᵀ as it was.
+func TestSpTTMPaddedRanks(t *testing.T) {
+	lowGrain(t, 64)
+	oldSerial := padSerial
+	t.Cleanup(func() { padSerial = oldSerial })
+	rng := rand.New(rand.NewPCG(6, 9))
+	x := randomCOO(rng, []int{90, 7, 300}, 3000)
+	f, err := formats.NewFiberMatrix(x, 2, formats.DefaultSliceMode(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	eachInnerLoops(t, func(t *testing.T) {
+		for _, R := range []int{1, 4, 7, 9, 15, 20, 24, 33, 65} {
+			want := R
+			if vec != vecScalar && R < 8 {
+				want = 8
+			}
+			for _, p := range spttmPlans(t, f, R, 2) {
+				if p.ld != want {
+					t.Errorf("%s R %d on %s: rows of %d, want %d", p.Format(), R, vec, p.ld, want)
+				}
+				// The blocks cover the row; on the vector loops each is
+				// at least eight wide, the last ending at the row's end.
+				covered := 0
+				for _, c := range p.blocks {
+					if c.r0 > covered || (vec != vecScalar && c.w < 8) {
+						t.Errorf("%s R %d on %s: blocks %v", p.Format(), R, vec, p.blocks)
+						break
+					}
+					covered = max(covered, c.r0+c.w)
+				}
+				if covered != want {
+					t.Errorf("%s R %d on %s: blocks %v cover %d columns, want %d", p.Format(), R, vec, p.blocks, covered, want)
+				}
+				if got := p.WorkspaceBytes(); (got > 0) != (want != R) {
+					t.Errorf("%s R %d on %s: workspace %d bytes", p.Format(), R, vec, got)
+				}
+			}
+			for _, serial := range []int{oldSerial, 0} {
+				padSerial = serial
+				ut := randomFactors(rng, []int{x.Dims[2]}, R)[0]
+				before := slices.Clone(ut.Data)
+				wantY, err := SpTTMReference(f, ut)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, threads := range []int{1, 3} {
+					for _, p := range spttmPlans(t, f, R, threads) {
+						out := NewMatrix(f.Rows(), R)
+						for i := range out.Data {
+							out.Data[i] = float32(math.NaN())
+						}
+						if err := p.Run(out, ut); err != nil {
+							t.Fatal(err)
+						}
+						if e := relErr(out.Data, wantY); !(e <= mttkrpTol) {
+							t.Errorf("%s R %d threads %d (parts %d): relative error %.3g > %g", p.Format(), R, threads, p.Parts(), e, mttkrpTol)
+						}
+					}
+				}
+				if !slices.Equal(ut.Data, before) {
+					t.Errorf("R %d: Uᵀ changed by Run", R)
+				}
+			}
+		}
 	})
 }
 
