@@ -68,22 +68,28 @@ type MTTKRP struct {
 	wg    partsDone
 }
 
-// padRank returns the row length a plan of the given rank computes with.
-// The kernels make one pass over the nonzeros per rank block, the blocks
-// 64, 32, 16, 8, 4, 2 and 1 columns wide, taken greedily. The vector loops
-// take the blocks of eight columns or more; the narrower ones are left to
-// portable Go, and on the Intel Xeon of docs/performance.md ("Ranks other
-// than 16") rank 15, one block of each width from 8 down, cost 6 to 20
-// times rank 16. So where the vector loops run, an MTTKRP plan pads the
-// rank to a multiple of eight: it copies the factors into rows of that
-// length (zero past the rank) and computes into a padded output, copied
-// back after. The copies cost O(Σ dims · R), the kernel O(nnz · R). (An
-// SpTTM plan pads only ranks below eight: spttmBlocks.)
+// padRank returns the row length an MTTKRP plan of the given rank
+// computes with. The kernels make one pass over the nonzeros per rank
+// block, the blocks 64, 32, 16, 8, 4, 2 and 1 columns wide, taken
+// greedily. The vector loops take the blocks of eight columns or more;
+// the narrower ones are left to portable Go, and on the Intel Xeon of
+// docs/performance.md ("Ranks other than 16") rank 15, one block of each
+// width from 8 down, cost 6 to 20 times rank 16; and rank 24 (16 + 8)
+// cost 1.5 times rank 32. So where the vector loops run, a plan pads the
+// rank to whole blocks of 64 and one more of 8, 16, 32 or 64 columns: a
+// vector pass per block. It copies the factors into rows of that length
+// (zero past the rank) and computes into a padded output, copied back
+// after: the copies cost O(Σ dims · R), the kernel O(nnz · R).
 func padRank(rank int) int {
-	if vec == vecScalar || rank%8 == 0 {
+	rest := rank % maxWidth
+	if vec == vecScalar || rest == 0 {
 		return rank
 	}
-	return (rank + 7) &^ 7
+	block := 8
+	for block < rest {
+		block *= 2
+	}
+	return rank - rest + block
 }
 
 // padSerial is the most floats a padded plan copies on the calling

@@ -88,12 +88,12 @@ type colBlock struct{ r0, w int }
 //     sets its rows' columns of a block (HYB's remainder adds to what its
 //     ELL part of the same block set), so the overlap is computed twice to
 //     the same values, and nothing is copied;
-//   - a rank below eight is padded to eight (padRank), in copies of Uᵀ and
-//     Y that the plan holds: Y's rows are too short for one vector.
+//   - a rank below eight is padded to eight, in copies of Uᵀ and Y that
+//     the plan holds: Y's rows are too short for one vector.
 func spttmBlocks(rank int) (ld int, blocks []colBlock) {
 	ld = rank
 	if vec != vecScalar && rank < 8 {
-		ld = padRank(rank)
+		ld = 8
 	}
 	whole := ld
 	if vec != vecScalar && ld > 8 {
