@@ -32,7 +32,7 @@ func init() { register(newTuneModelCmd) }
 
 func newTuneModelCmd(v *viper.Viper) *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "tune-model --from DIR [--devices cpu,cuda:0] [--budget 20m] [--count 300] [--max-nnz 2000000] [--seed 1] [--work DIR] [--force]",
+		Use:   "tune-model --from DIR [--devices cpu,cuda:0] [--budget 20m] [--count 300] [--max-nnz 2000000] [--rank 16] [--seed 1] [--work DIR] [--force]",
 		Short: "Adapt the default model to this machine: label a small generated set here, fine-tune, install",
 		Long: `Labels belong to hardware: the default model was trained on labels
 measured elsewhere. tune-model generates a small set of tensors from the
@@ -55,6 +55,13 @@ head records this processor), only if it is above it by more than 0.002
 (--force installs it anyway). A head whose hand rule scored above the
 network on them defers to the rule, as in train.
 
+--rank times the kernels at the rank you decompose at. The default model
+learnt rank-16 times; on the machine measured, its MTTKRP picks hold
+from rank 4 to 16 and not at 32 or 64, where CSF takes over
+(docs/model.md, "The default model at other ranks"). Each rank has its
+own labels file in --work, and the installed model answers for every
+rank: tune at the one you use most.
+
 The whole run aims at --budget: labelling stops at 70% of it and the rows
 measured so far are used. The set and the labels live in --work (default
 the user cache directory), so a second run resumes and adds to them; the
@@ -74,7 +81,8 @@ use in --devices.`,
 	f.Uint64("seed", 1, "seed of the generated set and of training")
 	f.String("work", "", "directory for the set and the labels (default: the user cache directory's sparsetune/tune)")
 	f.Bool("force", false, "install the tuned model even if it scores below the old one")
-	for _, name := range []string{"from", "devices", "budget", "count", "max-nnz", "seed", "work", "force"} {
+	f.Int("rank", train.DefaultLabelRank, "rank R the kernels are timed at: the rank you decompose at (the default model learnt rank-16 times)")
+	for _, name := range []string{"from", "devices", "budget", "count", "max-nnz", "seed", "work", "force", "rank"} {
 		v.BindPFlag("tune-model."+name, f.Lookup(name))
 	}
 	return cmd
@@ -117,6 +125,16 @@ func tuneVerdict(old, tuned float64, rows int, learnt bool) string {
 	return ""
 }
 
+// tuneLabels returns the labels file of a tuning at rank in work: one
+// file per rank, so that a tuning trains on the times of its own rank
+// only, and the rank-16 file keeps the name it always had.
+func tuneLabels(work string, rank int) string {
+	if rank == train.DefaultLabelRank {
+		return filepath.Join(work, "labels.jsonl")
+	}
+	return filepath.Join(work, fmt.Sprintf("labels-r%d.jsonl", rank))
+}
+
 func runTuneModel(cmd *cobra.Command, v *viper.Viper) error {
 	start := time.Now()
 	from, budget, count, seed := v.GetString("tune-model.from"), v.GetDuration("tune-model.budget"), v.GetInt("tune-model.count"), v.GetUint64("tune-model.seed")
@@ -127,7 +145,10 @@ func runTuneModel(cmd *cobra.Command, v *viper.Viper) error {
 		return fmt.Errorf("--budget: expected a positive duration, found %s", budget)
 	case count < 8:
 		return fmt.Errorf("--count: expected at least 8 tensors (a quarter of the sources is held out), found %d", count)
+	case v.GetInt("tune-model.rank") < 1:
+		return fmt.Errorf("--rank: expected at least 1, found %d", v.GetInt("tune-model.rank"))
 	}
+	rank := v.GetInt("tune-model.rank")
 	work := v.GetString("tune-model.work")
 	if work == "" {
 		dir, err := os.UserCacheDir()
@@ -152,7 +173,7 @@ func runTuneModel(cmd *cobra.Command, v *viper.Viper) error {
 	}
 
 	// 1. Generate (resumable: present tensors are kept).
-	set, labels := filepath.Join(work, "set"), filepath.Join(work, "labels.jsonl")
+	set, labels := filepath.Join(work, "set"), tuneLabels(work, rank)
 	mats, err := train.ScanMatrices(from)
 	if err != nil {
 		return fmt.Errorf("--from: %w", err)
@@ -189,9 +210,9 @@ func runTuneModel(cmd *cobra.Command, v *viper.Viper) error {
 	// 2. Label until 70% of the budget; what is measured by then is used.
 	labelCtx, cancel := context.WithDeadline(ctx, start.Add(budget*7/10))
 	defer cancel()
-	step("labelling on %s (until %s into the run)", v.GetString("tune-model.devices"), (budget * 7 / 10).Round(time.Second))
+	step("labelling on %s at rank %d (until %s into the run)", v.GetString("tune-model.devices"), rank, (budget * 7 / 10).Round(time.Second))
 	lp := newLabelProgress(stderr, time.Now())
-	sum, err := train.Label(labelCtx, set, labels, train.LabelOptions{Devices: devices, Progress: lp.update, Warn: lp.warn})
+	sum, err := train.Label(labelCtx, set, labels, train.LabelOptions{Devices: devices, Rank: rank, Progress: lp.update, Warn: lp.warn})
 	lp.finish(err == nil)
 	switch {
 	case err != nil && ctx.Err() != nil:
@@ -254,8 +275,10 @@ func runTuneModel(cmd *cobra.Command, v *viper.Viper) error {
 		before, initial[op.String()] = append(before, m), g
 		// A model whose head for every device labelled here learnt from
 		// that device's own times is replaced only by a better one
-		// (tuneVerdict).
-		learnt[op.String()] = !slices.ContainsFunc(devices, func(d hetero.Device) bool { return !m.Info.LearntOn(d.Info()) })
+		// (tuneVerdict). Its times were rank 16's (model files do not
+		// record the rank): at another rank it learnt another machine's
+		// answers, as far as the labels go.
+		learnt[op.String()] = rank == train.DefaultLabelRank && !slices.ContainsFunc(devices, func(d hetero.Device) bool { return !m.Info.LearntOn(d.Info()) })
 		if learnt[op.String()] {
 			fmt.Fprintf(stderr, "note: the %s model in effect learnt from this machine's own times (%s): a tuned model replaces it only where it scores better on the held-out rows\n", op, m.Info.Path)
 		}

@@ -140,6 +140,9 @@ func TestTuneModel(t *testing.T) {
 	if _, _, err := run(t, "tune-model", "--from", from, "--count", "3"); err == nil || !strings.Contains(err.Error(), "--count: expected at least 8") {
 		t.Errorf("--count 3: %v", err)
 	}
+	if _, _, err := run(t, "tune-model", "--from", from, "--rank", "0"); err == nil || !strings.Contains(err.Error(), "--rank: expected at least 1") {
+		t.Errorf("--rank 0: %v", err)
+	}
 	// A budget too short to generate the set: generating stops at 30% of
 	// it, labelling at 70%, and the run ends saying what is missing.
 	_, stderr, err := run(t, "tune-model", "--from", from, "--count", "12", "--max-nnz", "5000", "--budget", "1ms", "--work", t.TempDir())
@@ -250,6 +253,24 @@ func TestTuneVerdict(t *testing.T) {
 		why := tuneVerdict(c.old, c.tuned, c.rows, c.learnt)
 		if (why == "") != c.install || !strings.Contains(why, c.why) {
 			t.Errorf("old %.3f, tuned %.3f, %d rows, learnt %v: %q, want install %v (%q)", c.old, c.tuned, c.rows, c.learnt, why, c.install, c.why)
+		}
+	}
+}
+
+// TestTuneLabels: each rank has its own labels file in the work
+// directory, so that a tuning trains on its own rank's times only; rank
+// 16's keeps the name of the files tunings wrote before --rank.
+func TestTuneLabels(t *testing.T) {
+	for _, c := range []struct {
+		rank int
+		want string
+	}{
+		{16, "labels.jsonl"},
+		{64, "labels-r64.jsonl"},
+		{4, "labels-r4.jsonl"},
+	} {
+		if got := tuneLabels("w", c.rank); got != filepath.Join("w", c.want) {
+			t.Errorf("rank %d: %s, want %s", c.rank, got, filepath.Join("w", c.want))
 		}
 	}
 }
