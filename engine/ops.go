@@ -83,7 +83,8 @@ func (e *Engine) planTTM(ctx context.Context, x *formats.COO, mode, sliceMode, r
 	if err != nil {
 		return nil, fmt.Errorf("ttm: %w", err)
 	}
-	if err := kernels.CheckDenseFits(x, "ttm: the plan's operand and output", [2]int{x.Dims[mode], rank}, [2]int{fm.Rows(), rank}); err != nil {
+	if err := kernels.CheckDenseFits(x, "ttm: the plan's operand and output",
+		append([][2]int{{x.Dims[mode], rank}, {fm.Rows(), rank}}, kernels.SpTTMPadShapes(fm.Rows(), x.Dims[mode], rank)...)...); err != nil {
 		return nil, err
 	}
 	ut := placeholders(x.Dims, rank, []int{mode})[mode]
@@ -218,7 +219,7 @@ func (e *Engine) planMTTKRP(ctx context.Context, x *formats.COO, mode, rank int,
 		most = max(most, x.Dims[m])
 	}
 	if err := kernels.CheckDenseFits(x, fmt.Sprintf("mttkrp mode %d: the plan's operands and output", mode+1),
-		[2]int{most, rank}, [2]int{x.Dims[mode], rank}, [2]int{x.Dims[mode], 2}); err != nil {
+		append([][2]int{{most, rank}, {x.Dims[mode], rank}, {x.Dims[mode], 2}}, kernels.MTTKRPPadShapes(x.Dims, mode, rank)...)...); err != nil {
 		return nil, err
 	}
 	operands := placeholders(x.Dims, rank, modes)

@@ -92,6 +92,23 @@ func padRank(rank int) int {
 	return rank - rest + block
 }
 
+// MTTKRPPadShapes returns the {rows, cols} of the padded copies an MTTKRP
+// plan of an order-len(dims) tensor along mode at rank holds (padRank):
+// the other modes' factors and the output, rank padded; none when the
+// rank is not padded. Callers that check memory before building a plan
+// (CheckDenseFits) add them to the operands.
+func MTTKRPPadShapes(dims []int, mode, rank int) [][2]int {
+	ld := padRank(rank)
+	if ld == rank {
+		return nil
+	}
+	shapes := make([][2]int, len(dims))
+	for m, d := range dims {
+		shapes[m] = [2]int{d, ld}
+	}
+	return shapes
+}
+
 // padSerial is the most floats a padded plan copies on the calling
 // goroutine rather than on every part: waking the parts costs more.
 var padSerial = 1 << 15

@@ -236,6 +236,11 @@ func TestMTTKRPPaddedRanks(t *testing.T) {
 					t.Errorf("%s R %d on %s: rows of %d, want %d", p.Format(), R, vec, p.ld, want)
 				}
 			}
+			// What a caller checks memory for is what the plan holds.
+			shapes := MTTKRPPadShapes(x.Dims, 0, R)
+			if (shapes == nil) != (want == R) || (shapes != nil && (len(shapes) != x.Order() || shapes[0] != [2]int{x.Dims[0], want})) {
+				t.Errorf("R %d on %s: MTTKRPPadShapes %v", R, vec, shapes)
+			}
 			for _, serial := range []int{oldSerial, 0} {
 				padSerial = serial
 				fs := randomFactors(rng, x.Dims, R)

@@ -110,6 +110,17 @@ func spttmBlocks(rank int) (ld int, blocks []colBlock) {
 	return ld, blocks
 }
 
+// SpTTMPadShapes returns the {rows, cols} of the padded copies an SpTTM
+// plan of a fiber matrix of rows x cols at rank holds (spttmBlocks): Uᵀ
+// and Y at eight columns where the rank is below eight, else none.
+func SpTTMPadShapes(rows, cols, rank int) [][2]int {
+	ld, _ := spttmBlocks(rank)
+	if ld == rank {
+		return nil
+	}
+	return [][2]int{{cols, ld}, {rows, ld}}
+}
+
 // rankBlocks returns the greedy split of rank into blocks of 64, 32, ..., 1.
 func rankBlocks(rank int) []int {
 	var widths []int

@@ -151,8 +151,12 @@ func TestSpTTMPaddedRanks(t *testing.T) {
 				if covered != want {
 					t.Errorf("%s R %d on %s: blocks %v cover %d columns, want %d", p.Format(), R, vec, p.blocks, covered, want)
 				}
-				if got := p.WorkspaceBytes(); (got > 0) != (want != R) {
-					t.Errorf("%s R %d on %s: workspace %d bytes", p.Format(), R, vec, got)
+				var padBytes int64
+				for _, sh := range SpTTMPadShapes(f.Rows(), f.Cols(), R) {
+					padBytes += 4 * int64(sh[0]) * int64(sh[1])
+				}
+				if got := p.WorkspaceBytes(); (got > 0) != (want != R) || got != padBytes {
+					t.Errorf("%s R %d on %s: workspace %d bytes, SpTTMPadShapes %d", p.Format(), R, vec, got, padBytes)
 				}
 			}
 			for _, serial := range []int{oldSerial, 0} {
