@@ -37,8 +37,8 @@ type SpTTM struct {
 	bytes  int64      // the format's arrays
 	kernel spttmKernel
 
-	// Padded copies of Uᵀ and Y, when ld > rank (padRank), ld floats
-	// per row, the columns past the rank zero.
+	// Padded copies of Uᵀ and Y, when ld > rank (spttmBlocks), ld
+	// floats per row, the columns past the rank zero.
 	padUT, padOut []float32
 
 	// Set for the duration of Run.
@@ -81,7 +81,7 @@ type colBlock struct{ r0, w int }
 // spttmBlocks returns the row length and the rank blocks of an SpTTM plan
 // of the given rank. The vector loops take blocks of eight columns or
 // more; narrower ones are left to portable Go, a pass each, which made
-// rank 15 cost 5-10 times rank 16 (docs/performance.md, "Ranks other than
+// rank 15 cost 8-16 times rank 16 (docs/performance.md, "Ranks other than
 // 16"). Where the vector loops run, every block is eight columns or more:
 //   - a rank above eight that is not a multiple of eight ends with eight
 //     columns that overlap the block before, [rank-8, rank): every kernel
