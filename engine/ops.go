@@ -83,8 +83,7 @@ func (e *Engine) planTTM(ctx context.Context, x *formats.COO, mode, sliceMode, r
 	if err != nil {
 		return nil, fmt.Errorf("ttm: %w", err)
 	}
-	if err := kernels.CheckDenseFits(x, "ttm: the plan's operand and output",
-		append([][2]int{{x.Dims[mode], rank}, {fm.Rows(), rank}}, kernels.SpTTMPadShapes(fm.Rows(), x.Dims[mode], rank)...)...); err != nil {
+	if err := kernels.CheckDenseFits(x, "ttm: the plan's operand and output", [2]int{x.Dims[mode], rank}, [2]int{fm.Rows(), rank}); err != nil {
 		return nil, err
 	}
 	ut := placeholders(x.Dims, rank, []int{mode})[mode]

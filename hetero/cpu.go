@@ -83,7 +83,7 @@ func (d *CPUDevice) SpTTM(f formats.FiberFormat, ut, out *kernels.Matrix) (Job, 
 	if err != nil {
 		return nil, err
 	}
-	return &cpuJob{run: func() error { return p.Run(out, ut) }, flops: p.Flops(), bytes: p.Bytes(), workspace: p.WorkspaceBytes()}, nil
+	return &cpuJob{run: func() error { return p.Run(out, ut) }, flops: p.Flops(), bytes: p.Bytes()}, nil
 }
 
 // MTTKRP binds an MTTKRP plan of x.

@@ -237,9 +237,9 @@ func bind(d Device, x *formats.COO, op Op, mode int, format string, rank int) (*
 // DenseShapes returns the {rows, cols} of the dense matrices of op along
 // mode at rank R whose size follows the dims, not the nonzeros: the
 // operand (SpTTM) or the output (MTTKRP), Dims[mode] x R, MTTKRP's
-// factors of the other modes, and the padded copies of them a CPU plan
-// holds at some ranks (kernels.MTTKRPPadShapes; SpTTM's operand at ranks
-// below eight). SpTTM's output, fibers x R, is at most nonzeros x R.
+// factors of the other modes, and the padded copies of them a CPU
+// MTTKRP plan holds at some ranks (kernels.MTTKRPPadShapes). SpTTM's
+// output, fibers x R, is at most nonzeros x R.
 // Callers that make them check them first (kernels.CheckDenseFits).
 func DenseShapes(op Op, dims []int, mode, rank int) [][2]int {
 	shapes := [][2]int{{dims[mode], rank}}
@@ -249,10 +249,7 @@ func DenseShapes(op Op, dims []int, mode, rank int) [][2]int {
 				shapes = append(shapes, [2]int{d, rank})
 			}
 		}
-		return append(shapes, kernels.MTTKRPPadShapes(dims, mode, rank)...)
-	}
-	if pad := kernels.SpTTMPadShapes(0, dims[mode], rank); pad != nil {
-		shapes = append(shapes, pad[0])
+		shapes = append(shapes, kernels.MTTKRPPadShapes(dims, mode, rank)...)
 	}
 	return shapes
 }

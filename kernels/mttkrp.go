@@ -417,6 +417,22 @@ func (p *MTTKRP) copyPart(t, n int) {
 	unpadRows(p.user, p.padOut.Data, p.dims[p.mode], p.rank, p.ld, t, n)
 }
 
+// padRows copies part t of n of the rows of src, R floats each, into
+// dst's rows of ld floats.
+func padRows(dst, src []float32, rows, R, ld, t, n int) {
+	for i := t * rows / n; i < (t+1)*rows/n; i++ {
+		copy(dst[i*ld:i*ld+R], src[i*R:(i+1)*R])
+	}
+}
+
+// unpadRows copies part t of n of the rows of src, ld floats each, into
+// dst's rows of R floats.
+func unpadRows(dst, src []float32, rows, R, ld, t, n int) {
+	for i := t * rows / n; i < (t+1)*rows/n; i++ {
+		copy(dst[i*R:(i+1)*R], src[i*ld:i*ld+R])
+	}
+}
+
 func (p *MTTKRP) check(out *Matrix, factors []*Matrix) error {
 	if len(factors) != len(p.dims) {
 		return fmt.Errorf("mttkrp %s: %d factor matrices for an order-%d tensor", p.format, len(factors), len(p.dims))

@@ -28,7 +28,6 @@ import (
 type SpTTM struct {
 	format string
 	rank   int
-	ld     int // row length of Uᵀ and Y as the kernels see them (spttmBlocks)
 	rows   int
 	cols   int
 	nnz    int
@@ -37,15 +36,8 @@ type SpTTM struct {
 	bytes  int64      // the format's arrays
 	kernel spttmKernel
 
-	// Padded copies of Uᵀ and Y, when ld > rank (spttmBlocks), ld
-	// floats per row, the columns past the rank zero.
-	padUT, padOut []float32
-
 	// Set for the duration of Run.
 	out, ut []float32
-	user    []float32 // the caller's Y, when padded
-	userUT  []float32 // the caller's Uᵀ, when padded
-	phase   int       // 0: the kernel; padIn, padBack: the copies
 	wg      partsDone
 }
 
@@ -67,10 +59,7 @@ func newSpTTMPlan(format string, f *formats.FiberMatrix, bytes int64, rank, thre
 	work := f.NNZ() + f.Rows()
 	p := &SpTTM{format: format, rank: rank, rows: f.Rows(), cols: f.Cols(), nnz: f.NNZ(), bytes: bytes,
 		parts: max(1, min(threads, work/minPartNNZ))}
-	p.ld, p.blocks = spttmBlocks(rank)
-	if p.ld != rank {
-		p.padUT, p.padOut = make([]float32, p.cols*p.ld), make([]float32, p.rows*p.ld)
-	}
+	p.blocks = spttmBlocks(rank)
 	ensureWorkers(p.parts - 1)
 	return p, nil
 }
@@ -78,47 +67,25 @@ func newSpTTMPlan(format string, f *formats.FiberMatrix, bytes int64, rank, thre
 // colBlock is the rank columns [r0, r0+w) of one pass over the entries.
 type colBlock struct{ r0, w int }
 
-// spttmBlocks returns the row length and the rank blocks of an SpTTM plan
-// of the given rank. The vector loops take blocks of eight columns or
-// more; narrower ones are left to portable Go, a pass each, which made
-// rank 15 cost 8-16 times rank 16 (docs/performance.md, "Ranks other than
-// 16"). Where the vector loops run, every block is eight columns or more:
-//   - a rank above eight that is not a multiple of eight ends with eight
-//     columns that overlap the block before, [rank-8, rank): every kernel
-//     sets its rows' columns of a block (HYB's remainder adds to what its
-//     ELL part of the same block set), so the overlap is computed twice to
-//     the same values, and nothing is copied;
-//   - a rank below eight is padded to eight, in copies of Uᵀ and Y that
-//     the plan holds: Y's rows are too short for one vector.
-func spttmBlocks(rank int) (ld int, blocks []colBlock) {
-	ld = rank
-	if vec != vecScalar && rank < 8 {
-		ld = 8
+// spttmBlocks returns the rank blocks of an SpTTM plan of the given rank.
+// The vector loops run a block of up to 64 columns in one pass over the
+// entries, masking the last vector where the rank ends inside one
+// (spttmPiece), so there is a pass per 64 columns at any rank. The
+// portable loops take the greedy split of 64, 32, ..., 1 columns.
+func spttmBlocks(rank int) []colBlock {
+	var blocks []colBlock
+	if vec == vecScalar {
+		r0 := 0
+		for _, w := range rankBlocks(rank) {
+			blocks = append(blocks, colBlock{r0, w})
+			r0 += w
+		}
+		return blocks
 	}
-	whole := ld
-	if vec != vecScalar && ld > 8 {
-		whole = ld &^ 7
+	for r0 := 0; r0 < rank; r0 += maxWidth {
+		blocks = append(blocks, colBlock{r0, min(maxWidth, rank-r0)})
 	}
-	r0 := 0
-	for _, w := range rankBlocks(whole) {
-		blocks = append(blocks, colBlock{r0, w})
-		r0 += w
-	}
-	if whole < ld {
-		blocks = append(blocks, colBlock{ld - 8, 8})
-	}
-	return ld, blocks
-}
-
-// SpTTMPadShapes returns the {rows, cols} of the padded copies an SpTTM
-// plan of a fiber matrix of rows x cols at rank holds (spttmBlocks): Uᵀ
-// and Y at eight columns where the rank is below eight, else none.
-func SpTTMPadShapes(rows, cols, rank int) [][2]int {
-	ld, _ := spttmBlocks(rank)
-	if ld == rank {
-		return nil
-	}
-	return [][2]int{{cols, ld}, {rows, ld}}
+	return blocks
 }
 
 // rankBlocks returns the greedy split of rank into blocks of 64, 32, ..., 1.
@@ -182,65 +149,9 @@ func (p *SpTTM) Run(out, ut *Matrix) error {
 		return fmt.Errorf("spttm %s: output: %w", p.format, err)
 	}
 	p.out, p.ut = out.Data, ut.Data
-	padded := p.ld != p.rank
-	if padded {
-		p.user, p.userUT, p.out, p.ut = p.out, p.ut, p.padOut, p.padUT
-		p.copyPhase(padIn, p.cols)
-	}
 	parallelParts(p.parts, p, &p.wg)
-	if padded {
-		p.copyPhase(padBack, p.rows)
-	}
-	p.out, p.ut, p.user, p.userUT = nil, nil, nil, nil
+	p.out, p.ut = nil, nil
 	return nil
 }
 
-// WorkspaceBytes returns the bytes the plan holds beside the format and
-// the dense matrices: the padded copies of Uᵀ and Y at ranks below eight
-// (spttmBlocks).
-func (p *SpTTM) WorkspaceBytes() int64 { return 4 * int64(len(p.padUT)+len(p.padOut)) }
-
-// copyPhase runs a copy of rows rows of rank floats: on the calling
-// goroutine when it is small, else split among the parts.
-func (p *SpTTM) copyPhase(phase, rows int) {
-	p.phase = phase
-	if rows*p.rank <= padSerial || p.parts == 1 {
-		p.copyPart(0, 1)
-	} else {
-		parallelParts(p.parts, p, &p.wg)
-	}
-	p.phase = 0
-}
-
-// copyPart copies part t of n of the current copy phase's rows.
-func (p *SpTTM) copyPart(t, n int) {
-	if p.phase == padIn {
-		padRows(p.padUT, p.userUT, p.cols, p.rank, p.ld, t, n)
-	} else {
-		unpadRows(p.user, p.padOut, p.rows, p.rank, p.ld, t, n)
-	}
-}
-
-func (p *SpTTM) runPart(t int) {
-	if p.phase != 0 {
-		p.copyPart(t, p.parts)
-		return
-	}
-	p.kernel.compute(p, t)
-}
-
-// padRows copies part t of n of the rows of src, R floats each, into
-// dst's rows of ld floats.
-func padRows(dst, src []float32, rows, R, ld, t, n int) {
-	for i := t * rows / n; i < (t+1)*rows/n; i++ {
-		copy(dst[i*ld:i*ld+R], src[i*R:(i+1)*R])
-	}
-}
-
-// unpadRows copies part t of n of the rows of src, ld floats each, into
-// dst's rows of R floats.
-func unpadRows(dst, src []float32, rows, R, ld, t, n int) {
-	for i := t * rows / n; i < (t+1)*rows/n; i++ {
-		copy(dst[i*R:(i+1)*R], src[i*ld:i*ld+R])
-	}
-}
+func (p *SpTTM) runPart(t int) { p.kernel.compute(p, t) }

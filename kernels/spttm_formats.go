@@ -2,6 +2,7 @@ package kernels
 
 import (
 	"fmt"
+	"iter"
 
 	"github.com/sparsetune/sparsetune/formats"
 )
@@ -58,36 +59,61 @@ func (k *csrSpTTM) compute(p *SpTTM, t int) {
 		return
 	}
 	for _, c := range p.blocks {
-		switch c.w {
-		case 64:
-			csrRows[*[64]float32](p, k.x, a, b, c.r0)
-		case 32:
-			csrRows[*[32]float32](p, k.x, a, b, c.r0)
-		case 16:
-			csrRows[*[16]float32](p, k.x, a, b, c.r0)
-		case 8:
-			csrRows[*[8]float32](p, k.x, a, b, c.r0)
-		case 4:
-			csrRows[*[4]float32](p, k.x, a, b, c.r0)
-		case 2:
-			csrRows[*[2]float32](p, k.x, a, b, c.r0)
-		default:
-			csrRows[*[1]float32](p, k.x, a, b, c.r0)
+		if csrRowsVec(p.out, k.x.RowPtr[a:b+1], k.x.ColInd, k.x.Vals[:len(k.x.ColInd)], p.ut, p.rank, a, c.r0, c.w) {
+			continue
+		}
+		for r0, w := range pow2Blocks(c) {
+			switch w {
+			case 64:
+				csrRows[*[64]float32](p, k.x, a, b, r0)
+			case 32:
+				csrRows[*[32]float32](p, k.x, a, b, r0)
+			case 16:
+				csrRows[*[16]float32](p, k.x, a, b, r0)
+			case 8:
+				csrRows[*[8]float32](p, k.x, a, b, r0)
+			case 4:
+				csrRows[*[4]float32](p, k.x, a, b, r0)
+			case 2:
+				csrRows[*[2]float32](p, k.x, a, b, r0)
+			default:
+				csrRows[*[1]float32](p, k.x, a, b, r0)
+			}
 		}
 	}
 }
 
-// csrRows computes rank columns [r0, r0+len(*B)) of rows [a, b). Blocks of
-// eight or more columns go through csrRows8, which keeps eight (AVX: sixteen)
-// columns of a row in registers.
+// pow2Blocks yields the start and width of the greedy split of block c
+// into 64, 32, ..., 1 columns, which the portable loops take. It is
+// spttmBlocks's split where the plan was made for them; a plan made for
+// vector loops that runs after SetInnerLoops chose the portable ones gets
+// its wider blocks split here.
+func pow2Blocks(c colBlock) iter.Seq2[int, int] {
+	return func(yield func(int, int) bool) {
+		for r0, end := c.r0, c.r0+c.w; r0 < end; {
+			w := maxWidth
+			for w > end-r0 {
+				w /= 2
+			}
+			if !yield(r0, w) {
+				return
+			}
+			r0 += w
+		}
+	}
+}
+
+// csrRows computes rank columns [r0, r0+len(*B)) of rows [a, b) in
+// portable Go. Blocks of eight or more columns go through csrRows8Scalar,
+// which keeps eight columns of a row in registers.
 func csrRows[B block](p *SpTTM, x *formats.CSR, a, b, r0 int) {
-	R, U, out := p.ld, p.ut, p.out
+	R, U, out := p.rank, p.ut, p.out
 	ptr := x.RowPtr[a : b+1]
 	col, vals := x.ColInd, x.Vals[:len(x.ColInd)]
 	var acc [maxWidth]float32
 	s := B(acc[:])
 	if len(s) >= 8 {
-		csrRows8(out, ptr, col, vals, U, R, a, r0, len(s)/8)
+		csrRows8Scalar(out, ptr, col, vals, U, R, a, r0, len(s)/8)
 		return
 	}
 	for i := range b - a {
@@ -150,35 +176,41 @@ func cooColumns(p *SpTTM, x *formats.FiberCOO, a, b int, c colBlock, add bool) {
 	if a == b {
 		return
 	}
-	switch c.w {
-	case 64:
-		cooRuns[*[64]float32](p, x, a, b, c.r0, add)
-	case 32:
-		cooRuns[*[32]float32](p, x, a, b, c.r0, add)
-	case 16:
-		cooRuns[*[16]float32](p, x, a, b, c.r0, add)
-	case 8:
-		cooRuns[*[8]float32](p, x, a, b, c.r0, add)
-	case 4:
-		cooRuns[*[4]float32](p, x, a, b, c.r0, add)
-	case 2:
-		cooRuns[*[2]float32](p, x, a, b, c.r0, add)
-	default:
-		cooRuns[*[1]float32](p, x, a, b, c.r0, add)
+	if cooRunsVec(p.out, x.RowInd[a:b], x.ColInd[a:b], x.Vals[a:b], p.ut, p.rank, c.r0, c.w, add) {
+		return
+	}
+	for r0, w := range pow2Blocks(c) {
+		switch w {
+		case 64:
+			cooRuns[*[64]float32](p, x, a, b, r0, add)
+		case 32:
+			cooRuns[*[32]float32](p, x, a, b, r0, add)
+		case 16:
+			cooRuns[*[16]float32](p, x, a, b, r0, add)
+		case 8:
+			cooRuns[*[8]float32](p, x, a, b, r0, add)
+		case 4:
+			cooRuns[*[4]float32](p, x, a, b, r0, add)
+		case 2:
+			cooRuns[*[2]float32](p, x, a, b, r0, add)
+		default:
+			cooRuns[*[1]float32](p, x, a, b, r0, add)
+		}
 	}
 }
 
 // cooRuns computes rank columns [r0, r0+len(*B)) of the rows of entries
-// [a, b). Each run of entries of one row is summed and stored (or added)
-// once; blocks of eight or more columns go through cooRows8 as in CSR.
+// [a, b) in portable Go. Each run of entries of one row is summed and
+// stored (or added) once; blocks of eight or more columns go through
+// cooRows8Scalar as in CSR.
 func cooRuns[B block](p *SpTTM, x *formats.FiberCOO, a, b, r0 int, add bool) {
-	R, U, out := p.ld, p.ut, p.out
+	R, U, out := p.rank, p.ut, p.out
 	rows, col, vals := x.RowInd[a:b], x.ColInd[a:b], x.Vals[a:b]
 	col, vals = col[:len(rows)], vals[:len(rows)]
 	var acc [maxWidth]float32
 	s := B(acc[:])
 	if len(s) >= 8 {
-		cooRows8(out, rows, col, vals, U, R, r0, len(s)/8, add)
+		cooRows8Scalar(out, rows, col, vals, U, R, r0, len(s)/8, add)
 		return
 	}
 	for lo := 0; lo < len(rows); {
@@ -283,32 +315,54 @@ func ellPart(p *SpTTM, x *formats.ELL, tileWidth []int32, a, b int) {
 
 // ellColumns runs rank block c of tiles [a, b) of x.
 func ellColumns(p *SpTTM, x *formats.ELL, tileWidth []int32, a, b int, c colBlock) {
-	if a == b {
+	if a == b || ellTilesVec(p, x, tileWidth, a, b, c) {
 		return
 	}
-	switch c.w {
-	case 64:
-		ellTilesB[*[64]float32](p, x, tileWidth, a, b, c.r0)
-	case 32:
-		ellTilesB[*[32]float32](p, x, tileWidth, a, b, c.r0)
-	case 16:
-		ellTilesB[*[16]float32](p, x, tileWidth, a, b, c.r0)
-	case 8:
-		ellTilesB[*[8]float32](p, x, tileWidth, a, b, c.r0)
-	case 4:
-		ellTilesB[*[4]float32](p, x, tileWidth, a, b, c.r0)
-	case 2:
-		ellTilesB[*[2]float32](p, x, tileWidth, a, b, c.r0)
-	default:
-		ellTilesB[*[1]float32](p, x, tileWidth, a, b, c.r0)
+	for r0, w := range pow2Blocks(c) {
+		switch w {
+		case 64:
+			ellTilesB[*[64]float32](p, x, tileWidth, a, b, r0)
+		case 32:
+			ellTilesB[*[32]float32](p, x, tileWidth, a, b, r0)
+		case 16:
+			ellTilesB[*[16]float32](p, x, tileWidth, a, b, r0)
+		case 8:
+			ellTilesB[*[8]float32](p, x, tileWidth, a, b, r0)
+		case 4:
+			ellTilesB[*[4]float32](p, x, tileWidth, a, b, r0)
+		case 2:
+			ellTilesB[*[2]float32](p, x, tileWidth, a, b, r0)
+		default:
+			ellTilesB[*[1]float32](p, x, tileWidth, a, b, r0)
+		}
 	}
 }
 
+// ellTilesVec computes rank block c of the rows of tiles [a, b) with the
+// vector loops, as ellTilesB does, and reports false, doing nothing,
+// where there are none.
+func ellTilesVec(p *SpTTM, x *formats.ELL, tileWidth []int32, a, b int, c colBlock) bool {
+	if vec == vecScalar {
+		return false
+	}
+	R, U, out, rows := p.rank, p.ut, p.out, x.Rows
+	for i := a; i < b; i++ {
+		lo, hi := i*ellTile, min(rows, (i+1)*ellTile)
+		for r := lo; r < hi; r++ {
+			clear(out[r*R+c.r0 : r*R+c.r0+c.w])
+		}
+		for k := range int(tileWidth[i]) {
+			ellSlotsVec(out, x.ColInd[k*rows+lo:k*rows+hi], x.Vals[k*rows+lo:k*rows+hi], U, R, lo, c.r0, c.w)
+		}
+	}
+	return true
+}
+
 // ellTilesB computes rank columns [r0, r0+len(*B)) of the rows of tiles
-// [a, b): each tile's output rows are cleared, then every slot up to the
-// tile's width adds its product into its row.
+// [a, b) in portable Go: each tile's output rows are cleared, then every
+// slot up to the tile's width adds its product into its row.
 func ellTilesB[B block](p *SpTTM, x *formats.ELL, tileWidth []int32, a, b, r0 int) {
-	R, U, out, rows := p.ld, p.ut, p.out, x.Rows
+	R, U, out, rows := p.rank, p.ut, p.out, x.Rows
 	for i := a; i < b; i++ {
 		lo, hi := i*ellTile, min(rows, (i+1)*ellTile)
 		for r := lo; r < hi; r++ {
@@ -321,7 +375,7 @@ func ellTilesB[B block](p *SpTTM, x *formats.ELL, tileWidth []int32, a, b, r0 in
 			col := x.ColInd[k*rows+lo : k*rows+hi]
 			vals := x.Vals[k*rows+lo : k*rows+hi]
 			if w := len(B(nil)); w >= 8 {
-				ellSlots8(out, col, vals, U, R, lo, r0, w/8)
+				ellSlots8Scalar(out, col, vals, U, R, lo, r0, w/8)
 				continue
 			}
 			vals = vals[:len(col)]
@@ -402,9 +456,8 @@ func hybSplits(x *formats.HYB, tileWidth []int32, parts int) (tiles, entries []i
 	return tiles, entries
 }
 
-// compute runs each rank block's ELL part and then adds its remainder,
-// block by block: a block that overlaps the one before (spttmBlocks) sets
-// the shared columns to the ELL part again before its remainder is added.
+// compute runs each rank block's ELL part and then adds the block's
+// remainder.
 func (k *hybSpTTM) compute(p *SpTTM, t int) {
 	for _, c := range p.blocks {
 		ellColumns(p, k.x.ELL, k.tileWidth, k.tiles[t], k.tiles[t+1], c)

@@ -112,78 +112,69 @@ func TestSpTTMWideRanks(t *testing.T) {
 	})
 }
 
-// TestSpTTMPaddedRanks checks the plans whose blocks are all vector blocks
-// (spttmBlocks): which ranks are padded on which inner loops, that the
-// blocks cover the row, and that every format agrees with the reference
-// at ranks that are not a multiple of eight (HYB's remainder over an
-// overlapping block included), with the copies made on the calling
-// goroutine and split among the parts, leaving the caller's Uᵀ as it was.
-func TestSpTTMPaddedRanks(t *testing.T) {
+// TestSpTTMRanks checks the rank blocks of the plans (spttmBlocks): on
+// the vector loops a pass per 64 columns at any rank, the last vector of
+// a block masked where the rank ends inside it (spttmPiece); on the
+// portable loops the greedy split. Every format must agree with the
+// reference at every rank, set every element of Y, write nothing outside
+// it and leave Uᵀ as it was.
+func TestSpTTMRanks(t *testing.T) {
 	lowGrain(t, 64)
-	oldSerial := padSerial
-	t.Cleanup(func() { padSerial = oldSerial })
 	rng := rand.New(rand.NewPCG(6, 9))
 	x := randomCOO(rng, []int{90, 7, 300}, 3000)
 	f, err := formats.NewFiberMatrix(x, 2, formats.DefaultSliceMode(2))
 	if err != nil {
 		t.Fatal(err)
 	}
+	const guard = 64 // floats either side of Y, which must stay as they are
 	eachInnerLoops(t, func(t *testing.T) {
-		for _, R := range []int{1, 4, 7, 9, 15, 20, 24, 33, 65} {
-			want := R
-			if vec != vecScalar && R < 8 {
-				want = 8
-			}
+		for _, R := range []int{1, 2, 4, 7, 8, 9, 12, 15, 16, 17, 20, 24, 31, 33, 40, 48, 63, 64, 65, 100, 130} {
 			for _, p := range spttmPlans(t, f, R, 2) {
-				if p.ld != want {
-					t.Errorf("%s R %d on %s: rows of %d, want %d", p.Format(), R, vec, p.ld, want)
-				}
-				// The blocks cover the row; on the vector loops each is
-				// at least eight wide, the last ending at the row's end.
 				covered := 0
 				for _, c := range p.blocks {
-					if c.r0 > covered || (vec != vecScalar && c.w < 8) {
+					pow2 := c.w&(c.w-1) == 0
+					if c.r0 != covered || c.w < 1 || c.w > maxWidth || (vec == vecScalar && !pow2) {
 						t.Errorf("%s R %d on %s: blocks %v", p.Format(), R, vec, p.blocks)
 						break
 					}
-					covered = max(covered, c.r0+c.w)
+					covered += c.w
 				}
-				if covered != want {
-					t.Errorf("%s R %d on %s: blocks %v cover %d columns, want %d", p.Format(), R, vec, p.blocks, covered, want)
+				if covered != R {
+					t.Errorf("%s R %d on %s: blocks %v cover %d columns", p.Format(), R, vec, p.blocks, covered)
 				}
-				var padBytes int64
-				for _, sh := range SpTTMPadShapes(f.Rows(), f.Cols(), R) {
-					padBytes += 4 * int64(sh[0]) * int64(sh[1])
-				}
-				if got := p.WorkspaceBytes(); (got > 0) != (want != R) || got != padBytes {
-					t.Errorf("%s R %d on %s: workspace %d bytes, SpTTMPadShapes %d", p.Format(), R, vec, got, padBytes)
+				if vec != vecScalar && len(p.blocks) != (R+maxWidth-1)/maxWidth {
+					t.Errorf("%s R %d on %s: %d blocks, want one per %d columns", p.Format(), R, vec, len(p.blocks), maxWidth)
 				}
 			}
-			for _, serial := range []int{oldSerial, 0} {
-				padSerial = serial
-				ut := randomFactors(rng, []int{x.Dims[2]}, R)[0]
-				before := slices.Clone(ut.Data)
-				wantY, err := SpTTMReference(f, ut)
-				if err != nil {
-					t.Fatal(err)
-				}
-				for _, threads := range []int{1, 3} {
-					for _, p := range spttmPlans(t, f, R, threads) {
-						out := NewMatrix(f.Rows(), R)
-						for i := range out.Data {
-							out.Data[i] = float32(math.NaN())
-						}
-						if err := p.Run(out, ut); err != nil {
-							t.Fatal(err)
-						}
-						if e := relErr(out.Data, wantY); !(e <= mttkrpTol) {
-							t.Errorf("%s R %d threads %d (parts %d): relative error %.3g > %g", p.Format(), R, threads, p.Parts(), e, mttkrpTol)
+			ut := randomFactors(rng, []int{x.Dims[2]}, R)[0]
+			before := slices.Clone(ut.Data)
+			wantY, err := SpTTMReference(f, ut)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, threads := range []int{1, 3} {
+				for _, p := range spttmPlans(t, f, R, threads) {
+					buf := make([]float32, guard+f.Rows()*R+guard)
+					for i := range buf {
+						buf[i] = float32(math.NaN())
+					}
+					out := &Matrix{Rows: f.Rows(), Cols: R, Data: buf[guard : guard+f.Rows()*R : guard+f.Rows()*R]}
+					if err := p.Run(out, ut); err != nil {
+						t.Fatal(err)
+					}
+					if e := relErr(out.Data, wantY); !(e <= mttkrpTol) {
+						t.Errorf("%s R %d threads %d (parts %d) on %s: relative error %.3g > %g", p.Format(), R, threads, p.Parts(), vec, e, mttkrpTol)
+					}
+					for i, v := range slices.Concat(buf[:guard], buf[guard+f.Rows()*R:]) {
+						if !math.IsNaN(float64(v)) {
+							t.Errorf("%s R %d threads %d on %s: wrote %g outside Y (guard float %d)", p.Format(), R, threads, vec, v, i)
+							break
 						}
 					}
 				}
-				if !slices.Equal(ut.Data, before) {
-					t.Errorf("R %d: Uᵀ changed by Run", R)
-				}
+			}
+			if !slices.Equal(ut.Data, before) {
+				t.Errorf("R %d on %s: Uᵀ changed by Run", R, vec)
 			}
 		}
 	})

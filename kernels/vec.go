@@ -100,18 +100,6 @@ func csrRows8(out []float32, ptr []uint32, col []uint32, vals []float32, U []flo
 	}
 }
 
-func cooRows8(out []float32, rows, col []uint32, vals []float32, U []float32, R, r0, groups int, add bool) {
-	if !cooRunsVec(out, rows, col, vals, U, R, r0, 8*groups, add) {
-		cooRows8Scalar(out, rows, col, vals, U, R, r0, groups, add)
-	}
-}
-
-func ellSlots8(out []float32, col []uint32, vals []float32, U []float32, R, lo, r0, groups int) {
-	if !ellSlotsVec(out, col, vals, U, R, lo, r0, 8*groups) {
-		ellSlots8Scalar(out, col, vals, U, R, lo, r0, groups)
-	}
-}
-
 func mttkrpRuns8(dst []float32, rowBase, R, r0, groups int, o *mttkrpOperands) {
 	if !mttkrpRunsVec(dst, rowBase, R, r0, 8*groups, o) {
 		mttkrpRuns8Scalar(dst, rowBase, R, r0, groups, o)

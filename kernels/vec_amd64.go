@@ -62,32 +62,65 @@ func vecPiece(rem int) (u vecUnit, nv, cols int) {
 	return u, nv, nv * lanes
 }
 
+// spttmPiece returns the unit, register count and tail (the lanes of a
+// masked last vector; 0 when it is whole) of the next pass of an SpTTM
+// loop with rem columns left, and the columns it covers: up to four
+// vectors, the last masked where rem ends inside it, so a rank that is
+// not a multiple of the vector length costs no extra pass (the passes'
+// cost is the factor rows they fetch per entry, not the columns: rank 15
+// in two 8-column passes cost about twice rank 16). AVX-512 runs eight
+// columns as one whole AVX2 vector.
+func spttmPiece(rem int) (u vecUnit, nv, tail, cols int) {
+	u, lanes := vecAVX2, 8
+	if vec == vecAVX512 && rem != 8 {
+		u, lanes = vecAVX512, 16
+	}
+	cols = min(rem, 4*lanes)
+	return u, (cols + lanes - 1) / lanes, cols % lanes, cols
+}
+
 type (
-	csrFn    func(out []float32, ptr, col []uint32, vals, u []float32, stride int)
-	cooFn    func(out []float32, rows, col []uint32, vals, u []float32, stride int, add bool)
-	ellFn    func(out []float32, col []uint32, vals, u []float32, stride int)
-	mttkrpFn func(dst []float32, out *uint32, vals []float32, inds *[7]*uint32, facs *[7]*float32, rowBase, stride, others int)
-	alto3Fn  func(dst []float32, lin []uint64, vals []float32, masks *[3]uint64, bases *[3]uint32, f0, f1 *float32, rowBase, stride, shift int)
-	alto4Fn  func(dst []float32, lin []uint64, vals []float32, masks *[4]uint64, bases *[4]uint32, f0, f1, f2 *float32, rowBase, stride, shift int)
-	hicooFn  func(dst []float32, bptr []uint32, bo, b0, b1 *uint32, eo, e0, e1 *uint8, vals *float32, f0, f1 *float32, rowBase, stride, bits int)
-	hicoo4Fn func(dst []float32, bptr []uint32, bo, b0, b1, b2 *uint32, eo, e0, e1, e2 *uint8, vals *float32, f0, f1, f2 *float32, rowBase, stride, bits int)
-	csf4Fn   func(out []float32, roots, ptr0 []uint32, idx1, ptr1, idx2, ptr2, idx3 *uint32, vals *float32, a1, a2, a3 *float32, stride int)
-	csf3Fn   func(out []float32, roots, ptr0 []uint32, idx1, ptr1, idx2 *uint32, vals *float32, a1, a2 *float32, stride int)
+	csrFn     func(out []float32, ptr, col []uint32, vals, u []float32, stride int)
+	cooFn     func(out []float32, rows, col []uint32, vals, u []float32, stride int, add bool)
+	ellFn     func(out []float32, col []uint32, vals, u []float32, stride int)
+	csrTailFn func(out []float32, ptr, col []uint32, vals, u []float32, stride, tail int)
+	cooTailFn func(out []float32, rows, col []uint32, vals, u []float32, stride int, add bool, tail int)
+	ellTailFn func(out []float32, col []uint32, vals, u []float32, stride, tail int)
+	mttkrpFn  func(dst []float32, out *uint32, vals []float32, inds *[7]*uint32, facs *[7]*float32, rowBase, stride, others int)
+	alto3Fn   func(dst []float32, lin []uint64, vals []float32, masks *[3]uint64, bases *[3]uint32, f0, f1 *float32, rowBase, stride, shift int)
+	alto4Fn   func(dst []float32, lin []uint64, vals []float32, masks *[4]uint64, bases *[4]uint32, f0, f1, f2 *float32, rowBase, stride, shift int)
+	hicooFn   func(dst []float32, bptr []uint32, bo, b0, b1 *uint32, eo, e0, e1 *uint8, vals *float32, f0, f1 *float32, rowBase, stride, bits int)
+	hicoo4Fn  func(dst []float32, bptr []uint32, bo, b0, b1, b2 *uint32, eo, e0, e1, e2 *uint8, vals *float32, f0, f1, f2 *float32, rowBase, stride, bits int)
+	csf4Fn    func(out []float32, roots, ptr0 []uint32, idx1, ptr1, idx2, ptr2, idx3 *uint32, vals *float32, a1, a2, a3 *float32, stride int)
+	csf3Fn    func(out []float32, roots, ptr0 []uint32, idx1, ptr1, idx2 *uint32, vals *float32, a1, a2 *float32, stride int)
 )
 
 // The generated functions by unit and register count.
 var (
 	csrFns = [3][5]csrFn{
-		vecAVX2:   {1: csrAVX2x1, 2: csrAVX2x2, 4: csrAVX2x4},
-		vecAVX512: {1: csrAVX512x1, 2: csrAVX512x2, 4: csrAVX512x4},
+		vecAVX2:   {1: csrAVX2x1, 2: csrAVX2x2, 3: csrAVX2x3, 4: csrAVX2x4},
+		vecAVX512: {1: csrAVX512x1, 2: csrAVX512x2, 3: csrAVX512x3, 4: csrAVX512x4},
 	}
 	cooFns = [3][5]cooFn{
-		vecAVX2:   {1: cooRunsAVX2x1, 2: cooRunsAVX2x2, 4: cooRunsAVX2x4},
-		vecAVX512: {1: cooRunsAVX512x1, 2: cooRunsAVX512x2, 4: cooRunsAVX512x4},
+		vecAVX2:   {1: cooRunsAVX2x1, 2: cooRunsAVX2x2, 3: cooRunsAVX2x3, 4: cooRunsAVX2x4},
+		vecAVX512: {1: cooRunsAVX512x1, 2: cooRunsAVX512x2, 3: cooRunsAVX512x3, 4: cooRunsAVX512x4},
 	}
 	ellFns = [3][5]ellFn{
-		vecAVX2:   {1: ellSlotsAVX2x1, 2: ellSlotsAVX2x2, 4: ellSlotsAVX2x4},
-		vecAVX512: {1: ellSlotsAVX512x1, 2: ellSlotsAVX512x2, 4: ellSlotsAVX512x4},
+		vecAVX2:   {1: ellSlotsAVX2x1, 2: ellSlotsAVX2x2, 3: ellSlotsAVX2x3, 4: ellSlotsAVX2x4},
+		vecAVX512: {1: ellSlotsAVX512x1, 2: ellSlotsAVX512x2, 3: ellSlotsAVX512x3, 4: ellSlotsAVX512x4},
+	}
+	// The same loops with the last vector masked (spttmPiece).
+	csrTailFns = [3][5]csrTailFn{
+		vecAVX2:   {1: csrTailAVX2x1, 2: csrTailAVX2x2, 3: csrTailAVX2x3, 4: csrTailAVX2x4},
+		vecAVX512: {1: csrTailAVX512x1, 2: csrTailAVX512x2, 3: csrTailAVX512x3, 4: csrTailAVX512x4},
+	}
+	cooTailFns = [3][5]cooTailFn{
+		vecAVX2:   {1: cooRunsTailAVX2x1, 2: cooRunsTailAVX2x2, 3: cooRunsTailAVX2x3, 4: cooRunsTailAVX2x4},
+		vecAVX512: {1: cooRunsTailAVX512x1, 2: cooRunsTailAVX512x2, 3: cooRunsTailAVX512x3, 4: cooRunsTailAVX512x4},
+	}
+	ellTailFns = [3][5]ellTailFn{
+		vecAVX2:   {1: ellSlotsTailAVX2x1, 2: ellSlotsTailAVX2x2, 3: ellSlotsTailAVX2x3, 4: ellSlotsTailAVX2x4},
+		vecAVX512: {1: ellSlotsTailAVX512x1, 2: ellSlotsTailAVX512x2, 3: ellSlotsTailAVX512x3, 4: ellSlotsTailAVX512x4},
 	}
 	// mttkrpFns[u][nv][c]: c = 1 and 2 other modes, 0 for more.
 	mttkrpFns = [3][5][3]mttkrpFn{
@@ -157,9 +190,10 @@ var (
 )
 
 // csrRowsVec computes columns [r0, r0+w) of the CSR rows a, a+1, ... whose
-// pointers are ptr (len rows+1, offsets into col and vals).
+// pointers are ptr (len rows+1, offsets into col and vals), in one pass
+// per spttmPiece.
 func csrRowsVec(out []float32, ptr, col []uint32, vals, U []float32, R, a, r0, w int) bool {
-	if vec == vecScalar || w < 8 {
+	if vec == vecScalar {
 		return false
 	}
 	rows := len(ptr) - 1
@@ -168,8 +202,12 @@ func csrRowsVec(out []float32, ptr, col []uint32, vals, U []float32, R, a, r0, w
 	}
 	out = out[a*R : (a+rows)*R]
 	for off := 0; off < w; {
-		u, nv, cols := vecPiece(w - off)
-		csrFns[u][nv](out[r0+off:], ptr, col, vals, U[r0+off:], R)
+		u, nv, tail, cols := spttmPiece(w - off)
+		if tail == 0 {
+			csrFns[u][nv](out[r0+off:], ptr, col, vals, U[r0+off:], R)
+		} else {
+			csrTailFns[u][nv](out[r0+off:], ptr, col, vals, U[r0+off:], R, tail)
+		}
 		off += cols
 	}
 	return true
@@ -178,7 +216,7 @@ func csrRowsVec(out []float32, ptr, col []uint32, vals, U []float32, R, a, r0, w
 // cooRunsVec computes columns [r0, r0+w) of the rows of row-ordered
 // triples, setting each run's row or, with add, adding to it.
 func cooRunsVec(out []float32, rows, col []uint32, vals, U []float32, R, r0, w int, add bool) bool {
-	if vec == vecScalar || w < 8 {
+	if vec == vecScalar {
 		return false
 	}
 	if len(rows) == 0 {
@@ -186,8 +224,12 @@ func cooRunsVec(out []float32, rows, col []uint32, vals, U []float32, R, r0, w i
 	}
 	col, vals = col[:len(rows)], vals[:len(rows)]
 	for off := 0; off < w; {
-		u, nv, cols := vecPiece(w - off)
-		cooFns[u][nv](out[r0+off:], rows, col, vals, U[r0+off:], R, add)
+		u, nv, tail, cols := spttmPiece(w - off)
+		if tail == 0 {
+			cooFns[u][nv](out[r0+off:], rows, col, vals, U[r0+off:], R, add)
+		} else {
+			cooTailFns[u][nv](out[r0+off:], rows, col, vals, U[r0+off:], R, add, tail)
+		}
 		off += cols
 	}
 	return true
@@ -196,7 +238,7 @@ func cooRunsVec(out []float32, rows, col []uint32, vals, U []float32, R, r0, w i
 // ellSlotsVec adds columns [r0, r0+w) of one ELL slot column (col, vals)
 // into the rows lo, lo+1, ...
 func ellSlotsVec(out []float32, col []uint32, vals, U []float32, R, lo, r0, w int) bool {
-	if vec == vecScalar || w < 8 {
+	if vec == vecScalar {
 		return false
 	}
 	if len(col) == 0 {
@@ -205,8 +247,12 @@ func ellSlotsVec(out []float32, col []uint32, vals, U []float32, R, lo, r0, w in
 	vals = vals[:len(col)]
 	out = out[lo*R : (lo+len(col))*R]
 	for off := 0; off < w; {
-		u, nv, cols := vecPiece(w - off)
-		ellFns[u][nv](out[r0+off:], col, vals, U[r0+off:], R)
+		u, nv, tail, cols := spttmPiece(w - off)
+		if tail == 0 {
+			ellFns[u][nv](out[r0+off:], col, vals, U[r0+off:], R)
+		} else {
+			ellTailFns[u][nv](out[r0+off:], col, vals, U[r0+off:], R, tail)
+		}
 		off += cols
 	}
 	return true

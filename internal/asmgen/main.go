@@ -45,11 +45,18 @@ var isas = []isa{
 
 func main() {
 	ConstraintExpr("amd64,!purego")
+	laneIndexData()
 	for _, s := range isas {
+		// SpTTM's loops take any block of up to four vectors in one pass,
+		// the last vector whole or masked (tailMask).
+		for nv := 1; nv <= 4; nv++ {
+			for _, tail := range []bool{false, true} {
+				spttmCSR(s, nv, tail)
+				spttmCOO(s, nv, tail)
+				ellSlots(s, nv, tail)
+			}
+		}
 		for _, nv := range s.nvecs {
-			spttmCSR(s, nv)
-			spttmCOO(s, nv)
-			ellSlots(s, nv)
 			for _, order := range []int{1, 2, 0} {
 				mttkrpRuns(s, nv, order)
 				mttkrpScatter(s, nv, order)
@@ -75,6 +82,131 @@ func main() {
 
 // fn names one generated function.
 func fn(kernel string, s isa, nv int) string { return fmt.Sprintf("%s%sx%d", kernel, s.name, nv) }
+
+// tailFn names a loop that masks the last vector when tail is set.
+func tailFn(kernel string, s isa, nv int, tail bool) string {
+	if tail {
+		kernel += "Tail"
+	}
+	return fn(kernel, s, nv)
+}
+
+// tailSig appends the tail argument to a signature when tail is set.
+func tailSig(sig string, tail bool) string {
+	if tail {
+		return sig[:len(sig)-1] + ", tail int)"
+	}
+	return sig
+}
+
+// laneIndex holds the lane numbers 0-15, against which a tail's lane
+// count is compared to make its mask.
+var laneIndex Mem
+
+func laneIndexData() {
+	laneIndex = GLOBL("laneindex", RODATA|NOPTR)
+	for i := range 16 {
+		DATA(4*i, U32(i))
+	}
+}
+
+// tailCols says which columns a loop of nv vectors handles.
+func tailCols(s isa, nv int, tail bool) string {
+	if tail {
+		return fmt.Sprintf("%d columns and the first tail of the next %d", (nv-1)*s.lanes, s.lanes)
+	}
+	return fmt.Sprintf("%d columns", nv*s.lanes)
+}
+
+// tailMask is how a loop treats the last vector of its block: whole, or,
+// when on, only its first tail lanes (the tail argument, 1 to lanes-1),
+// so that a block can end inside a vector without reading or writing
+// past the end of a row. AVX-512 masks with an opmask register, whose
+// masked-off lanes are neither loaded (faults included) nor stored; AVX2
+// with VMASKMOVPS loads and stores, which do the same for a lane mask in
+// a vector register.
+type tailMask struct {
+	s   isa
+	on  bool
+	k   OpmaskVirtual // AVX-512
+	m   VecVirtual    // AVX2: all ones in the tail's lanes
+	tmp VecVirtual    // AVX2: a masked load's target
+}
+
+func loadTailMask(s isa, on bool) tailMask {
+	t := tailMask{s: s, on: on}
+	if !on {
+		return t
+	}
+	n := GP64()
+	Load(Param("tail"), n)
+	if s.lanes == 16 {
+		b := ZMM()
+		VPBROADCASTD(n.As32(), b)
+		t.k = K()
+		VPCMPGTD(laneIndex, b, t.k)
+		return t
+	}
+	x := XMM()
+	VMOVD(n.As32(), x)
+	t.m, t.tmp = YMM(), YMM()
+	VPBROADCASTD(x, t.m)
+	VPCMPGTD(laneIndex, t.m, t.m)
+	return t
+}
+
+// masked reports whether vector q of nv is the masked one.
+func (t tailMask) masked(q, nv int) bool { return t.on && q == nv-1 }
+
+// fma emits acc += mem·v for vector q of nv.
+func (t tailMask) fma(mem Mem, v, acc VecVirtual, q, nv int) {
+	switch {
+	case !t.masked(q, nv):
+		VFMADD231PS(mem, v, acc)
+	case t.s.lanes == 16:
+		VFMADD231PS(mem, v, t.k, acc)
+	default:
+		VMASKMOVPS(mem, t.m, t.tmp)
+		VFMADD231PS(t.tmp, v, acc)
+	}
+}
+
+// add emits acc += mem for vector q of nv.
+func (t tailMask) add(mem Mem, acc VecVirtual, q, nv int) {
+	switch {
+	case !t.masked(q, nv):
+		VADDPS(mem, acc, acc)
+	case t.s.lanes == 16:
+		VADDPS(mem, acc, t.k, acc)
+	default:
+		VMASKMOVPS(mem, t.m, t.tmp)
+		VADDPS(t.tmp, acc, acc)
+	}
+}
+
+// load emits dst = mem for vector q of nv, the masked-off lanes zero.
+func (t tailMask) load(mem Mem, dst VecVirtual, q, nv int) {
+	switch {
+	case !t.masked(q, nv):
+		VMOVUPS(mem, dst)
+	case t.s.lanes == 16:
+		VMOVUPS_Z(mem, t.k, dst)
+	default:
+		VMASKMOVPS(mem, t.m, dst)
+	}
+}
+
+// store emits mem = src for vector q of nv.
+func (t tailMask) store(src VecVirtual, mem Mem, q, nv int) {
+	switch {
+	case !t.masked(q, nv):
+		VMOVUPS(src, mem)
+	case t.s.lanes == 16:
+		VMOVUPS(src, t.k, mem)
+	default:
+		VMASKMOVPS(src, t.m, mem)
+	}
+}
 
 // text starts a function whose pointer arguments do not escape.
 func text(name, signature string) {
@@ -132,11 +264,11 @@ func rowOffset(base, idx, strideBytes Register) GPVirtual {
 // addScaledRow emits acc += vals[k]·A row idx[k] (v is scratch for the
 // broadcast value): the inner step of every loop that sums one sparse row
 // or fiber against a dense matrix.
-func addScaledRow(s isa, idx, valp, a, k, sb Register, v VecVirtual, acc []VecVirtual) {
+func addScaledRow(s isa, idx, valp, a, k, sb Register, v VecVirtual, acc []VecVirtual, tm tailMask) {
 	c := rowOffset(idx, k, sb)
 	VBROADCASTSS(Mem{Base: valp, Index: k, Scale: 4}, v)
 	for q := range acc {
-		VFMADD231PS(rowMem(s, a, c, q), v, acc[q])
+		tm.fma(rowMem(s, a, c, q), v, acc[q], q, len(acc))
 	}
 }
 
@@ -148,9 +280,10 @@ func strideBytes() Register {
 
 // spttmCSR: out row i = Σ_{e in [ptr[i], ptr[i+1])} vals[e]·u row col[e],
 // for the len(ptr)-1 rows of a CSR row range. out and u point at column r0.
-func spttmCSR(s isa, nv int) {
-	text(fn("csr", s, nv), "func(out []float32, ptr, col []uint32, vals, u []float32, stride int)")
-	Doc(fmt.Sprintf("csr%sx%d sets %d columns of each row of a CSR row range (see asmgen).", s.name, nv, nv*s.lanes))
+func spttmCSR(s isa, nv int, tail bool) {
+	name := tailFn("csr", s, nv, tail)
+	text(name, tailSig("func(out []float32, ptr, col []uint32, vals, u []float32, stride int)", tail))
+	Doc(fmt.Sprintf("%s sets %s of each row of a CSR row range (see asmgen).", name, tailCols(s, nv, tail)))
 	outp := Load(Param("out").Base(), GP64())
 	ptrp := Load(Param("ptr").Base(), GP64())
 	colp := Load(Param("col").Base(), GP64())
@@ -164,6 +297,7 @@ func spttmCSR(s isa, nv int) {
 	MOVL(Mem{Base: ptrp}, e.As32())
 	acc := vecs(s, nv)
 	v := s.vec()
+	tm := loadTailMask(s, tail)
 
 	Label("row")
 	hi := GP64()
@@ -172,13 +306,13 @@ func spttmCSR(s isa, nv int) {
 	CMPQ(e, hi)
 	JAE(LabelRef("store"))
 	Label("entry")
-	addScaledRow(s, colp, valp, up, e, sb, v, acc)
+	addScaledRow(s, colp, valp, up, e, sb, v, acc, tm)
 	INCQ(e)
 	CMPQ(e, hi)
 	JB(LabelRef("entry"))
 	Label("store")
 	for q := range acc {
-		VMOVUPS(acc[q], Mem{Base: outp, Disp: 4 * s.lanes * q})
+		tm.store(acc[q], Mem{Base: outp, Disp: 4 * s.lanes * q}, q, nv)
 	}
 	ADDQ(sb, outp)
 	ADDQ(U8(4), ptrp)
@@ -191,9 +325,10 @@ func spttmCSR(s isa, nv int) {
 
 // spttmCOO: for each run of equal rows[k], out row rows[k] = (or +=, when
 // add != 0) Σ_run vals[k]·u row col[k]. rows, col and vals have one length.
-func spttmCOO(s isa, nv int) {
-	text(fn("cooRuns", s, nv), "func(out []float32, rows, col []uint32, vals, u []float32, stride int, add bool)")
-	Doc(fmt.Sprintf("cooRuns%sx%d sets or adds %d columns of each run of a row-ordered FiberCOO (see asmgen).", s.name, nv, nv*s.lanes))
+func spttmCOO(s isa, nv int, tail bool) {
+	name := tailFn("cooRuns", s, nv, tail)
+	text(name, tailSig("func(out []float32, rows, col []uint32, vals, u []float32, stride int, add bool)", tail))
+	Doc(fmt.Sprintf("%s sets or adds %s of each run of a row-ordered FiberCOO (see asmgen).", name, tailCols(s, nv, tail)))
 	outp := Load(Param("out").Base(), GP64())
 	rowp := Load(Param("rows").Base(), GP64())
 	colp := Load(Param("col").Base(), GP64())
@@ -207,12 +342,13 @@ func spttmCOO(s isa, nv int) {
 	JE(LabelRef("done"))
 	acc := vecs(s, nv)
 	v := s.vec()
+	tm := loadTailMask(s, tail)
 
 	Label("run")
 	row := loadU32(rowp, k)
 	zero(acc)
 	Label("entry")
-	addScaledRow(s, colp, valp, up, k, sb, v, acc)
+	addScaledRow(s, colp, valp, up, k, sb, v, acc, tm)
 	INCQ(k)
 	CMPQ(k, n)
 	JAE(LabelRef("flush"))
@@ -227,11 +363,11 @@ func spttmCOO(s isa, nv int) {
 	TESTB(addFlag, addFlag)
 	JZ(LabelRef("store"))
 	for q := range acc {
-		VADDPS(dst.Offset(4*s.lanes*q), acc[q], acc[q])
+		tm.add(dst.Offset(4*s.lanes*q), acc[q], q, nv)
 	}
 	Label("store")
 	for q := range acc {
-		VMOVUPS(acc[q], dst.Offset(4*s.lanes*q))
+		tm.store(acc[q], dst.Offset(4*s.lanes*q), q, nv)
 	}
 	CMPQ(k, n)
 	JB(LabelRef("run"))
@@ -242,9 +378,10 @@ func spttmCOO(s isa, nv int) {
 
 // ellSlots: out row j += vals[j]·u row col[j] for each slot j of one ELL
 // slot column over consecutive rows.
-func ellSlots(s isa, nv int) {
-	text(fn("ellSlots", s, nv), "func(out []float32, col []uint32, vals, u []float32, stride int)")
-	Doc(fmt.Sprintf("ellSlots%sx%d adds %d columns of one ELL slot column into consecutive rows (see asmgen).", s.name, nv, nv*s.lanes))
+func ellSlots(s isa, nv int, tail bool) {
+	name := tailFn("ellSlots", s, nv, tail)
+	text(name, tailSig("func(out []float32, col []uint32, vals, u []float32, stride int)", tail))
+	Doc(fmt.Sprintf("%s adds %s of one ELL slot column into consecutive rows (see asmgen).", name, tailCols(s, nv, tail)))
 	outp := Load(Param("out").Base(), GP64())
 	colp := Load(Param("col").Base(), GP64())
 	valp := Load(Param("vals").Base(), GP64())
@@ -257,13 +394,15 @@ func ellSlots(s isa, nv int) {
 	JE(LabelRef("done"))
 	v := s.vec()
 	t := vecs(s, nv)
+	tm := loadTailMask(s, tail)
 	Label("slot")
 	c := rowOffset(colp, k, sb)
 	VBROADCASTSS(Mem{Base: valp, Index: k, Scale: 4}, v)
 	for q := range t {
-		VMOVUPS(Mem{Base: outp, Disp: 4 * s.lanes * q}, t[q])
-		VFMADD231PS(rowMem(s, up, c, q), v, t[q])
-		VMOVUPS(t[q], Mem{Base: outp, Disp: 4 * s.lanes * q})
+		d := Mem{Base: outp, Disp: 4 * s.lanes * q}
+		tm.load(d, t[q], q, nv)
+		tm.fma(rowMem(s, up, c, q), v, t[q], q, nv)
+		tm.store(t[q], d, q, nv)
 	}
 	ADDQ(sb, outp)
 	INCQ(k)
@@ -839,7 +978,7 @@ func fiberLevel(s isa, name string, j, jend, k, kend, ptr, idxFiber, idxLeaf, va
 	CMPQ(k, kend)
 	JAE(LabelRef(name + "hoist"))
 	Label(name + "leaf")
-	addScaledRow(s, idxLeaf, valp, aLeaf, k, sb, v, t)
+	addScaledRow(s, idxLeaf, valp, aLeaf, k, sb, v, t, tailMask{})
 	INCQ(k)
 	CMPQ(k, kend)
 	JB(LabelRef(name + "leaf"))
