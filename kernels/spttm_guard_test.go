@@ -47,7 +47,7 @@ func TestSpTTMGuardPage(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			for _, R := range []int{1, 4, 7, 9, 12, 15, 20, 33, 100} {
+			for _, R := range []int{1, 4, 7, 9, 12, 15, 20, 24, 31, 33, 56, 63, 100} {
 				utData, freeUT := guardedFloats(t, f.Cols()*R)
 				outData, freeOut := guardedFloats(t, f.Rows()*R)
 				ut := &Matrix{Rows: f.Cols(), Cols: R, Data: utData}

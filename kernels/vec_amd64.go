@@ -62,21 +62,57 @@ func vecPiece(rem int) (u vecUnit, nv, cols int) {
 	return u, nv, nv * lanes
 }
 
-// spttmPiece returns the unit, register count and tail (the lanes of a
-// masked last vector; 0 when it is whole) of the next pass of an SpTTM
-// loop with rem columns left, and the columns it covers: up to four
-// vectors, the last masked where rem ends inside it, so a rank that is
-// not a multiple of the vector length costs no extra pass (the passes'
-// cost is the factor rows they fetch per entry, not the columns: rank 15
-// in two 8-column passes cost about twice rank 16). AVX-512 runs eight
-// columns as one whole AVX2 vector.
-func spttmPiece(rem int) (u vecUnit, nv, tail, cols int) {
-	u, lanes := vecAVX2, 8
-	if vec == vecAVX512 && rem != 8 {
-		u, lanes = vecAVX512, 16
+// rowPiece is one pass of an SpTTM loop over a block's columns: nz
+// vectors of unit u, then (AVX-512 only) ny AVX2 vectors; where tail > 0
+// the last vector is masked to its first tail lanes.
+type rowPiece struct {
+	u                  vecUnit
+	nz, ny, tail, cols int
+}
+
+// spttmPiece returns the next pass of an SpTTM loop with rem columns
+// left: up to 64 columns on AVX-512 and 32 on AVX2, the last vector
+// masked where rem ends inside it, so a rank that is not a multiple of
+// the vector length costs no extra pass (a pass costs about what the
+// factor rows it fetches per entry cost, whatever its width: rank 15 in
+// two 8-column passes took about twice rank 16). On AVX-512 the columns
+// past the last whole 16 go in AVX2 vectors, whole or masked, which
+// measured faster than a masked 16-lane vector (asmgen's rowBlock).
+func spttmPiece(rem int) rowPiece {
+	if vec == vecAVX512 {
+		cols := min(rem, 64)
+		nz, t := cols/16, cols%16
+		if nz > 0 {
+			return rowPiece{u: vecAVX512, nz: nz, ny: (t + 7) / 8, tail: t % 8, cols: cols}
+		}
+		return rowPiece{u: vecAVX2, nz: (t + 7) / 8, tail: t % 8, cols: cols}
 	}
-	cols = min(rem, 4*lanes)
-	return u, (cols + lanes - 1) / lanes, cols % lanes, cols
+	cols := min(rem, 32)
+	return rowPiece{u: vecAVX2, nz: (cols + 7) / 8, tail: cols % 8, cols: cols}
+}
+
+// rowLoops are the generated loops of one SpTTM kernel, by rowPiece:
+// W the loops without a tail argument, T those with one.
+type rowLoops[W, T any] struct {
+	whole [3][5]W // [unit][nz]: whole vectors
+	tail  [5]T    // [nz]: AVX2 vectors, the last masked
+	y1    [4]W    // [nz]: AVX-512 vectors and one whole AVX2 vector
+	yTail [4][3]T // [nz][ny]: AVX-512 vectors and ny AVX2 vectors, the last masked
+}
+
+// pick returns the loop of piece p: whole, or tail when masked.
+func (l *rowLoops[W, T]) pick(p rowPiece) (whole W, tail T, masked bool) {
+	switch {
+	case p.ny == 0 && p.tail == 0:
+		whole = l.whole[p.u][p.nz]
+	case p.ny == 0:
+		tail, masked = l.tail[p.nz], true
+	case p.tail == 0:
+		whole = l.y1[p.nz]
+	default:
+		tail, masked = l.yTail[p.nz][p.ny], true
+	}
+	return whole, tail, masked
 }
 
 type (
@@ -97,30 +133,32 @@ type (
 
 // The generated functions by unit and register count.
 var (
-	csrFns = [3][5]csrFn{
-		vecAVX2:   {1: csrAVX2x1, 2: csrAVX2x2, 3: csrAVX2x3, 4: csrAVX2x4},
-		vecAVX512: {1: csrAVX512x1, 2: csrAVX512x2, 3: csrAVX512x3, 4: csrAVX512x4},
+	csrLoops = rowLoops[csrFn, csrTailFn]{
+		whole: [3][5]csrFn{
+			vecAVX2:   {1: csrAVX2x1, 2: csrAVX2x2, 3: csrAVX2x3, 4: csrAVX2x4},
+			vecAVX512: {1: csrAVX512x1, 2: csrAVX512x2, 3: csrAVX512x3, 4: csrAVX512x4},
+		},
+		tail:  [5]csrTailFn{1: csrAVX2x1Tail, 2: csrAVX2x2Tail, 3: csrAVX2x3Tail, 4: csrAVX2x4Tail},
+		y1:    [4]csrFn{1: csrAVX512x1Y1, 2: csrAVX512x2Y1, 3: csrAVX512x3Y1},
+		yTail: [4][3]csrTailFn{1: {1: csrAVX512x1Y1Tail, 2: csrAVX512x1Y2Tail}, 2: {1: csrAVX512x2Y1Tail, 2: csrAVX512x2Y2Tail}, 3: {1: csrAVX512x3Y1Tail, 2: csrAVX512x3Y2Tail}},
 	}
-	cooFns = [3][5]cooFn{
-		vecAVX2:   {1: cooRunsAVX2x1, 2: cooRunsAVX2x2, 3: cooRunsAVX2x3, 4: cooRunsAVX2x4},
-		vecAVX512: {1: cooRunsAVX512x1, 2: cooRunsAVX512x2, 3: cooRunsAVX512x3, 4: cooRunsAVX512x4},
+	cooLoops = rowLoops[cooFn, cooTailFn]{
+		whole: [3][5]cooFn{
+			vecAVX2:   {1: cooRunsAVX2x1, 2: cooRunsAVX2x2, 3: cooRunsAVX2x3, 4: cooRunsAVX2x4},
+			vecAVX512: {1: cooRunsAVX512x1, 2: cooRunsAVX512x2, 3: cooRunsAVX512x3, 4: cooRunsAVX512x4},
+		},
+		tail:  [5]cooTailFn{1: cooRunsAVX2x1Tail, 2: cooRunsAVX2x2Tail, 3: cooRunsAVX2x3Tail, 4: cooRunsAVX2x4Tail},
+		y1:    [4]cooFn{1: cooRunsAVX512x1Y1, 2: cooRunsAVX512x2Y1, 3: cooRunsAVX512x3Y1},
+		yTail: [4][3]cooTailFn{1: {1: cooRunsAVX512x1Y1Tail, 2: cooRunsAVX512x1Y2Tail}, 2: {1: cooRunsAVX512x2Y1Tail, 2: cooRunsAVX512x2Y2Tail}, 3: {1: cooRunsAVX512x3Y1Tail, 2: cooRunsAVX512x3Y2Tail}},
 	}
-	ellFns = [3][5]ellFn{
-		vecAVX2:   {1: ellSlotsAVX2x1, 2: ellSlotsAVX2x2, 3: ellSlotsAVX2x3, 4: ellSlotsAVX2x4},
-		vecAVX512: {1: ellSlotsAVX512x1, 2: ellSlotsAVX512x2, 3: ellSlotsAVX512x3, 4: ellSlotsAVX512x4},
-	}
-	// The same loops with the last vector masked (spttmPiece).
-	csrTailFns = [3][5]csrTailFn{
-		vecAVX2:   {1: csrTailAVX2x1, 2: csrTailAVX2x2, 3: csrTailAVX2x3, 4: csrTailAVX2x4},
-		vecAVX512: {1: csrTailAVX512x1, 2: csrTailAVX512x2, 3: csrTailAVX512x3, 4: csrTailAVX512x4},
-	}
-	cooTailFns = [3][5]cooTailFn{
-		vecAVX2:   {1: cooRunsTailAVX2x1, 2: cooRunsTailAVX2x2, 3: cooRunsTailAVX2x3, 4: cooRunsTailAVX2x4},
-		vecAVX512: {1: cooRunsTailAVX512x1, 2: cooRunsTailAVX512x2, 3: cooRunsTailAVX512x3, 4: cooRunsTailAVX512x4},
-	}
-	ellTailFns = [3][5]ellTailFn{
-		vecAVX2:   {1: ellSlotsTailAVX2x1, 2: ellSlotsTailAVX2x2, 3: ellSlotsTailAVX2x3, 4: ellSlotsTailAVX2x4},
-		vecAVX512: {1: ellSlotsTailAVX512x1, 2: ellSlotsTailAVX512x2, 3: ellSlotsTailAVX512x3, 4: ellSlotsTailAVX512x4},
+	ellLoops = rowLoops[ellFn, ellTailFn]{
+		whole: [3][5]ellFn{
+			vecAVX2:   {1: ellSlotsAVX2x1, 2: ellSlotsAVX2x2, 3: ellSlotsAVX2x3, 4: ellSlotsAVX2x4},
+			vecAVX512: {1: ellSlotsAVX512x1, 2: ellSlotsAVX512x2, 3: ellSlotsAVX512x3, 4: ellSlotsAVX512x4},
+		},
+		tail:  [5]ellTailFn{1: ellSlotsAVX2x1Tail, 2: ellSlotsAVX2x2Tail, 3: ellSlotsAVX2x3Tail, 4: ellSlotsAVX2x4Tail},
+		y1:    [4]ellFn{1: ellSlotsAVX512x1Y1, 2: ellSlotsAVX512x2Y1, 3: ellSlotsAVX512x3Y1},
+		yTail: [4][3]ellTailFn{1: {1: ellSlotsAVX512x1Y1Tail, 2: ellSlotsAVX512x1Y2Tail}, 2: {1: ellSlotsAVX512x2Y1Tail, 2: ellSlotsAVX512x2Y2Tail}, 3: {1: ellSlotsAVX512x3Y1Tail, 2: ellSlotsAVX512x3Y2Tail}},
 	}
 	// mttkrpFns[u][nv][c]: c = 1 and 2 other modes, 0 for more.
 	mttkrpFns = [3][5][3]mttkrpFn{
@@ -202,13 +240,13 @@ func csrRowsVec(out []float32, ptr, col []uint32, vals, U []float32, R, a, r0, w
 	}
 	out = out[a*R : (a+rows)*R]
 	for off := 0; off < w; {
-		u, nv, tail, cols := spttmPiece(w - off)
-		if tail == 0 {
-			csrFns[u][nv](out[r0+off:], ptr, col, vals, U[r0+off:], R)
+		p := spttmPiece(w - off)
+		if whole, tail, masked := csrLoops.pick(p); masked {
+			tail(out[r0+off:], ptr, col, vals, U[r0+off:], R, p.tail)
 		} else {
-			csrTailFns[u][nv](out[r0+off:], ptr, col, vals, U[r0+off:], R, tail)
+			whole(out[r0+off:], ptr, col, vals, U[r0+off:], R)
 		}
-		off += cols
+		off += p.cols
 	}
 	return true
 }
@@ -224,13 +262,13 @@ func cooRunsVec(out []float32, rows, col []uint32, vals, U []float32, R, r0, w i
 	}
 	col, vals = col[:len(rows)], vals[:len(rows)]
 	for off := 0; off < w; {
-		u, nv, tail, cols := spttmPiece(w - off)
-		if tail == 0 {
-			cooFns[u][nv](out[r0+off:], rows, col, vals, U[r0+off:], R, add)
+		p := spttmPiece(w - off)
+		if whole, tail, masked := cooLoops.pick(p); masked {
+			tail(out[r0+off:], rows, col, vals, U[r0+off:], R, add, p.tail)
 		} else {
-			cooTailFns[u][nv](out[r0+off:], rows, col, vals, U[r0+off:], R, add, tail)
+			whole(out[r0+off:], rows, col, vals, U[r0+off:], R, add)
 		}
-		off += cols
+		off += p.cols
 	}
 	return true
 }
@@ -247,13 +285,13 @@ func ellSlotsVec(out []float32, col []uint32, vals, U []float32, R, lo, r0, w in
 	vals = vals[:len(col)]
 	out = out[lo*R : (lo+len(col))*R]
 	for off := 0; off < w; {
-		u, nv, tail, cols := spttmPiece(w - off)
-		if tail == 0 {
-			ellFns[u][nv](out[r0+off:], col, vals, U[r0+off:], R)
+		p := spttmPiece(w - off)
+		if whole, tail, masked := ellLoops.pick(p); masked {
+			tail(out[r0+off:], col, vals, U[r0+off:], R, p.tail)
 		} else {
-			ellTailFns[u][nv](out[r0+off:], col, vals, U[r0+off:], R, tail)
+			whole(out[r0+off:], col, vals, U[r0+off:], R)
 		}
-		off += cols
+		off += p.cols
 	}
 	return true
 }

@@ -12,15 +12,7 @@ DATA laneindex<>+16(SB)/4, $0x00000004
 DATA laneindex<>+20(SB)/4, $0x00000005
 DATA laneindex<>+24(SB)/4, $0x00000006
 DATA laneindex<>+28(SB)/4, $0x00000007
-DATA laneindex<>+32(SB)/4, $0x00000008
-DATA laneindex<>+36(SB)/4, $0x00000009
-DATA laneindex<>+40(SB)/4, $0x0000000a
-DATA laneindex<>+44(SB)/4, $0x0000000b
-DATA laneindex<>+48(SB)/4, $0x0000000c
-DATA laneindex<>+52(SB)/4, $0x0000000d
-DATA laneindex<>+56(SB)/4, $0x0000000e
-DATA laneindex<>+60(SB)/4, $0x0000000f
-GLOBL laneindex<>(SB), RODATA|NOPTR, $64
+GLOBL laneindex<>(SB), RODATA|NOPTR, $32
 
 // func csrAVX2x1(out []float32, ptr []uint32, col []uint32, vals []float32, u []float32, stride int)
 // Requires: AVX, FMA3
@@ -140,9 +132,9 @@ done:
 	VZEROUPPER
 	RET
 
-// func csrTailAVX2x1(out []float32, ptr []uint32, col []uint32, vals []float32, u []float32, stride int, tail int)
+// func csrAVX2x1Tail(out []float32, ptr []uint32, col []uint32, vals []float32, u []float32, stride int, tail int)
 // Requires: AVX, AVX2, FMA3
-TEXT ·csrTailAVX2x1(SB), NOSPLIT, $0-136
+TEXT ·csrAVX2x1Tail(SB), NOSPLIT, $0-136
 	MOVQ         out_base+0(FP), AX
 	MOVQ         ptr_base+24(FP), CX
 	MOVQ         col_base+48(FP), DX
@@ -186,9 +178,9 @@ done:
 	VZEROUPPER
 	RET
 
-// func cooRunsTailAVX2x1(out []float32, rows []uint32, col []uint32, vals []float32, u []float32, stride int, add bool, tail int)
+// func cooRunsAVX2x1Tail(out []float32, rows []uint32, col []uint32, vals []float32, u []float32, stride int, add bool, tail int)
 // Requires: AVX, AVX2, FMA3
-TEXT ·cooRunsTailAVX2x1(SB), NOSPLIT, $0-144
+TEXT ·cooRunsAVX2x1Tail(SB), NOSPLIT, $0-144
 	MOVQ         out_base+0(FP), AX
 	MOVQ         rows_base+24(FP), CX
 	MOVQ         col_base+48(FP), DX
@@ -239,9 +231,9 @@ done:
 	VZEROUPPER
 	RET
 
-// func ellSlotsTailAVX2x1(out []float32, col []uint32, vals []float32, u []float32, stride int, tail int)
+// func ellSlotsAVX2x1Tail(out []float32, col []uint32, vals []float32, u []float32, stride int, tail int)
 // Requires: AVX, AVX2, FMA3
-TEXT ·ellSlotsTailAVX2x1(SB), NOSPLIT, $0-112
+TEXT ·ellSlotsAVX2x1Tail(SB), NOSPLIT, $0-112
 	MOVQ         out_base+0(FP), AX
 	MOVQ         col_base+24(FP), CX
 	MOVQ         vals_base+48(FP), DX
@@ -402,9 +394,9 @@ done:
 	VZEROUPPER
 	RET
 
-// func csrTailAVX2x2(out []float32, ptr []uint32, col []uint32, vals []float32, u []float32, stride int, tail int)
+// func csrAVX2x2Tail(out []float32, ptr []uint32, col []uint32, vals []float32, u []float32, stride int, tail int)
 // Requires: AVX, AVX2, FMA3
-TEXT ·csrTailAVX2x2(SB), NOSPLIT, $0-136
+TEXT ·csrAVX2x2Tail(SB), NOSPLIT, $0-136
 	MOVQ         out_base+0(FP), AX
 	MOVQ         ptr_base+24(FP), CX
 	MOVQ         col_base+48(FP), DX
@@ -451,9 +443,9 @@ done:
 	VZEROUPPER
 	RET
 
-// func cooRunsTailAVX2x2(out []float32, rows []uint32, col []uint32, vals []float32, u []float32, stride int, add bool, tail int)
+// func cooRunsAVX2x2Tail(out []float32, rows []uint32, col []uint32, vals []float32, u []float32, stride int, add bool, tail int)
 // Requires: AVX, AVX2, FMA3
-TEXT ·cooRunsTailAVX2x2(SB), NOSPLIT, $0-144
+TEXT ·cooRunsAVX2x2Tail(SB), NOSPLIT, $0-144
 	MOVQ         out_base+0(FP), AX
 	MOVQ         rows_base+24(FP), CX
 	MOVQ         col_base+48(FP), DX
@@ -508,9 +500,9 @@ done:
 	VZEROUPPER
 	RET
 
-// func ellSlotsTailAVX2x2(out []float32, col []uint32, vals []float32, u []float32, stride int, tail int)
+// func ellSlotsAVX2x2Tail(out []float32, col []uint32, vals []float32, u []float32, stride int, tail int)
 // Requires: AVX, AVX2, FMA3
-TEXT ·ellSlotsTailAVX2x2(SB), NOSPLIT, $0-112
+TEXT ·ellSlotsAVX2x2Tail(SB), NOSPLIT, $0-112
 	MOVQ         out_base+0(FP), AX
 	MOVQ         col_base+24(FP), CX
 	MOVQ         vals_base+48(FP), DX
@@ -684,9 +676,9 @@ done:
 	VZEROUPPER
 	RET
 
-// func csrTailAVX2x3(out []float32, ptr []uint32, col []uint32, vals []float32, u []float32, stride int, tail int)
+// func csrAVX2x3Tail(out []float32, ptr []uint32, col []uint32, vals []float32, u []float32, stride int, tail int)
 // Requires: AVX, AVX2, FMA3
-TEXT ·csrTailAVX2x3(SB), NOSPLIT, $0-136
+TEXT ·csrAVX2x3Tail(SB), NOSPLIT, $0-136
 	MOVQ         out_base+0(FP), AX
 	MOVQ         ptr_base+24(FP), CX
 	MOVQ         col_base+48(FP), DX
@@ -736,9 +728,9 @@ done:
 	VZEROUPPER
 	RET
 
-// func cooRunsTailAVX2x3(out []float32, rows []uint32, col []uint32, vals []float32, u []float32, stride int, add bool, tail int)
+// func cooRunsAVX2x3Tail(out []float32, rows []uint32, col []uint32, vals []float32, u []float32, stride int, add bool, tail int)
 // Requires: AVX, AVX2, FMA3
-TEXT ·cooRunsTailAVX2x3(SB), NOSPLIT, $0-144
+TEXT ·cooRunsAVX2x3Tail(SB), NOSPLIT, $0-144
 	MOVQ         out_base+0(FP), AX
 	MOVQ         rows_base+24(FP), CX
 	MOVQ         col_base+48(FP), DX
@@ -797,9 +789,9 @@ done:
 	VZEROUPPER
 	RET
 
-// func ellSlotsTailAVX2x3(out []float32, col []uint32, vals []float32, u []float32, stride int, tail int)
+// func ellSlotsAVX2x3Tail(out []float32, col []uint32, vals []float32, u []float32, stride int, tail int)
 // Requires: AVX, AVX2, FMA3
-TEXT ·ellSlotsTailAVX2x3(SB), NOSPLIT, $0-112
+TEXT ·ellSlotsAVX2x3Tail(SB), NOSPLIT, $0-112
 	MOVQ         out_base+0(FP), AX
 	MOVQ         col_base+24(FP), CX
 	MOVQ         vals_base+48(FP), DX
@@ -986,9 +978,9 @@ done:
 	VZEROUPPER
 	RET
 
-// func csrTailAVX2x4(out []float32, ptr []uint32, col []uint32, vals []float32, u []float32, stride int, tail int)
+// func csrAVX2x4Tail(out []float32, ptr []uint32, col []uint32, vals []float32, u []float32, stride int, tail int)
 // Requires: AVX, AVX2, FMA3
-TEXT ·csrTailAVX2x4(SB), NOSPLIT, $0-136
+TEXT ·csrAVX2x4Tail(SB), NOSPLIT, $0-136
 	MOVQ         out_base+0(FP), AX
 	MOVQ         ptr_base+24(FP), CX
 	MOVQ         col_base+48(FP), DX
@@ -1041,9 +1033,9 @@ done:
 	VZEROUPPER
 	RET
 
-// func cooRunsTailAVX2x4(out []float32, rows []uint32, col []uint32, vals []float32, u []float32, stride int, add bool, tail int)
+// func cooRunsAVX2x4Tail(out []float32, rows []uint32, col []uint32, vals []float32, u []float32, stride int, add bool, tail int)
 // Requires: AVX, AVX2, FMA3
-TEXT ·cooRunsTailAVX2x4(SB), NOSPLIT, $0-144
+TEXT ·cooRunsAVX2x4Tail(SB), NOSPLIT, $0-144
 	MOVQ         out_base+0(FP), AX
 	MOVQ         rows_base+24(FP), CX
 	MOVQ         col_base+48(FP), DX
@@ -1106,9 +1098,9 @@ done:
 	VZEROUPPER
 	RET
 
-// func ellSlotsTailAVX2x4(out []float32, col []uint32, vals []float32, u []float32, stride int, tail int)
+// func ellSlotsAVX2x4Tail(out []float32, col []uint32, vals []float32, u []float32, stride int, tail int)
 // Requires: AVX, AVX2, FMA3
-TEXT ·ellSlotsTailAVX2x4(SB), NOSPLIT, $0-112
+TEXT ·ellSlotsAVX2x4Tail(SB), NOSPLIT, $0-112
 	MOVQ         out_base+0(FP), AX
 	MOVQ         col_base+24(FP), CX
 	MOVQ         vals_base+48(FP), DX
@@ -1141,6 +1133,1933 @@ slot:
 	VMASKMOVPS   96(BX)(R9*1), Y2, Y3
 	VFMADD231PS  Y3, Y0, Y1
 	VMASKMOVPS   Y1, Y2, 96(AX)
+	ADDQ         DI, AX
+	INCQ         R8
+	CMPQ         R8, SI
+	JB           slot
+
+done:
+	VZEROUPPER
+	RET
+
+// func csrAVX512x1(out []float32, ptr []uint32, col []uint32, vals []float32, u []float32, stride int)
+// Requires: AVX, AVX512DQ, AVX512F
+TEXT ·csrAVX512x1(SB), NOSPLIT, $0-128
+	MOVQ out_base+0(FP), AX
+	MOVQ ptr_base+24(FP), CX
+	MOVQ col_base+48(FP), DX
+	MOVQ vals_base+72(FP), BX
+	MOVQ u_base+96(FP), SI
+	MOVQ ptr_len+32(FP), DI
+	MOVQ stride+120(FP), R8
+	SHLQ $0x02, R8
+	DECQ DI
+	JLE  done
+	MOVL (CX), R9
+
+row:
+	MOVL   4(CX), R10
+	VXORPS Z0, Z0, Z0
+	CMPQ   R9, R10
+	JAE    store
+
+entry:
+	MOVL         (DX)(R9*4), R11
+	IMULQ        R8, R11
+	VBROADCASTSS (BX)(R9*4), Z1
+	VFMADD231PS  (SI)(R11*1), Z1, Z0
+	INCQ         R9
+	CMPQ         R9, R10
+	JB           entry
+
+store:
+	VMOVUPS Z0, (AX)
+	ADDQ    R8, AX
+	ADDQ    $0x04, CX
+	DECQ    DI
+	JNZ     row
+
+done:
+	VZEROUPPER
+	RET
+
+// func cooRunsAVX512x1(out []float32, rows []uint32, col []uint32, vals []float32, u []float32, stride int, add bool)
+// Requires: AVX, AVX512DQ, AVX512F
+TEXT ·cooRunsAVX512x1(SB), NOSPLIT, $0-129
+	MOVQ out_base+0(FP), AX
+	MOVQ rows_base+24(FP), CX
+	MOVQ col_base+48(FP), DX
+	MOVQ vals_base+72(FP), BX
+	MOVQ u_base+96(FP), SI
+	MOVQ rows_len+32(FP), DI
+	MOVQ stride+120(FP), R8
+	SHLQ $0x02, R8
+	XORQ R9, R9
+	CMPQ DI, $0x00
+	JE   done
+
+run:
+	MOVL   (CX)(R9*4), R10
+	VXORPS Z0, Z0, Z0
+
+entry:
+	MOVL         (DX)(R9*4), R11
+	IMULQ        R8, R11
+	VBROADCASTSS (BX)(R9*4), Z1
+	VFMADD231PS  (SI)(R11*1), Z1, Z0
+	INCQ         R9
+	CMPQ         R9, DI
+	JAE          flush
+	MOVL         (CX)(R9*4), R11
+	CMPQ         R11, R10
+	JE           entry
+
+flush:
+	IMULQ  R8, R10
+	MOVB   add+128(FP), R11
+	TESTB  R11, R11
+	JZ     store
+	VADDPS (AX)(R10*1), Z0, Z0
+
+store:
+	VMOVUPS Z0, (AX)(R10*1)
+	CMPQ    R9, DI
+	JB      run
+
+done:
+	VZEROUPPER
+	RET
+
+// func ellSlotsAVX512x1(out []float32, col []uint32, vals []float32, u []float32, stride int)
+// Requires: AVX, AVX512F
+TEXT ·ellSlotsAVX512x1(SB), NOSPLIT, $0-104
+	MOVQ out_base+0(FP), AX
+	MOVQ col_base+24(FP), CX
+	MOVQ vals_base+48(FP), DX
+	MOVQ u_base+72(FP), BX
+	MOVQ col_len+32(FP), SI
+	MOVQ stride+96(FP), DI
+	SHLQ $0x02, DI
+	XORQ R8, R8
+	CMPQ SI, $0x00
+	JE   done
+
+slot:
+	MOVL         (CX)(R8*4), R9
+	IMULQ        DI, R9
+	VBROADCASTSS (DX)(R8*4), Z0
+	VMOVUPS      (AX), Z1
+	VFMADD231PS  (BX)(R9*1), Z0, Z1
+	VMOVUPS      Z1, (AX)
+	ADDQ         DI, AX
+	INCQ         R8
+	CMPQ         R8, SI
+	JB           slot
+
+done:
+	VZEROUPPER
+	RET
+
+// func csrAVX512x2(out []float32, ptr []uint32, col []uint32, vals []float32, u []float32, stride int)
+// Requires: AVX, AVX512DQ, AVX512F
+TEXT ·csrAVX512x2(SB), NOSPLIT, $0-128
+	MOVQ out_base+0(FP), AX
+	MOVQ ptr_base+24(FP), CX
+	MOVQ col_base+48(FP), DX
+	MOVQ vals_base+72(FP), BX
+	MOVQ u_base+96(FP), SI
+	MOVQ ptr_len+32(FP), DI
+	MOVQ stride+120(FP), R8
+	SHLQ $0x02, R8
+	DECQ DI
+	JLE  done
+	MOVL (CX), R9
+
+row:
+	MOVL   4(CX), R10
+	VXORPS Z0, Z0, Z0
+	VXORPS Z1, Z1, Z1
+	CMPQ   R9, R10
+	JAE    store
+
+entry:
+	MOVL         (DX)(R9*4), R11
+	IMULQ        R8, R11
+	VBROADCASTSS (BX)(R9*4), Z2
+	VFMADD231PS  (SI)(R11*1), Z2, Z0
+	VFMADD231PS  64(SI)(R11*1), Z2, Z1
+	INCQ         R9
+	CMPQ         R9, R10
+	JB           entry
+
+store:
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	ADDQ    R8, AX
+	ADDQ    $0x04, CX
+	DECQ    DI
+	JNZ     row
+
+done:
+	VZEROUPPER
+	RET
+
+// func cooRunsAVX512x2(out []float32, rows []uint32, col []uint32, vals []float32, u []float32, stride int, add bool)
+// Requires: AVX, AVX512DQ, AVX512F
+TEXT ·cooRunsAVX512x2(SB), NOSPLIT, $0-129
+	MOVQ out_base+0(FP), AX
+	MOVQ rows_base+24(FP), CX
+	MOVQ col_base+48(FP), DX
+	MOVQ vals_base+72(FP), BX
+	MOVQ u_base+96(FP), SI
+	MOVQ rows_len+32(FP), DI
+	MOVQ stride+120(FP), R8
+	SHLQ $0x02, R8
+	XORQ R9, R9
+	CMPQ DI, $0x00
+	JE   done
+
+run:
+	MOVL   (CX)(R9*4), R10
+	VXORPS Z0, Z0, Z0
+	VXORPS Z1, Z1, Z1
+
+entry:
+	MOVL         (DX)(R9*4), R11
+	IMULQ        R8, R11
+	VBROADCASTSS (BX)(R9*4), Z2
+	VFMADD231PS  (SI)(R11*1), Z2, Z0
+	VFMADD231PS  64(SI)(R11*1), Z2, Z1
+	INCQ         R9
+	CMPQ         R9, DI
+	JAE          flush
+	MOVL         (CX)(R9*4), R11
+	CMPQ         R11, R10
+	JE           entry
+
+flush:
+	IMULQ  R8, R10
+	MOVB   add+128(FP), R11
+	TESTB  R11, R11
+	JZ     store
+	VADDPS (AX)(R10*1), Z0, Z0
+	VADDPS 64(AX)(R10*1), Z1, Z1
+
+store:
+	VMOVUPS Z0, (AX)(R10*1)
+	VMOVUPS Z1, 64(AX)(R10*1)
+	CMPQ    R9, DI
+	JB      run
+
+done:
+	VZEROUPPER
+	RET
+
+// func ellSlotsAVX512x2(out []float32, col []uint32, vals []float32, u []float32, stride int)
+// Requires: AVX, AVX512F
+TEXT ·ellSlotsAVX512x2(SB), NOSPLIT, $0-104
+	MOVQ out_base+0(FP), AX
+	MOVQ col_base+24(FP), CX
+	MOVQ vals_base+48(FP), DX
+	MOVQ u_base+72(FP), BX
+	MOVQ col_len+32(FP), SI
+	MOVQ stride+96(FP), DI
+	SHLQ $0x02, DI
+	XORQ R8, R8
+	CMPQ SI, $0x00
+	JE   done
+
+slot:
+	MOVL         (CX)(R8*4), R9
+	IMULQ        DI, R9
+	VBROADCASTSS (DX)(R8*4), Z0
+	VMOVUPS      (AX), Z1
+	VFMADD231PS  (BX)(R9*1), Z0, Z1
+	VMOVUPS      Z1, (AX)
+	VMOVUPS      64(AX), Z1
+	VFMADD231PS  64(BX)(R9*1), Z0, Z1
+	VMOVUPS      Z1, 64(AX)
+	ADDQ         DI, AX
+	INCQ         R8
+	CMPQ         R8, SI
+	JB           slot
+
+done:
+	VZEROUPPER
+	RET
+
+// func csrAVX512x3(out []float32, ptr []uint32, col []uint32, vals []float32, u []float32, stride int)
+// Requires: AVX, AVX512DQ, AVX512F
+TEXT ·csrAVX512x3(SB), NOSPLIT, $0-128
+	MOVQ out_base+0(FP), AX
+	MOVQ ptr_base+24(FP), CX
+	MOVQ col_base+48(FP), DX
+	MOVQ vals_base+72(FP), BX
+	MOVQ u_base+96(FP), SI
+	MOVQ ptr_len+32(FP), DI
+	MOVQ stride+120(FP), R8
+	SHLQ $0x02, R8
+	DECQ DI
+	JLE  done
+	MOVL (CX), R9
+
+row:
+	MOVL   4(CX), R10
+	VXORPS Z0, Z0, Z0
+	VXORPS Z1, Z1, Z1
+	VXORPS Z2, Z2, Z2
+	CMPQ   R9, R10
+	JAE    store
+
+entry:
+	MOVL         (DX)(R9*4), R11
+	IMULQ        R8, R11
+	VBROADCASTSS (BX)(R9*4), Z3
+	VFMADD231PS  (SI)(R11*1), Z3, Z0
+	VFMADD231PS  64(SI)(R11*1), Z3, Z1
+	VFMADD231PS  128(SI)(R11*1), Z3, Z2
+	INCQ         R9
+	CMPQ         R9, R10
+	JB           entry
+
+store:
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, 128(AX)
+	ADDQ    R8, AX
+	ADDQ    $0x04, CX
+	DECQ    DI
+	JNZ     row
+
+done:
+	VZEROUPPER
+	RET
+
+// func cooRunsAVX512x3(out []float32, rows []uint32, col []uint32, vals []float32, u []float32, stride int, add bool)
+// Requires: AVX, AVX512DQ, AVX512F
+TEXT ·cooRunsAVX512x3(SB), NOSPLIT, $0-129
+	MOVQ out_base+0(FP), AX
+	MOVQ rows_base+24(FP), CX
+	MOVQ col_base+48(FP), DX
+	MOVQ vals_base+72(FP), BX
+	MOVQ u_base+96(FP), SI
+	MOVQ rows_len+32(FP), DI
+	MOVQ stride+120(FP), R8
+	SHLQ $0x02, R8
+	XORQ R9, R9
+	CMPQ DI, $0x00
+	JE   done
+
+run:
+	MOVL   (CX)(R9*4), R10
+	VXORPS Z0, Z0, Z0
+	VXORPS Z1, Z1, Z1
+	VXORPS Z2, Z2, Z2
+
+entry:
+	MOVL         (DX)(R9*4), R11
+	IMULQ        R8, R11
+	VBROADCASTSS (BX)(R9*4), Z3
+	VFMADD231PS  (SI)(R11*1), Z3, Z0
+	VFMADD231PS  64(SI)(R11*1), Z3, Z1
+	VFMADD231PS  128(SI)(R11*1), Z3, Z2
+	INCQ         R9
+	CMPQ         R9, DI
+	JAE          flush
+	MOVL         (CX)(R9*4), R11
+	CMPQ         R11, R10
+	JE           entry
+
+flush:
+	IMULQ  R8, R10
+	MOVB   add+128(FP), R11
+	TESTB  R11, R11
+	JZ     store
+	VADDPS (AX)(R10*1), Z0, Z0
+	VADDPS 64(AX)(R10*1), Z1, Z1
+	VADDPS 128(AX)(R10*1), Z2, Z2
+
+store:
+	VMOVUPS Z0, (AX)(R10*1)
+	VMOVUPS Z1, 64(AX)(R10*1)
+	VMOVUPS Z2, 128(AX)(R10*1)
+	CMPQ    R9, DI
+	JB      run
+
+done:
+	VZEROUPPER
+	RET
+
+// func ellSlotsAVX512x3(out []float32, col []uint32, vals []float32, u []float32, stride int)
+// Requires: AVX, AVX512F
+TEXT ·ellSlotsAVX512x3(SB), NOSPLIT, $0-104
+	MOVQ out_base+0(FP), AX
+	MOVQ col_base+24(FP), CX
+	MOVQ vals_base+48(FP), DX
+	MOVQ u_base+72(FP), BX
+	MOVQ col_len+32(FP), SI
+	MOVQ stride+96(FP), DI
+	SHLQ $0x02, DI
+	XORQ R8, R8
+	CMPQ SI, $0x00
+	JE   done
+
+slot:
+	MOVL         (CX)(R8*4), R9
+	IMULQ        DI, R9
+	VBROADCASTSS (DX)(R8*4), Z0
+	VMOVUPS      (AX), Z1
+	VFMADD231PS  (BX)(R9*1), Z0, Z1
+	VMOVUPS      Z1, (AX)
+	VMOVUPS      64(AX), Z1
+	VFMADD231PS  64(BX)(R9*1), Z0, Z1
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      128(AX), Z1
+	VFMADD231PS  128(BX)(R9*1), Z0, Z1
+	VMOVUPS      Z1, 128(AX)
+	ADDQ         DI, AX
+	INCQ         R8
+	CMPQ         R8, SI
+	JB           slot
+
+done:
+	VZEROUPPER
+	RET
+
+// func csrAVX512x4(out []float32, ptr []uint32, col []uint32, vals []float32, u []float32, stride int)
+// Requires: AVX, AVX512DQ, AVX512F
+TEXT ·csrAVX512x4(SB), NOSPLIT, $0-128
+	MOVQ out_base+0(FP), AX
+	MOVQ ptr_base+24(FP), CX
+	MOVQ col_base+48(FP), DX
+	MOVQ vals_base+72(FP), BX
+	MOVQ u_base+96(FP), SI
+	MOVQ ptr_len+32(FP), DI
+	MOVQ stride+120(FP), R8
+	SHLQ $0x02, R8
+	DECQ DI
+	JLE  done
+	MOVL (CX), R9
+
+row:
+	MOVL   4(CX), R10
+	VXORPS Z0, Z0, Z0
+	VXORPS Z1, Z1, Z1
+	VXORPS Z2, Z2, Z2
+	VXORPS Z3, Z3, Z3
+	CMPQ   R9, R10
+	JAE    store
+
+entry:
+	MOVL         (DX)(R9*4), R11
+	IMULQ        R8, R11
+	VBROADCASTSS (BX)(R9*4), Z4
+	VFMADD231PS  (SI)(R11*1), Z4, Z0
+	VFMADD231PS  64(SI)(R11*1), Z4, Z1
+	VFMADD231PS  128(SI)(R11*1), Z4, Z2
+	VFMADD231PS  192(SI)(R11*1), Z4, Z3
+	INCQ         R9
+	CMPQ         R9, R10
+	JB           entry
+
+store:
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, 128(AX)
+	VMOVUPS Z3, 192(AX)
+	ADDQ    R8, AX
+	ADDQ    $0x04, CX
+	DECQ    DI
+	JNZ     row
+
+done:
+	VZEROUPPER
+	RET
+
+// func cooRunsAVX512x4(out []float32, rows []uint32, col []uint32, vals []float32, u []float32, stride int, add bool)
+// Requires: AVX, AVX512DQ, AVX512F
+TEXT ·cooRunsAVX512x4(SB), NOSPLIT, $0-129
+	MOVQ out_base+0(FP), AX
+	MOVQ rows_base+24(FP), CX
+	MOVQ col_base+48(FP), DX
+	MOVQ vals_base+72(FP), BX
+	MOVQ u_base+96(FP), SI
+	MOVQ rows_len+32(FP), DI
+	MOVQ stride+120(FP), R8
+	SHLQ $0x02, R8
+	XORQ R9, R9
+	CMPQ DI, $0x00
+	JE   done
+
+run:
+	MOVL   (CX)(R9*4), R10
+	VXORPS Z0, Z0, Z0
+	VXORPS Z1, Z1, Z1
+	VXORPS Z2, Z2, Z2
+	VXORPS Z3, Z3, Z3
+
+entry:
+	MOVL         (DX)(R9*4), R11
+	IMULQ        R8, R11
+	VBROADCASTSS (BX)(R9*4), Z4
+	VFMADD231PS  (SI)(R11*1), Z4, Z0
+	VFMADD231PS  64(SI)(R11*1), Z4, Z1
+	VFMADD231PS  128(SI)(R11*1), Z4, Z2
+	VFMADD231PS  192(SI)(R11*1), Z4, Z3
+	INCQ         R9
+	CMPQ         R9, DI
+	JAE          flush
+	MOVL         (CX)(R9*4), R11
+	CMPQ         R11, R10
+	JE           entry
+
+flush:
+	IMULQ  R8, R10
+	MOVB   add+128(FP), R11
+	TESTB  R11, R11
+	JZ     store
+	VADDPS (AX)(R10*1), Z0, Z0
+	VADDPS 64(AX)(R10*1), Z1, Z1
+	VADDPS 128(AX)(R10*1), Z2, Z2
+	VADDPS 192(AX)(R10*1), Z3, Z3
+
+store:
+	VMOVUPS Z0, (AX)(R10*1)
+	VMOVUPS Z1, 64(AX)(R10*1)
+	VMOVUPS Z2, 128(AX)(R10*1)
+	VMOVUPS Z3, 192(AX)(R10*1)
+	CMPQ    R9, DI
+	JB      run
+
+done:
+	VZEROUPPER
+	RET
+
+// func ellSlotsAVX512x4(out []float32, col []uint32, vals []float32, u []float32, stride int)
+// Requires: AVX, AVX512F
+TEXT ·ellSlotsAVX512x4(SB), NOSPLIT, $0-104
+	MOVQ out_base+0(FP), AX
+	MOVQ col_base+24(FP), CX
+	MOVQ vals_base+48(FP), DX
+	MOVQ u_base+72(FP), BX
+	MOVQ col_len+32(FP), SI
+	MOVQ stride+96(FP), DI
+	SHLQ $0x02, DI
+	XORQ R8, R8
+	CMPQ SI, $0x00
+	JE   done
+
+slot:
+	MOVL         (CX)(R8*4), R9
+	IMULQ        DI, R9
+	VBROADCASTSS (DX)(R8*4), Z0
+	VMOVUPS      (AX), Z1
+	VFMADD231PS  (BX)(R9*1), Z0, Z1
+	VMOVUPS      Z1, (AX)
+	VMOVUPS      64(AX), Z1
+	VFMADD231PS  64(BX)(R9*1), Z0, Z1
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      128(AX), Z1
+	VFMADD231PS  128(BX)(R9*1), Z0, Z1
+	VMOVUPS      Z1, 128(AX)
+	VMOVUPS      192(AX), Z1
+	VFMADD231PS  192(BX)(R9*1), Z0, Z1
+	VMOVUPS      Z1, 192(AX)
+	ADDQ         DI, AX
+	INCQ         R8
+	CMPQ         R8, SI
+	JB           slot
+
+done:
+	VZEROUPPER
+	RET
+
+// func csrAVX512x1Y1(out []float32, ptr []uint32, col []uint32, vals []float32, u []float32, stride int)
+// Requires: AVX, AVX512DQ, AVX512F, FMA3
+TEXT ·csrAVX512x1Y1(SB), NOSPLIT, $0-128
+	MOVQ out_base+0(FP), AX
+	MOVQ ptr_base+24(FP), CX
+	MOVQ col_base+48(FP), DX
+	MOVQ vals_base+72(FP), BX
+	MOVQ u_base+96(FP), SI
+	MOVQ ptr_len+32(FP), DI
+	MOVQ stride+120(FP), R8
+	SHLQ $0x02, R8
+	DECQ DI
+	JLE  done
+	MOVL (CX), R9
+
+row:
+	MOVL   4(CX), R10
+	VXORPS Z0, Z0, Z0
+	VXORPS Y1, Y1, Y1
+	CMPQ   R9, R10
+	JAE    store
+
+entry:
+	MOVL         (DX)(R9*4), R11
+	IMULQ        R8, R11
+	VBROADCASTSS (BX)(R9*4), Z2
+	VBROADCASTSS (BX)(R9*4), Y3
+	VFMADD231PS  (SI)(R11*1), Z2, Z0
+	VFMADD231PS  64(SI)(R11*1), Y3, Y1
+	INCQ         R9
+	CMPQ         R9, R10
+	JB           entry
+
+store:
+	VMOVUPS Z0, (AX)
+	VMOVUPS Y1, 64(AX)
+	ADDQ    R8, AX
+	ADDQ    $0x04, CX
+	DECQ    DI
+	JNZ     row
+
+done:
+	VZEROUPPER
+	RET
+
+// func cooRunsAVX512x1Y1(out []float32, rows []uint32, col []uint32, vals []float32, u []float32, stride int, add bool)
+// Requires: AVX, AVX512DQ, AVX512F, FMA3
+TEXT ·cooRunsAVX512x1Y1(SB), NOSPLIT, $0-129
+	MOVQ out_base+0(FP), AX
+	MOVQ rows_base+24(FP), CX
+	MOVQ col_base+48(FP), DX
+	MOVQ vals_base+72(FP), BX
+	MOVQ u_base+96(FP), SI
+	MOVQ rows_len+32(FP), DI
+	MOVQ stride+120(FP), R8
+	SHLQ $0x02, R8
+	XORQ R9, R9
+	CMPQ DI, $0x00
+	JE   done
+
+run:
+	MOVL   (CX)(R9*4), R10
+	VXORPS Z0, Z0, Z0
+	VXORPS Y1, Y1, Y1
+
+entry:
+	MOVL         (DX)(R9*4), R11
+	IMULQ        R8, R11
+	VBROADCASTSS (BX)(R9*4), Z2
+	VBROADCASTSS (BX)(R9*4), Y3
+	VFMADD231PS  (SI)(R11*1), Z2, Z0
+	VFMADD231PS  64(SI)(R11*1), Y3, Y1
+	INCQ         R9
+	CMPQ         R9, DI
+	JAE          flush
+	MOVL         (CX)(R9*4), R11
+	CMPQ         R11, R10
+	JE           entry
+
+flush:
+	IMULQ  R8, R10
+	MOVB   add+128(FP), R11
+	TESTB  R11, R11
+	JZ     store
+	VADDPS (AX)(R10*1), Z0, Z0
+	VADDPS 64(AX)(R10*1), Y1, Y1
+
+store:
+	VMOVUPS Z0, (AX)(R10*1)
+	VMOVUPS Y1, 64(AX)(R10*1)
+	CMPQ    R9, DI
+	JB      run
+
+done:
+	VZEROUPPER
+	RET
+
+// func ellSlotsAVX512x1Y1(out []float32, col []uint32, vals []float32, u []float32, stride int)
+// Requires: AVX, AVX512F, FMA3
+TEXT ·ellSlotsAVX512x1Y1(SB), NOSPLIT, $0-104
+	MOVQ out_base+0(FP), AX
+	MOVQ col_base+24(FP), CX
+	MOVQ vals_base+48(FP), DX
+	MOVQ u_base+72(FP), BX
+	MOVQ col_len+32(FP), SI
+	MOVQ stride+96(FP), DI
+	SHLQ $0x02, DI
+	XORQ R8, R8
+	CMPQ SI, $0x00
+	JE   done
+
+slot:
+	MOVL         (CX)(R8*4), R9
+	IMULQ        DI, R9
+	VBROADCASTSS (DX)(R8*4), Z0
+	VBROADCASTSS (DX)(R8*4), Y1
+	VMOVUPS      (AX), Z2
+	VFMADD231PS  (BX)(R9*1), Z0, Z2
+	VMOVUPS      Z2, (AX)
+	VMOVUPS      64(AX), Y0
+	VFMADD231PS  64(BX)(R9*1), Y1, Y0
+	VMOVUPS      Y0, 64(AX)
+	ADDQ         DI, AX
+	INCQ         R8
+	CMPQ         R8, SI
+	JB           slot
+
+done:
+	VZEROUPPER
+	RET
+
+// func csrAVX512x1Y1Tail(out []float32, ptr []uint32, col []uint32, vals []float32, u []float32, stride int, tail int)
+// Requires: AVX, AVX2, AVX512DQ, AVX512F, FMA3
+TEXT ·csrAVX512x1Y1Tail(SB), NOSPLIT, $0-136
+	MOVQ         out_base+0(FP), AX
+	MOVQ         ptr_base+24(FP), CX
+	MOVQ         col_base+48(FP), DX
+	MOVQ         vals_base+72(FP), BX
+	MOVQ         u_base+96(FP), SI
+	MOVQ         ptr_len+32(FP), DI
+	MOVQ         stride+120(FP), R8
+	SHLQ         $0x02, R8
+	DECQ         DI
+	JLE          done
+	MOVL         (CX), R9
+	MOVQ         tail+128(FP), R10
+	VMOVD        R10, X0
+	VPBROADCASTD X0, Y4
+	VPCMPGTD     laneindex<>+0(SB), Y4, Y4
+
+row:
+	MOVL   4(CX), R10
+	VXORPS Z0, Z0, Z0
+	VXORPS Y1, Y1, Y1
+	CMPQ   R9, R10
+	JAE    store
+
+entry:
+	MOVL         (DX)(R9*4), R11
+	IMULQ        R8, R11
+	VBROADCASTSS (BX)(R9*4), Z2
+	VBROADCASTSS (BX)(R9*4), Y3
+	VFMADD231PS  (SI)(R11*1), Z2, Z0
+	VMASKMOVPS   64(SI)(R11*1), Y4, Y2
+	VFMADD231PS  Y2, Y3, Y1
+	INCQ         R9
+	CMPQ         R9, R10
+	JB           entry
+
+store:
+	VMOVUPS    Z0, (AX)
+	VMASKMOVPS Y1, Y4, 64(AX)
+	ADDQ       R8, AX
+	ADDQ       $0x04, CX
+	DECQ       DI
+	JNZ        row
+
+done:
+	VZEROUPPER
+	RET
+
+// func cooRunsAVX512x1Y1Tail(out []float32, rows []uint32, col []uint32, vals []float32, u []float32, stride int, add bool, tail int)
+// Requires: AVX, AVX2, AVX512DQ, AVX512F, FMA3
+TEXT ·cooRunsAVX512x1Y1Tail(SB), NOSPLIT, $0-144
+	MOVQ         out_base+0(FP), AX
+	MOVQ         rows_base+24(FP), CX
+	MOVQ         col_base+48(FP), DX
+	MOVQ         vals_base+72(FP), BX
+	MOVQ         u_base+96(FP), SI
+	MOVQ         rows_len+32(FP), DI
+	MOVQ         stride+120(FP), R8
+	SHLQ         $0x02, R8
+	XORQ         R9, R9
+	CMPQ         DI, $0x00
+	JE           done
+	MOVQ         tail+136(FP), R10
+	VMOVD        R10, X0
+	VPBROADCASTD X0, Y4
+	VPCMPGTD     laneindex<>+0(SB), Y4, Y4
+
+run:
+	MOVL   (CX)(R9*4), R10
+	VXORPS Z0, Z0, Z0
+	VXORPS Y1, Y1, Y1
+
+entry:
+	MOVL         (DX)(R9*4), R11
+	IMULQ        R8, R11
+	VBROADCASTSS (BX)(R9*4), Z2
+	VBROADCASTSS (BX)(R9*4), Y3
+	VFMADD231PS  (SI)(R11*1), Z2, Z0
+	VMASKMOVPS   64(SI)(R11*1), Y4, Y2
+	VFMADD231PS  Y2, Y3, Y1
+	INCQ         R9
+	CMPQ         R9, DI
+	JAE          flush
+	MOVL         (CX)(R9*4), R11
+	CMPQ         R11, R10
+	JE           entry
+
+flush:
+	IMULQ      R8, R10
+	MOVB       add+128(FP), R11
+	TESTB      R11, R11
+	JZ         store
+	VADDPS     (AX)(R10*1), Z0, Z0
+	VMASKMOVPS 64(AX)(R10*1), Y4, Y2
+	VADDPS     Y2, Y1, Y1
+
+store:
+	VMOVUPS    Z0, (AX)(R10*1)
+	VMASKMOVPS Y1, Y4, 64(AX)(R10*1)
+	CMPQ       R9, DI
+	JB         run
+
+done:
+	VZEROUPPER
+	RET
+
+// func ellSlotsAVX512x1Y1Tail(out []float32, col []uint32, vals []float32, u []float32, stride int, tail int)
+// Requires: AVX, AVX2, AVX512F, FMA3
+TEXT ·ellSlotsAVX512x1Y1Tail(SB), NOSPLIT, $0-112
+	MOVQ         out_base+0(FP), AX
+	MOVQ         col_base+24(FP), CX
+	MOVQ         vals_base+48(FP), DX
+	MOVQ         u_base+72(FP), BX
+	MOVQ         col_len+32(FP), SI
+	MOVQ         stride+96(FP), DI
+	SHLQ         $0x02, DI
+	XORQ         R8, R8
+	CMPQ         SI, $0x00
+	JE           done
+	MOVQ         tail+104(FP), R9
+	VMOVD        R9, X0
+	VPBROADCASTD X0, Y3
+	VPCMPGTD     laneindex<>+0(SB), Y3, Y3
+
+slot:
+	MOVL         (CX)(R8*4), R9
+	IMULQ        DI, R9
+	VBROADCASTSS (DX)(R8*4), Z0
+	VBROADCASTSS (DX)(R8*4), Y1
+	VMOVUPS      (AX), Z2
+	VFMADD231PS  (BX)(R9*1), Z0, Z2
+	VMOVUPS      Z2, (AX)
+	VMASKMOVPS   64(AX), Y3, Y0
+	VMASKMOVPS   64(BX)(R9*1), Y3, Y2
+	VFMADD231PS  Y2, Y1, Y0
+	VMASKMOVPS   Y0, Y3, 64(AX)
+	ADDQ         DI, AX
+	INCQ         R8
+	CMPQ         R8, SI
+	JB           slot
+
+done:
+	VZEROUPPER
+	RET
+
+// func csrAVX512x1Y2Tail(out []float32, ptr []uint32, col []uint32, vals []float32, u []float32, stride int, tail int)
+// Requires: AVX, AVX2, AVX512DQ, AVX512F, FMA3
+TEXT ·csrAVX512x1Y2Tail(SB), NOSPLIT, $0-136
+	MOVQ         out_base+0(FP), AX
+	MOVQ         ptr_base+24(FP), CX
+	MOVQ         col_base+48(FP), DX
+	MOVQ         vals_base+72(FP), BX
+	MOVQ         u_base+96(FP), SI
+	MOVQ         ptr_len+32(FP), DI
+	MOVQ         stride+120(FP), R8
+	SHLQ         $0x02, R8
+	DECQ         DI
+	JLE          done
+	MOVL         (CX), R9
+	MOVQ         tail+128(FP), R10
+	VMOVD        R10, X0
+	VPBROADCASTD X0, Y5
+	VPCMPGTD     laneindex<>+0(SB), Y5, Y5
+
+row:
+	MOVL   4(CX), R10
+	VXORPS Z0, Z0, Z0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	CMPQ   R9, R10
+	JAE    store
+
+entry:
+	MOVL         (DX)(R9*4), R11
+	IMULQ        R8, R11
+	VBROADCASTSS (BX)(R9*4), Z3
+	VBROADCASTSS (BX)(R9*4), Y4
+	VFMADD231PS  (SI)(R11*1), Z3, Z0
+	VFMADD231PS  64(SI)(R11*1), Y4, Y1
+	VMASKMOVPS   96(SI)(R11*1), Y5, Y3
+	VFMADD231PS  Y3, Y4, Y2
+	INCQ         R9
+	CMPQ         R9, R10
+	JB           entry
+
+store:
+	VMOVUPS    Z0, (AX)
+	VMOVUPS    Y1, 64(AX)
+	VMASKMOVPS Y2, Y5, 96(AX)
+	ADDQ       R8, AX
+	ADDQ       $0x04, CX
+	DECQ       DI
+	JNZ        row
+
+done:
+	VZEROUPPER
+	RET
+
+// func cooRunsAVX512x1Y2Tail(out []float32, rows []uint32, col []uint32, vals []float32, u []float32, stride int, add bool, tail int)
+// Requires: AVX, AVX2, AVX512DQ, AVX512F, FMA3
+TEXT ·cooRunsAVX512x1Y2Tail(SB), NOSPLIT, $0-144
+	MOVQ         out_base+0(FP), AX
+	MOVQ         rows_base+24(FP), CX
+	MOVQ         col_base+48(FP), DX
+	MOVQ         vals_base+72(FP), BX
+	MOVQ         u_base+96(FP), SI
+	MOVQ         rows_len+32(FP), DI
+	MOVQ         stride+120(FP), R8
+	SHLQ         $0x02, R8
+	XORQ         R9, R9
+	CMPQ         DI, $0x00
+	JE           done
+	MOVQ         tail+136(FP), R10
+	VMOVD        R10, X0
+	VPBROADCASTD X0, Y5
+	VPCMPGTD     laneindex<>+0(SB), Y5, Y5
+
+run:
+	MOVL   (CX)(R9*4), R10
+	VXORPS Z0, Z0, Z0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+
+entry:
+	MOVL         (DX)(R9*4), R11
+	IMULQ        R8, R11
+	VBROADCASTSS (BX)(R9*4), Z3
+	VBROADCASTSS (BX)(R9*4), Y4
+	VFMADD231PS  (SI)(R11*1), Z3, Z0
+	VFMADD231PS  64(SI)(R11*1), Y4, Y1
+	VMASKMOVPS   96(SI)(R11*1), Y5, Y3
+	VFMADD231PS  Y3, Y4, Y2
+	INCQ         R9
+	CMPQ         R9, DI
+	JAE          flush
+	MOVL         (CX)(R9*4), R11
+	CMPQ         R11, R10
+	JE           entry
+
+flush:
+	IMULQ      R8, R10
+	MOVB       add+128(FP), R11
+	TESTB      R11, R11
+	JZ         store
+	VADDPS     (AX)(R10*1), Z0, Z0
+	VADDPS     64(AX)(R10*1), Y1, Y1
+	VMASKMOVPS 96(AX)(R10*1), Y5, Y3
+	VADDPS     Y3, Y2, Y2
+
+store:
+	VMOVUPS    Z0, (AX)(R10*1)
+	VMOVUPS    Y1, 64(AX)(R10*1)
+	VMASKMOVPS Y2, Y5, 96(AX)(R10*1)
+	CMPQ       R9, DI
+	JB         run
+
+done:
+	VZEROUPPER
+	RET
+
+// func ellSlotsAVX512x1Y2Tail(out []float32, col []uint32, vals []float32, u []float32, stride int, tail int)
+// Requires: AVX, AVX2, AVX512F, FMA3
+TEXT ·ellSlotsAVX512x1Y2Tail(SB), NOSPLIT, $0-112
+	MOVQ         out_base+0(FP), AX
+	MOVQ         col_base+24(FP), CX
+	MOVQ         vals_base+48(FP), DX
+	MOVQ         u_base+72(FP), BX
+	MOVQ         col_len+32(FP), SI
+	MOVQ         stride+96(FP), DI
+	SHLQ         $0x02, DI
+	XORQ         R8, R8
+	CMPQ         SI, $0x00
+	JE           done
+	MOVQ         tail+104(FP), R9
+	VMOVD        R9, X0
+	VPBROADCASTD X0, Y3
+	VPCMPGTD     laneindex<>+0(SB), Y3, Y3
+
+slot:
+	MOVL         (CX)(R8*4), R9
+	IMULQ        DI, R9
+	VBROADCASTSS (DX)(R8*4), Z0
+	VBROADCASTSS (DX)(R8*4), Y1
+	VMOVUPS      (AX), Z2
+	VFMADD231PS  (BX)(R9*1), Z0, Z2
+	VMOVUPS      Z2, (AX)
+	VMOVUPS      64(AX), Y0
+	VFMADD231PS  64(BX)(R9*1), Y1, Y0
+	VMOVUPS      Y0, 64(AX)
+	VMASKMOVPS   96(AX), Y3, Y0
+	VMASKMOVPS   96(BX)(R9*1), Y3, Y2
+	VFMADD231PS  Y2, Y1, Y0
+	VMASKMOVPS   Y0, Y3, 96(AX)
+	ADDQ         DI, AX
+	INCQ         R8
+	CMPQ         R8, SI
+	JB           slot
+
+done:
+	VZEROUPPER
+	RET
+
+// func csrAVX512x2Y1(out []float32, ptr []uint32, col []uint32, vals []float32, u []float32, stride int)
+// Requires: AVX, AVX512DQ, AVX512F, FMA3
+TEXT ·csrAVX512x2Y1(SB), NOSPLIT, $0-128
+	MOVQ out_base+0(FP), AX
+	MOVQ ptr_base+24(FP), CX
+	MOVQ col_base+48(FP), DX
+	MOVQ vals_base+72(FP), BX
+	MOVQ u_base+96(FP), SI
+	MOVQ ptr_len+32(FP), DI
+	MOVQ stride+120(FP), R8
+	SHLQ $0x02, R8
+	DECQ DI
+	JLE  done
+	MOVL (CX), R9
+
+row:
+	MOVL   4(CX), R10
+	VXORPS Z0, Z0, Z0
+	VXORPS Z1, Z1, Z1
+	VXORPS Y2, Y2, Y2
+	CMPQ   R9, R10
+	JAE    store
+
+entry:
+	MOVL         (DX)(R9*4), R11
+	IMULQ        R8, R11
+	VBROADCASTSS (BX)(R9*4), Z3
+	VBROADCASTSS (BX)(R9*4), Y4
+	VFMADD231PS  (SI)(R11*1), Z3, Z0
+	VFMADD231PS  64(SI)(R11*1), Z3, Z1
+	VFMADD231PS  128(SI)(R11*1), Y4, Y2
+	INCQ         R9
+	CMPQ         R9, R10
+	JB           entry
+
+store:
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Y2, 128(AX)
+	ADDQ    R8, AX
+	ADDQ    $0x04, CX
+	DECQ    DI
+	JNZ     row
+
+done:
+	VZEROUPPER
+	RET
+
+// func cooRunsAVX512x2Y1(out []float32, rows []uint32, col []uint32, vals []float32, u []float32, stride int, add bool)
+// Requires: AVX, AVX512DQ, AVX512F, FMA3
+TEXT ·cooRunsAVX512x2Y1(SB), NOSPLIT, $0-129
+	MOVQ out_base+0(FP), AX
+	MOVQ rows_base+24(FP), CX
+	MOVQ col_base+48(FP), DX
+	MOVQ vals_base+72(FP), BX
+	MOVQ u_base+96(FP), SI
+	MOVQ rows_len+32(FP), DI
+	MOVQ stride+120(FP), R8
+	SHLQ $0x02, R8
+	XORQ R9, R9
+	CMPQ DI, $0x00
+	JE   done
+
+run:
+	MOVL   (CX)(R9*4), R10
+	VXORPS Z0, Z0, Z0
+	VXORPS Z1, Z1, Z1
+	VXORPS Y2, Y2, Y2
+
+entry:
+	MOVL         (DX)(R9*4), R11
+	IMULQ        R8, R11
+	VBROADCASTSS (BX)(R9*4), Z3
+	VBROADCASTSS (BX)(R9*4), Y4
+	VFMADD231PS  (SI)(R11*1), Z3, Z0
+	VFMADD231PS  64(SI)(R11*1), Z3, Z1
+	VFMADD231PS  128(SI)(R11*1), Y4, Y2
+	INCQ         R9
+	CMPQ         R9, DI
+	JAE          flush
+	MOVL         (CX)(R9*4), R11
+	CMPQ         R11, R10
+	JE           entry
+
+flush:
+	IMULQ  R8, R10
+	MOVB   add+128(FP), R11
+	TESTB  R11, R11
+	JZ     store
+	VADDPS (AX)(R10*1), Z0, Z0
+	VADDPS 64(AX)(R10*1), Z1, Z1
+	VADDPS 128(AX)(R10*1), Y2, Y2
+
+store:
+	VMOVUPS Z0, (AX)(R10*1)
+	VMOVUPS Z1, 64(AX)(R10*1)
+	VMOVUPS Y2, 128(AX)(R10*1)
+	CMPQ    R9, DI
+	JB      run
+
+done:
+	VZEROUPPER
+	RET
+
+// func ellSlotsAVX512x2Y1(out []float32, col []uint32, vals []float32, u []float32, stride int)
+// Requires: AVX, AVX512F, FMA3
+TEXT ·ellSlotsAVX512x2Y1(SB), NOSPLIT, $0-104
+	MOVQ out_base+0(FP), AX
+	MOVQ col_base+24(FP), CX
+	MOVQ vals_base+48(FP), DX
+	MOVQ u_base+72(FP), BX
+	MOVQ col_len+32(FP), SI
+	MOVQ stride+96(FP), DI
+	SHLQ $0x02, DI
+	XORQ R8, R8
+	CMPQ SI, $0x00
+	JE   done
+
+slot:
+	MOVL         (CX)(R8*4), R9
+	IMULQ        DI, R9
+	VBROADCASTSS (DX)(R8*4), Z0
+	VBROADCASTSS (DX)(R8*4), Y1
+	VMOVUPS      (AX), Z2
+	VFMADD231PS  (BX)(R9*1), Z0, Z2
+	VMOVUPS      Z2, (AX)
+	VMOVUPS      64(AX), Z2
+	VFMADD231PS  64(BX)(R9*1), Z0, Z2
+	VMOVUPS      Z2, 64(AX)
+	VMOVUPS      128(AX), Y0
+	VFMADD231PS  128(BX)(R9*1), Y1, Y0
+	VMOVUPS      Y0, 128(AX)
+	ADDQ         DI, AX
+	INCQ         R8
+	CMPQ         R8, SI
+	JB           slot
+
+done:
+	VZEROUPPER
+	RET
+
+// func csrAVX512x2Y1Tail(out []float32, ptr []uint32, col []uint32, vals []float32, u []float32, stride int, tail int)
+// Requires: AVX, AVX2, AVX512DQ, AVX512F, FMA3
+TEXT ·csrAVX512x2Y1Tail(SB), NOSPLIT, $0-136
+	MOVQ         out_base+0(FP), AX
+	MOVQ         ptr_base+24(FP), CX
+	MOVQ         col_base+48(FP), DX
+	MOVQ         vals_base+72(FP), BX
+	MOVQ         u_base+96(FP), SI
+	MOVQ         ptr_len+32(FP), DI
+	MOVQ         stride+120(FP), R8
+	SHLQ         $0x02, R8
+	DECQ         DI
+	JLE          done
+	MOVL         (CX), R9
+	MOVQ         tail+128(FP), R10
+	VMOVD        R10, X0
+	VPBROADCASTD X0, Y5
+	VPCMPGTD     laneindex<>+0(SB), Y5, Y5
+
+row:
+	MOVL   4(CX), R10
+	VXORPS Z0, Z0, Z0
+	VXORPS Z1, Z1, Z1
+	VXORPS Y2, Y2, Y2
+	CMPQ   R9, R10
+	JAE    store
+
+entry:
+	MOVL         (DX)(R9*4), R11
+	IMULQ        R8, R11
+	VBROADCASTSS (BX)(R9*4), Z3
+	VBROADCASTSS (BX)(R9*4), Y4
+	VFMADD231PS  (SI)(R11*1), Z3, Z0
+	VFMADD231PS  64(SI)(R11*1), Z3, Z1
+	VMASKMOVPS   128(SI)(R11*1), Y5, Y3
+	VFMADD231PS  Y3, Y4, Y2
+	INCQ         R9
+	CMPQ         R9, R10
+	JB           entry
+
+store:
+	VMOVUPS    Z0, (AX)
+	VMOVUPS    Z1, 64(AX)
+	VMASKMOVPS Y2, Y5, 128(AX)
+	ADDQ       R8, AX
+	ADDQ       $0x04, CX
+	DECQ       DI
+	JNZ        row
+
+done:
+	VZEROUPPER
+	RET
+
+// func cooRunsAVX512x2Y1Tail(out []float32, rows []uint32, col []uint32, vals []float32, u []float32, stride int, add bool, tail int)
+// Requires: AVX, AVX2, AVX512DQ, AVX512F, FMA3
+TEXT ·cooRunsAVX512x2Y1Tail(SB), NOSPLIT, $0-144
+	MOVQ         out_base+0(FP), AX
+	MOVQ         rows_base+24(FP), CX
+	MOVQ         col_base+48(FP), DX
+	MOVQ         vals_base+72(FP), BX
+	MOVQ         u_base+96(FP), SI
+	MOVQ         rows_len+32(FP), DI
+	MOVQ         stride+120(FP), R8
+	SHLQ         $0x02, R8
+	XORQ         R9, R9
+	CMPQ         DI, $0x00
+	JE           done
+	MOVQ         tail+136(FP), R10
+	VMOVD        R10, X0
+	VPBROADCASTD X0, Y5
+	VPCMPGTD     laneindex<>+0(SB), Y5, Y5
+
+run:
+	MOVL   (CX)(R9*4), R10
+	VXORPS Z0, Z0, Z0
+	VXORPS Z1, Z1, Z1
+	VXORPS Y2, Y2, Y2
+
+entry:
+	MOVL         (DX)(R9*4), R11
+	IMULQ        R8, R11
+	VBROADCASTSS (BX)(R9*4), Z3
+	VBROADCASTSS (BX)(R9*4), Y4
+	VFMADD231PS  (SI)(R11*1), Z3, Z0
+	VFMADD231PS  64(SI)(R11*1), Z3, Z1
+	VMASKMOVPS   128(SI)(R11*1), Y5, Y3
+	VFMADD231PS  Y3, Y4, Y2
+	INCQ         R9
+	CMPQ         R9, DI
+	JAE          flush
+	MOVL         (CX)(R9*4), R11
+	CMPQ         R11, R10
+	JE           entry
+
+flush:
+	IMULQ      R8, R10
+	MOVB       add+128(FP), R11
+	TESTB      R11, R11
+	JZ         store
+	VADDPS     (AX)(R10*1), Z0, Z0
+	VADDPS     64(AX)(R10*1), Z1, Z1
+	VMASKMOVPS 128(AX)(R10*1), Y5, Y3
+	VADDPS     Y3, Y2, Y2
+
+store:
+	VMOVUPS    Z0, (AX)(R10*1)
+	VMOVUPS    Z1, 64(AX)(R10*1)
+	VMASKMOVPS Y2, Y5, 128(AX)(R10*1)
+	CMPQ       R9, DI
+	JB         run
+
+done:
+	VZEROUPPER
+	RET
+
+// func ellSlotsAVX512x2Y1Tail(out []float32, col []uint32, vals []float32, u []float32, stride int, tail int)
+// Requires: AVX, AVX2, AVX512F, FMA3
+TEXT ·ellSlotsAVX512x2Y1Tail(SB), NOSPLIT, $0-112
+	MOVQ         out_base+0(FP), AX
+	MOVQ         col_base+24(FP), CX
+	MOVQ         vals_base+48(FP), DX
+	MOVQ         u_base+72(FP), BX
+	MOVQ         col_len+32(FP), SI
+	MOVQ         stride+96(FP), DI
+	SHLQ         $0x02, DI
+	XORQ         R8, R8
+	CMPQ         SI, $0x00
+	JE           done
+	MOVQ         tail+104(FP), R9
+	VMOVD        R9, X0
+	VPBROADCASTD X0, Y3
+	VPCMPGTD     laneindex<>+0(SB), Y3, Y3
+
+slot:
+	MOVL         (CX)(R8*4), R9
+	IMULQ        DI, R9
+	VBROADCASTSS (DX)(R8*4), Z0
+	VBROADCASTSS (DX)(R8*4), Y1
+	VMOVUPS      (AX), Z2
+	VFMADD231PS  (BX)(R9*1), Z0, Z2
+	VMOVUPS      Z2, (AX)
+	VMOVUPS      64(AX), Z2
+	VFMADD231PS  64(BX)(R9*1), Z0, Z2
+	VMOVUPS      Z2, 64(AX)
+	VMASKMOVPS   128(AX), Y3, Y0
+	VMASKMOVPS   128(BX)(R9*1), Y3, Y2
+	VFMADD231PS  Y2, Y1, Y0
+	VMASKMOVPS   Y0, Y3, 128(AX)
+	ADDQ         DI, AX
+	INCQ         R8
+	CMPQ         R8, SI
+	JB           slot
+
+done:
+	VZEROUPPER
+	RET
+
+// func csrAVX512x2Y2Tail(out []float32, ptr []uint32, col []uint32, vals []float32, u []float32, stride int, tail int)
+// Requires: AVX, AVX2, AVX512DQ, AVX512F, FMA3
+TEXT ·csrAVX512x2Y2Tail(SB), NOSPLIT, $0-136
+	MOVQ         out_base+0(FP), AX
+	MOVQ         ptr_base+24(FP), CX
+	MOVQ         col_base+48(FP), DX
+	MOVQ         vals_base+72(FP), BX
+	MOVQ         u_base+96(FP), SI
+	MOVQ         ptr_len+32(FP), DI
+	MOVQ         stride+120(FP), R8
+	SHLQ         $0x02, R8
+	DECQ         DI
+	JLE          done
+	MOVL         (CX), R9
+	MOVQ         tail+128(FP), R10
+	VMOVD        R10, X0
+	VPBROADCASTD X0, Y6
+	VPCMPGTD     laneindex<>+0(SB), Y6, Y6
+
+row:
+	MOVL   4(CX), R10
+	VXORPS Z0, Z0, Z0
+	VXORPS Z1, Z1, Z1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	CMPQ   R9, R10
+	JAE    store
+
+entry:
+	MOVL         (DX)(R9*4), R11
+	IMULQ        R8, R11
+	VBROADCASTSS (BX)(R9*4), Z4
+	VBROADCASTSS (BX)(R9*4), Y5
+	VFMADD231PS  (SI)(R11*1), Z4, Z0
+	VFMADD231PS  64(SI)(R11*1), Z4, Z1
+	VFMADD231PS  128(SI)(R11*1), Y5, Y2
+	VMASKMOVPS   160(SI)(R11*1), Y6, Y4
+	VFMADD231PS  Y4, Y5, Y3
+	INCQ         R9
+	CMPQ         R9, R10
+	JB           entry
+
+store:
+	VMOVUPS    Z0, (AX)
+	VMOVUPS    Z1, 64(AX)
+	VMOVUPS    Y2, 128(AX)
+	VMASKMOVPS Y3, Y6, 160(AX)
+	ADDQ       R8, AX
+	ADDQ       $0x04, CX
+	DECQ       DI
+	JNZ        row
+
+done:
+	VZEROUPPER
+	RET
+
+// func cooRunsAVX512x2Y2Tail(out []float32, rows []uint32, col []uint32, vals []float32, u []float32, stride int, add bool, tail int)
+// Requires: AVX, AVX2, AVX512DQ, AVX512F, FMA3
+TEXT ·cooRunsAVX512x2Y2Tail(SB), NOSPLIT, $0-144
+	MOVQ         out_base+0(FP), AX
+	MOVQ         rows_base+24(FP), CX
+	MOVQ         col_base+48(FP), DX
+	MOVQ         vals_base+72(FP), BX
+	MOVQ         u_base+96(FP), SI
+	MOVQ         rows_len+32(FP), DI
+	MOVQ         stride+120(FP), R8
+	SHLQ         $0x02, R8
+	XORQ         R9, R9
+	CMPQ         DI, $0x00
+	JE           done
+	MOVQ         tail+136(FP), R10
+	VMOVD        R10, X0
+	VPBROADCASTD X0, Y6
+	VPCMPGTD     laneindex<>+0(SB), Y6, Y6
+
+run:
+	MOVL   (CX)(R9*4), R10
+	VXORPS Z0, Z0, Z0
+	VXORPS Z1, Z1, Z1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+
+entry:
+	MOVL         (DX)(R9*4), R11
+	IMULQ        R8, R11
+	VBROADCASTSS (BX)(R9*4), Z4
+	VBROADCASTSS (BX)(R9*4), Y5
+	VFMADD231PS  (SI)(R11*1), Z4, Z0
+	VFMADD231PS  64(SI)(R11*1), Z4, Z1
+	VFMADD231PS  128(SI)(R11*1), Y5, Y2
+	VMASKMOVPS   160(SI)(R11*1), Y6, Y4
+	VFMADD231PS  Y4, Y5, Y3
+	INCQ         R9
+	CMPQ         R9, DI
+	JAE          flush
+	MOVL         (CX)(R9*4), R11
+	CMPQ         R11, R10
+	JE           entry
+
+flush:
+	IMULQ      R8, R10
+	MOVB       add+128(FP), R11
+	TESTB      R11, R11
+	JZ         store
+	VADDPS     (AX)(R10*1), Z0, Z0
+	VADDPS     64(AX)(R10*1), Z1, Z1
+	VADDPS     128(AX)(R10*1), Y2, Y2
+	VMASKMOVPS 160(AX)(R10*1), Y6, Y4
+	VADDPS     Y4, Y3, Y3
+
+store:
+	VMOVUPS    Z0, (AX)(R10*1)
+	VMOVUPS    Z1, 64(AX)(R10*1)
+	VMOVUPS    Y2, 128(AX)(R10*1)
+	VMASKMOVPS Y3, Y6, 160(AX)(R10*1)
+	CMPQ       R9, DI
+	JB         run
+
+done:
+	VZEROUPPER
+	RET
+
+// func ellSlotsAVX512x2Y2Tail(out []float32, col []uint32, vals []float32, u []float32, stride int, tail int)
+// Requires: AVX, AVX2, AVX512F, FMA3
+TEXT ·ellSlotsAVX512x2Y2Tail(SB), NOSPLIT, $0-112
+	MOVQ         out_base+0(FP), AX
+	MOVQ         col_base+24(FP), CX
+	MOVQ         vals_base+48(FP), DX
+	MOVQ         u_base+72(FP), BX
+	MOVQ         col_len+32(FP), SI
+	MOVQ         stride+96(FP), DI
+	SHLQ         $0x02, DI
+	XORQ         R8, R8
+	CMPQ         SI, $0x00
+	JE           done
+	MOVQ         tail+104(FP), R9
+	VMOVD        R9, X0
+	VPBROADCASTD X0, Y3
+	VPCMPGTD     laneindex<>+0(SB), Y3, Y3
+
+slot:
+	MOVL         (CX)(R8*4), R9
+	IMULQ        DI, R9
+	VBROADCASTSS (DX)(R8*4), Z0
+	VBROADCASTSS (DX)(R8*4), Y1
+	VMOVUPS      (AX), Z2
+	VFMADD231PS  (BX)(R9*1), Z0, Z2
+	VMOVUPS      Z2, (AX)
+	VMOVUPS      64(AX), Z2
+	VFMADD231PS  64(BX)(R9*1), Z0, Z2
+	VMOVUPS      Z2, 64(AX)
+	VMOVUPS      128(AX), Y0
+	VFMADD231PS  128(BX)(R9*1), Y1, Y0
+	VMOVUPS      Y0, 128(AX)
+	VMASKMOVPS   160(AX), Y3, Y0
+	VMASKMOVPS   160(BX)(R9*1), Y3, Y2
+	VFMADD231PS  Y2, Y1, Y0
+	VMASKMOVPS   Y0, Y3, 160(AX)
+	ADDQ         DI, AX
+	INCQ         R8
+	CMPQ         R8, SI
+	JB           slot
+
+done:
+	VZEROUPPER
+	RET
+
+// func csrAVX512x3Y1(out []float32, ptr []uint32, col []uint32, vals []float32, u []float32, stride int)
+// Requires: AVX, AVX512DQ, AVX512F, FMA3
+TEXT ·csrAVX512x3Y1(SB), NOSPLIT, $0-128
+	MOVQ out_base+0(FP), AX
+	MOVQ ptr_base+24(FP), CX
+	MOVQ col_base+48(FP), DX
+	MOVQ vals_base+72(FP), BX
+	MOVQ u_base+96(FP), SI
+	MOVQ ptr_len+32(FP), DI
+	MOVQ stride+120(FP), R8
+	SHLQ $0x02, R8
+	DECQ DI
+	JLE  done
+	MOVL (CX), R9
+
+row:
+	MOVL   4(CX), R10
+	VXORPS Z0, Z0, Z0
+	VXORPS Z1, Z1, Z1
+	VXORPS Z2, Z2, Z2
+	VXORPS Y3, Y3, Y3
+	CMPQ   R9, R10
+	JAE    store
+
+entry:
+	MOVL         (DX)(R9*4), R11
+	IMULQ        R8, R11
+	VBROADCASTSS (BX)(R9*4), Z4
+	VBROADCASTSS (BX)(R9*4), Y5
+	VFMADD231PS  (SI)(R11*1), Z4, Z0
+	VFMADD231PS  64(SI)(R11*1), Z4, Z1
+	VFMADD231PS  128(SI)(R11*1), Z4, Z2
+	VFMADD231PS  192(SI)(R11*1), Y5, Y3
+	INCQ         R9
+	CMPQ         R9, R10
+	JB           entry
+
+store:
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, 128(AX)
+	VMOVUPS Y3, 192(AX)
+	ADDQ    R8, AX
+	ADDQ    $0x04, CX
+	DECQ    DI
+	JNZ     row
+
+done:
+	VZEROUPPER
+	RET
+
+// func cooRunsAVX512x3Y1(out []float32, rows []uint32, col []uint32, vals []float32, u []float32, stride int, add bool)
+// Requires: AVX, AVX512DQ, AVX512F, FMA3
+TEXT ·cooRunsAVX512x3Y1(SB), NOSPLIT, $0-129
+	MOVQ out_base+0(FP), AX
+	MOVQ rows_base+24(FP), CX
+	MOVQ col_base+48(FP), DX
+	MOVQ vals_base+72(FP), BX
+	MOVQ u_base+96(FP), SI
+	MOVQ rows_len+32(FP), DI
+	MOVQ stride+120(FP), R8
+	SHLQ $0x02, R8
+	XORQ R9, R9
+	CMPQ DI, $0x00
+	JE   done
+
+run:
+	MOVL   (CX)(R9*4), R10
+	VXORPS Z0, Z0, Z0
+	VXORPS Z1, Z1, Z1
+	VXORPS Z2, Z2, Z2
+	VXORPS Y3, Y3, Y3
+
+entry:
+	MOVL         (DX)(R9*4), R11
+	IMULQ        R8, R11
+	VBROADCASTSS (BX)(R9*4), Z4
+	VBROADCASTSS (BX)(R9*4), Y5
+	VFMADD231PS  (SI)(R11*1), Z4, Z0
+	VFMADD231PS  64(SI)(R11*1), Z4, Z1
+	VFMADD231PS  128(SI)(R11*1), Z4, Z2
+	VFMADD231PS  192(SI)(R11*1), Y5, Y3
+	INCQ         R9
+	CMPQ         R9, DI
+	JAE          flush
+	MOVL         (CX)(R9*4), R11
+	CMPQ         R11, R10
+	JE           entry
+
+flush:
+	IMULQ  R8, R10
+	MOVB   add+128(FP), R11
+	TESTB  R11, R11
+	JZ     store
+	VADDPS (AX)(R10*1), Z0, Z0
+	VADDPS 64(AX)(R10*1), Z1, Z1
+	VADDPS 128(AX)(R10*1), Z2, Z2
+	VADDPS 192(AX)(R10*1), Y3, Y3
+
+store:
+	VMOVUPS Z0, (AX)(R10*1)
+	VMOVUPS Z1, 64(AX)(R10*1)
+	VMOVUPS Z2, 128(AX)(R10*1)
+	VMOVUPS Y3, 192(AX)(R10*1)
+	CMPQ    R9, DI
+	JB      run
+
+done:
+	VZEROUPPER
+	RET
+
+// func ellSlotsAVX512x3Y1(out []float32, col []uint32, vals []float32, u []float32, stride int)
+// Requires: AVX, AVX512F, FMA3
+TEXT ·ellSlotsAVX512x3Y1(SB), NOSPLIT, $0-104
+	MOVQ out_base+0(FP), AX
+	MOVQ col_base+24(FP), CX
+	MOVQ vals_base+48(FP), DX
+	MOVQ u_base+72(FP), BX
+	MOVQ col_len+32(FP), SI
+	MOVQ stride+96(FP), DI
+	SHLQ $0x02, DI
+	XORQ R8, R8
+	CMPQ SI, $0x00
+	JE   done
+
+slot:
+	MOVL         (CX)(R8*4), R9
+	IMULQ        DI, R9
+	VBROADCASTSS (DX)(R8*4), Z0
+	VBROADCASTSS (DX)(R8*4), Y1
+	VMOVUPS      (AX), Z2
+	VFMADD231PS  (BX)(R9*1), Z0, Z2
+	VMOVUPS      Z2, (AX)
+	VMOVUPS      64(AX), Z2
+	VFMADD231PS  64(BX)(R9*1), Z0, Z2
+	VMOVUPS      Z2, 64(AX)
+	VMOVUPS      128(AX), Z2
+	VFMADD231PS  128(BX)(R9*1), Z0, Z2
+	VMOVUPS      Z2, 128(AX)
+	VMOVUPS      192(AX), Y0
+	VFMADD231PS  192(BX)(R9*1), Y1, Y0
+	VMOVUPS      Y0, 192(AX)
+	ADDQ         DI, AX
+	INCQ         R8
+	CMPQ         R8, SI
+	JB           slot
+
+done:
+	VZEROUPPER
+	RET
+
+// func csrAVX512x3Y1Tail(out []float32, ptr []uint32, col []uint32, vals []float32, u []float32, stride int, tail int)
+// Requires: AVX, AVX2, AVX512DQ, AVX512F, FMA3
+TEXT ·csrAVX512x3Y1Tail(SB), NOSPLIT, $0-136
+	MOVQ         out_base+0(FP), AX
+	MOVQ         ptr_base+24(FP), CX
+	MOVQ         col_base+48(FP), DX
+	MOVQ         vals_base+72(FP), BX
+	MOVQ         u_base+96(FP), SI
+	MOVQ         ptr_len+32(FP), DI
+	MOVQ         stride+120(FP), R8
+	SHLQ         $0x02, R8
+	DECQ         DI
+	JLE          done
+	MOVL         (CX), R9
+	MOVQ         tail+128(FP), R10
+	VMOVD        R10, X0
+	VPBROADCASTD X0, Y6
+	VPCMPGTD     laneindex<>+0(SB), Y6, Y6
+
+row:
+	MOVL   4(CX), R10
+	VXORPS Z0, Z0, Z0
+	VXORPS Z1, Z1, Z1
+	VXORPS Z2, Z2, Z2
+	VXORPS Y3, Y3, Y3
+	CMPQ   R9, R10
+	JAE    store
+
+entry:
+	MOVL         (DX)(R9*4), R11
+	IMULQ        R8, R11
+	VBROADCASTSS (BX)(R9*4), Z4
+	VBROADCASTSS (BX)(R9*4), Y5
+	VFMADD231PS  (SI)(R11*1), Z4, Z0
+	VFMADD231PS  64(SI)(R11*1), Z4, Z1
+	VFMADD231PS  128(SI)(R11*1), Z4, Z2
+	VMASKMOVPS   192(SI)(R11*1), Y6, Y4
+	VFMADD231PS  Y4, Y5, Y3
+	INCQ         R9
+	CMPQ         R9, R10
+	JB           entry
+
+store:
+	VMOVUPS    Z0, (AX)
+	VMOVUPS    Z1, 64(AX)
+	VMOVUPS    Z2, 128(AX)
+	VMASKMOVPS Y3, Y6, 192(AX)
+	ADDQ       R8, AX
+	ADDQ       $0x04, CX
+	DECQ       DI
+	JNZ        row
+
+done:
+	VZEROUPPER
+	RET
+
+// func cooRunsAVX512x3Y1Tail(out []float32, rows []uint32, col []uint32, vals []float32, u []float32, stride int, add bool, tail int)
+// Requires: AVX, AVX2, AVX512DQ, AVX512F, FMA3
+TEXT ·cooRunsAVX512x3Y1Tail(SB), NOSPLIT, $0-144
+	MOVQ         out_base+0(FP), AX
+	MOVQ         rows_base+24(FP), CX
+	MOVQ         col_base+48(FP), DX
+	MOVQ         vals_base+72(FP), BX
+	MOVQ         u_base+96(FP), SI
+	MOVQ         rows_len+32(FP), DI
+	MOVQ         stride+120(FP), R8
+	SHLQ         $0x02, R8
+	XORQ         R9, R9
+	CMPQ         DI, $0x00
+	JE           done
+	MOVQ         tail+136(FP), R10
+	VMOVD        R10, X0
+	VPBROADCASTD X0, Y6
+	VPCMPGTD     laneindex<>+0(SB), Y6, Y6
+
+run:
+	MOVL   (CX)(R9*4), R10
+	VXORPS Z0, Z0, Z0
+	VXORPS Z1, Z1, Z1
+	VXORPS Z2, Z2, Z2
+	VXORPS Y3, Y3, Y3
+
+entry:
+	MOVL         (DX)(R9*4), R11
+	IMULQ        R8, R11
+	VBROADCASTSS (BX)(R9*4), Z4
+	VBROADCASTSS (BX)(R9*4), Y5
+	VFMADD231PS  (SI)(R11*1), Z4, Z0
+	VFMADD231PS  64(SI)(R11*1), Z4, Z1
+	VFMADD231PS  128(SI)(R11*1), Z4, Z2
+	VMASKMOVPS   192(SI)(R11*1), Y6, Y4
+	VFMADD231PS  Y4, Y5, Y3
+	INCQ         R9
+	CMPQ         R9, DI
+	JAE          flush
+	MOVL         (CX)(R9*4), R11
+	CMPQ         R11, R10
+	JE           entry
+
+flush:
+	IMULQ      R8, R10
+	MOVB       add+128(FP), R11
+	TESTB      R11, R11
+	JZ         store
+	VADDPS     (AX)(R10*1), Z0, Z0
+	VADDPS     64(AX)(R10*1), Z1, Z1
+	VADDPS     128(AX)(R10*1), Z2, Z2
+	VMASKMOVPS 192(AX)(R10*1), Y6, Y4
+	VADDPS     Y4, Y3, Y3
+
+store:
+	VMOVUPS    Z0, (AX)(R10*1)
+	VMOVUPS    Z1, 64(AX)(R10*1)
+	VMOVUPS    Z2, 128(AX)(R10*1)
+	VMASKMOVPS Y3, Y6, 192(AX)(R10*1)
+	CMPQ       R9, DI
+	JB         run
+
+done:
+	VZEROUPPER
+	RET
+
+// func ellSlotsAVX512x3Y1Tail(out []float32, col []uint32, vals []float32, u []float32, stride int, tail int)
+// Requires: AVX, AVX2, AVX512F, FMA3
+TEXT ·ellSlotsAVX512x3Y1Tail(SB), NOSPLIT, $0-112
+	MOVQ         out_base+0(FP), AX
+	MOVQ         col_base+24(FP), CX
+	MOVQ         vals_base+48(FP), DX
+	MOVQ         u_base+72(FP), BX
+	MOVQ         col_len+32(FP), SI
+	MOVQ         stride+96(FP), DI
+	SHLQ         $0x02, DI
+	XORQ         R8, R8
+	CMPQ         SI, $0x00
+	JE           done
+	MOVQ         tail+104(FP), R9
+	VMOVD        R9, X0
+	VPBROADCASTD X0, Y3
+	VPCMPGTD     laneindex<>+0(SB), Y3, Y3
+
+slot:
+	MOVL         (CX)(R8*4), R9
+	IMULQ        DI, R9
+	VBROADCASTSS (DX)(R8*4), Z0
+	VBROADCASTSS (DX)(R8*4), Y1
+	VMOVUPS      (AX), Z2
+	VFMADD231PS  (BX)(R9*1), Z0, Z2
+	VMOVUPS      Z2, (AX)
+	VMOVUPS      64(AX), Z2
+	VFMADD231PS  64(BX)(R9*1), Z0, Z2
+	VMOVUPS      Z2, 64(AX)
+	VMOVUPS      128(AX), Z2
+	VFMADD231PS  128(BX)(R9*1), Z0, Z2
+	VMOVUPS      Z2, 128(AX)
+	VMASKMOVPS   192(AX), Y3, Y0
+	VMASKMOVPS   192(BX)(R9*1), Y3, Y2
+	VFMADD231PS  Y2, Y1, Y0
+	VMASKMOVPS   Y0, Y3, 192(AX)
+	ADDQ         DI, AX
+	INCQ         R8
+	CMPQ         R8, SI
+	JB           slot
+
+done:
+	VZEROUPPER
+	RET
+
+// func csrAVX512x3Y2Tail(out []float32, ptr []uint32, col []uint32, vals []float32, u []float32, stride int, tail int)
+// Requires: AVX, AVX2, AVX512DQ, AVX512F, FMA3
+TEXT ·csrAVX512x3Y2Tail(SB), NOSPLIT, $0-136
+	MOVQ         out_base+0(FP), AX
+	MOVQ         ptr_base+24(FP), CX
+	MOVQ         col_base+48(FP), DX
+	MOVQ         vals_base+72(FP), BX
+	MOVQ         u_base+96(FP), SI
+	MOVQ         ptr_len+32(FP), DI
+	MOVQ         stride+120(FP), R8
+	SHLQ         $0x02, R8
+	DECQ         DI
+	JLE          done
+	MOVL         (CX), R9
+	MOVQ         tail+128(FP), R10
+	VMOVD        R10, X0
+	VPBROADCASTD X0, Y7
+	VPCMPGTD     laneindex<>+0(SB), Y7, Y7
+
+row:
+	MOVL   4(CX), R10
+	VXORPS Z0, Z0, Z0
+	VXORPS Z1, Z1, Z1
+	VXORPS Z2, Z2, Z2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	CMPQ   R9, R10
+	JAE    store
+
+entry:
+	MOVL         (DX)(R9*4), R11
+	IMULQ        R8, R11
+	VBROADCASTSS (BX)(R9*4), Z5
+	VBROADCASTSS (BX)(R9*4), Y6
+	VFMADD231PS  (SI)(R11*1), Z5, Z0
+	VFMADD231PS  64(SI)(R11*1), Z5, Z1
+	VFMADD231PS  128(SI)(R11*1), Z5, Z2
+	VFMADD231PS  192(SI)(R11*1), Y6, Y3
+	VMASKMOVPS   224(SI)(R11*1), Y7, Y5
+	VFMADD231PS  Y5, Y6, Y4
+	INCQ         R9
+	CMPQ         R9, R10
+	JB           entry
+
+store:
+	VMOVUPS    Z0, (AX)
+	VMOVUPS    Z1, 64(AX)
+	VMOVUPS    Z2, 128(AX)
+	VMOVUPS    Y3, 192(AX)
+	VMASKMOVPS Y4, Y7, 224(AX)
+	ADDQ       R8, AX
+	ADDQ       $0x04, CX
+	DECQ       DI
+	JNZ        row
+
+done:
+	VZEROUPPER
+	RET
+
+// func cooRunsAVX512x3Y2Tail(out []float32, rows []uint32, col []uint32, vals []float32, u []float32, stride int, add bool, tail int)
+// Requires: AVX, AVX2, AVX512DQ, AVX512F, FMA3
+TEXT ·cooRunsAVX512x3Y2Tail(SB), NOSPLIT, $0-144
+	MOVQ         out_base+0(FP), AX
+	MOVQ         rows_base+24(FP), CX
+	MOVQ         col_base+48(FP), DX
+	MOVQ         vals_base+72(FP), BX
+	MOVQ         u_base+96(FP), SI
+	MOVQ         rows_len+32(FP), DI
+	MOVQ         stride+120(FP), R8
+	SHLQ         $0x02, R8
+	XORQ         R9, R9
+	CMPQ         DI, $0x00
+	JE           done
+	MOVQ         tail+136(FP), R10
+	VMOVD        R10, X0
+	VPBROADCASTD X0, Y7
+	VPCMPGTD     laneindex<>+0(SB), Y7, Y7
+
+run:
+	MOVL   (CX)(R9*4), R10
+	VXORPS Z0, Z0, Z0
+	VXORPS Z1, Z1, Z1
+	VXORPS Z2, Z2, Z2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+
+entry:
+	MOVL         (DX)(R9*4), R11
+	IMULQ        R8, R11
+	VBROADCASTSS (BX)(R9*4), Z5
+	VBROADCASTSS (BX)(R9*4), Y6
+	VFMADD231PS  (SI)(R11*1), Z5, Z0
+	VFMADD231PS  64(SI)(R11*1), Z5, Z1
+	VFMADD231PS  128(SI)(R11*1), Z5, Z2
+	VFMADD231PS  192(SI)(R11*1), Y6, Y3
+	VMASKMOVPS   224(SI)(R11*1), Y7, Y5
+	VFMADD231PS  Y5, Y6, Y4
+	INCQ         R9
+	CMPQ         R9, DI
+	JAE          flush
+	MOVL         (CX)(R9*4), R11
+	CMPQ         R11, R10
+	JE           entry
+
+flush:
+	IMULQ      R8, R10
+	MOVB       add+128(FP), R11
+	TESTB      R11, R11
+	JZ         store
+	VADDPS     (AX)(R10*1), Z0, Z0
+	VADDPS     64(AX)(R10*1), Z1, Z1
+	VADDPS     128(AX)(R10*1), Z2, Z2
+	VADDPS     192(AX)(R10*1), Y3, Y3
+	VMASKMOVPS 224(AX)(R10*1), Y7, Y5
+	VADDPS     Y5, Y4, Y4
+
+store:
+	VMOVUPS    Z0, (AX)(R10*1)
+	VMOVUPS    Z1, 64(AX)(R10*1)
+	VMOVUPS    Z2, 128(AX)(R10*1)
+	VMOVUPS    Y3, 192(AX)(R10*1)
+	VMASKMOVPS Y4, Y7, 224(AX)(R10*1)
+	CMPQ       R9, DI
+	JB         run
+
+done:
+	VZEROUPPER
+	RET
+
+// func ellSlotsAVX512x3Y2Tail(out []float32, col []uint32, vals []float32, u []float32, stride int, tail int)
+// Requires: AVX, AVX2, AVX512F, FMA3
+TEXT ·ellSlotsAVX512x3Y2Tail(SB), NOSPLIT, $0-112
+	MOVQ         out_base+0(FP), AX
+	MOVQ         col_base+24(FP), CX
+	MOVQ         vals_base+48(FP), DX
+	MOVQ         u_base+72(FP), BX
+	MOVQ         col_len+32(FP), SI
+	MOVQ         stride+96(FP), DI
+	SHLQ         $0x02, DI
+	XORQ         R8, R8
+	CMPQ         SI, $0x00
+	JE           done
+	MOVQ         tail+104(FP), R9
+	VMOVD        R9, X0
+	VPBROADCASTD X0, Y3
+	VPCMPGTD     laneindex<>+0(SB), Y3, Y3
+
+slot:
+	MOVL         (CX)(R8*4), R9
+	IMULQ        DI, R9
+	VBROADCASTSS (DX)(R8*4), Z0
+	VBROADCASTSS (DX)(R8*4), Y1
+	VMOVUPS      (AX), Z2
+	VFMADD231PS  (BX)(R9*1), Z0, Z2
+	VMOVUPS      Z2, (AX)
+	VMOVUPS      64(AX), Z2
+	VFMADD231PS  64(BX)(R9*1), Z0, Z2
+	VMOVUPS      Z2, 64(AX)
+	VMOVUPS      128(AX), Z2
+	VFMADD231PS  128(BX)(R9*1), Z0, Z2
+	VMOVUPS      Z2, 128(AX)
+	VMOVUPS      192(AX), Y0
+	VFMADD231PS  192(BX)(R9*1), Y1, Y0
+	VMOVUPS      Y0, 192(AX)
+	VMASKMOVPS   224(AX), Y3, Y0
+	VMASKMOVPS   224(BX)(R9*1), Y3, Y2
+	VFMADD231PS  Y2, Y1, Y0
+	VMASKMOVPS   Y0, Y3, 224(AX)
 	ADDQ         DI, AX
 	INCQ         R8
 	CMPQ         R8, SI
@@ -3925,1106 +5844,6 @@ next:
 	INCQ R12
 	CMPQ R12, bptr_len+32(FP)
 	JB   block
-
-done:
-	VZEROUPPER
-	RET
-
-// func csrAVX512x1(out []float32, ptr []uint32, col []uint32, vals []float32, u []float32, stride int)
-// Requires: AVX, AVX512DQ, AVX512F
-TEXT ·csrAVX512x1(SB), NOSPLIT, $0-128
-	MOVQ out_base+0(FP), AX
-	MOVQ ptr_base+24(FP), CX
-	MOVQ col_base+48(FP), DX
-	MOVQ vals_base+72(FP), BX
-	MOVQ u_base+96(FP), SI
-	MOVQ ptr_len+32(FP), DI
-	MOVQ stride+120(FP), R8
-	SHLQ $0x02, R8
-	DECQ DI
-	JLE  done
-	MOVL (CX), R9
-
-row:
-	MOVL   4(CX), R10
-	VXORPS Z0, Z0, Z0
-	CMPQ   R9, R10
-	JAE    store
-
-entry:
-	MOVL         (DX)(R9*4), R11
-	IMULQ        R8, R11
-	VBROADCASTSS (BX)(R9*4), Z1
-	VFMADD231PS  (SI)(R11*1), Z1, Z0
-	INCQ         R9
-	CMPQ         R9, R10
-	JB           entry
-
-store:
-	VMOVUPS Z0, (AX)
-	ADDQ    R8, AX
-	ADDQ    $0x04, CX
-	DECQ    DI
-	JNZ     row
-
-done:
-	VZEROUPPER
-	RET
-
-// func cooRunsAVX512x1(out []float32, rows []uint32, col []uint32, vals []float32, u []float32, stride int, add bool)
-// Requires: AVX, AVX512DQ, AVX512F
-TEXT ·cooRunsAVX512x1(SB), NOSPLIT, $0-129
-	MOVQ out_base+0(FP), AX
-	MOVQ rows_base+24(FP), CX
-	MOVQ col_base+48(FP), DX
-	MOVQ vals_base+72(FP), BX
-	MOVQ u_base+96(FP), SI
-	MOVQ rows_len+32(FP), DI
-	MOVQ stride+120(FP), R8
-	SHLQ $0x02, R8
-	XORQ R9, R9
-	CMPQ DI, $0x00
-	JE   done
-
-run:
-	MOVL   (CX)(R9*4), R10
-	VXORPS Z0, Z0, Z0
-
-entry:
-	MOVL         (DX)(R9*4), R11
-	IMULQ        R8, R11
-	VBROADCASTSS (BX)(R9*4), Z1
-	VFMADD231PS  (SI)(R11*1), Z1, Z0
-	INCQ         R9
-	CMPQ         R9, DI
-	JAE          flush
-	MOVL         (CX)(R9*4), R11
-	CMPQ         R11, R10
-	JE           entry
-
-flush:
-	IMULQ  R8, R10
-	MOVB   add+128(FP), R11
-	TESTB  R11, R11
-	JZ     store
-	VADDPS (AX)(R10*1), Z0, Z0
-
-store:
-	VMOVUPS Z0, (AX)(R10*1)
-	CMPQ    R9, DI
-	JB      run
-
-done:
-	VZEROUPPER
-	RET
-
-// func ellSlotsAVX512x1(out []float32, col []uint32, vals []float32, u []float32, stride int)
-// Requires: AVX, AVX512F
-TEXT ·ellSlotsAVX512x1(SB), NOSPLIT, $0-104
-	MOVQ out_base+0(FP), AX
-	MOVQ col_base+24(FP), CX
-	MOVQ vals_base+48(FP), DX
-	MOVQ u_base+72(FP), BX
-	MOVQ col_len+32(FP), SI
-	MOVQ stride+96(FP), DI
-	SHLQ $0x02, DI
-	XORQ R8, R8
-	CMPQ SI, $0x00
-	JE   done
-
-slot:
-	MOVL         (CX)(R8*4), R9
-	IMULQ        DI, R9
-	VBROADCASTSS (DX)(R8*4), Z0
-	VMOVUPS      (AX), Z1
-	VFMADD231PS  (BX)(R9*1), Z0, Z1
-	VMOVUPS      Z1, (AX)
-	ADDQ         DI, AX
-	INCQ         R8
-	CMPQ         R8, SI
-	JB           slot
-
-done:
-	VZEROUPPER
-	RET
-
-// func csrTailAVX512x1(out []float32, ptr []uint32, col []uint32, vals []float32, u []float32, stride int, tail int)
-// Requires: AVX, AVX512DQ, AVX512F
-TEXT ·csrTailAVX512x1(SB), NOSPLIT, $0-136
-	MOVQ         out_base+0(FP), AX
-	MOVQ         ptr_base+24(FP), CX
-	MOVQ         col_base+48(FP), DX
-	MOVQ         vals_base+72(FP), BX
-	MOVQ         u_base+96(FP), SI
-	MOVQ         ptr_len+32(FP), DI
-	MOVQ         stride+120(FP), R8
-	SHLQ         $0x02, R8
-	DECQ         DI
-	JLE          done
-	MOVL         (CX), R9
-	MOVQ         tail+128(FP), R10
-	VPBROADCASTD R10, Z0
-	VPCMPGTD     laneindex<>+0(SB), Z0, K1
-
-row:
-	MOVL   4(CX), R10
-	VXORPS Z0, Z0, Z0
-	CMPQ   R9, R10
-	JAE    store
-
-entry:
-	MOVL         (DX)(R9*4), R11
-	IMULQ        R8, R11
-	VBROADCASTSS (BX)(R9*4), Z1
-	VFMADD231PS  (SI)(R11*1), Z1, K1, Z0
-	INCQ         R9
-	CMPQ         R9, R10
-	JB           entry
-
-store:
-	VMOVUPS Z0, K1, (AX)
-	ADDQ    R8, AX
-	ADDQ    $0x04, CX
-	DECQ    DI
-	JNZ     row
-
-done:
-	VZEROUPPER
-	RET
-
-// func cooRunsTailAVX512x1(out []float32, rows []uint32, col []uint32, vals []float32, u []float32, stride int, add bool, tail int)
-// Requires: AVX, AVX512DQ, AVX512F
-TEXT ·cooRunsTailAVX512x1(SB), NOSPLIT, $0-144
-	MOVQ         out_base+0(FP), AX
-	MOVQ         rows_base+24(FP), CX
-	MOVQ         col_base+48(FP), DX
-	MOVQ         vals_base+72(FP), BX
-	MOVQ         u_base+96(FP), SI
-	MOVQ         rows_len+32(FP), DI
-	MOVQ         stride+120(FP), R8
-	SHLQ         $0x02, R8
-	XORQ         R9, R9
-	CMPQ         DI, $0x00
-	JE           done
-	MOVQ         tail+136(FP), R10
-	VPBROADCASTD R10, Z0
-	VPCMPGTD     laneindex<>+0(SB), Z0, K1
-
-run:
-	MOVL   (CX)(R9*4), R10
-	VXORPS Z0, Z0, Z0
-
-entry:
-	MOVL         (DX)(R9*4), R11
-	IMULQ        R8, R11
-	VBROADCASTSS (BX)(R9*4), Z1
-	VFMADD231PS  (SI)(R11*1), Z1, K1, Z0
-	INCQ         R9
-	CMPQ         R9, DI
-	JAE          flush
-	MOVL         (CX)(R9*4), R11
-	CMPQ         R11, R10
-	JE           entry
-
-flush:
-	IMULQ  R8, R10
-	MOVB   add+128(FP), R11
-	TESTB  R11, R11
-	JZ     store
-	VADDPS (AX)(R10*1), Z0, K1, Z0
-
-store:
-	VMOVUPS Z0, K1, (AX)(R10*1)
-	CMPQ    R9, DI
-	JB      run
-
-done:
-	VZEROUPPER
-	RET
-
-// func ellSlotsTailAVX512x1(out []float32, col []uint32, vals []float32, u []float32, stride int, tail int)
-// Requires: AVX, AVX512F
-TEXT ·ellSlotsTailAVX512x1(SB), NOSPLIT, $0-112
-	MOVQ         out_base+0(FP), AX
-	MOVQ         col_base+24(FP), CX
-	MOVQ         vals_base+48(FP), DX
-	MOVQ         u_base+72(FP), BX
-	MOVQ         col_len+32(FP), SI
-	MOVQ         stride+96(FP), DI
-	SHLQ         $0x02, DI
-	XORQ         R8, R8
-	CMPQ         SI, $0x00
-	JE           done
-	MOVQ         tail+104(FP), R9
-	VPBROADCASTD R9, Z0
-	VPCMPGTD     laneindex<>+0(SB), Z0, K1
-
-slot:
-	MOVL         (CX)(R8*4), R9
-	IMULQ        DI, R9
-	VBROADCASTSS (DX)(R8*4), Z0
-	VMOVUPS.Z    (AX), K1, Z1
-	VFMADD231PS  (BX)(R9*1), Z0, K1, Z1
-	VMOVUPS      Z1, K1, (AX)
-	ADDQ         DI, AX
-	INCQ         R8
-	CMPQ         R8, SI
-	JB           slot
-
-done:
-	VZEROUPPER
-	RET
-
-// func csrAVX512x2(out []float32, ptr []uint32, col []uint32, vals []float32, u []float32, stride int)
-// Requires: AVX, AVX512DQ, AVX512F
-TEXT ·csrAVX512x2(SB), NOSPLIT, $0-128
-	MOVQ out_base+0(FP), AX
-	MOVQ ptr_base+24(FP), CX
-	MOVQ col_base+48(FP), DX
-	MOVQ vals_base+72(FP), BX
-	MOVQ u_base+96(FP), SI
-	MOVQ ptr_len+32(FP), DI
-	MOVQ stride+120(FP), R8
-	SHLQ $0x02, R8
-	DECQ DI
-	JLE  done
-	MOVL (CX), R9
-
-row:
-	MOVL   4(CX), R10
-	VXORPS Z0, Z0, Z0
-	VXORPS Z1, Z1, Z1
-	CMPQ   R9, R10
-	JAE    store
-
-entry:
-	MOVL         (DX)(R9*4), R11
-	IMULQ        R8, R11
-	VBROADCASTSS (BX)(R9*4), Z2
-	VFMADD231PS  (SI)(R11*1), Z2, Z0
-	VFMADD231PS  64(SI)(R11*1), Z2, Z1
-	INCQ         R9
-	CMPQ         R9, R10
-	JB           entry
-
-store:
-	VMOVUPS Z0, (AX)
-	VMOVUPS Z1, 64(AX)
-	ADDQ    R8, AX
-	ADDQ    $0x04, CX
-	DECQ    DI
-	JNZ     row
-
-done:
-	VZEROUPPER
-	RET
-
-// func cooRunsAVX512x2(out []float32, rows []uint32, col []uint32, vals []float32, u []float32, stride int, add bool)
-// Requires: AVX, AVX512DQ, AVX512F
-TEXT ·cooRunsAVX512x2(SB), NOSPLIT, $0-129
-	MOVQ out_base+0(FP), AX
-	MOVQ rows_base+24(FP), CX
-	MOVQ col_base+48(FP), DX
-	MOVQ vals_base+72(FP), BX
-	MOVQ u_base+96(FP), SI
-	MOVQ rows_len+32(FP), DI
-	MOVQ stride+120(FP), R8
-	SHLQ $0x02, R8
-	XORQ R9, R9
-	CMPQ DI, $0x00
-	JE   done
-
-run:
-	MOVL   (CX)(R9*4), R10
-	VXORPS Z0, Z0, Z0
-	VXORPS Z1, Z1, Z1
-
-entry:
-	MOVL         (DX)(R9*4), R11
-	IMULQ        R8, R11
-	VBROADCASTSS (BX)(R9*4), Z2
-	VFMADD231PS  (SI)(R11*1), Z2, Z0
-	VFMADD231PS  64(SI)(R11*1), Z2, Z1
-	INCQ         R9
-	CMPQ         R9, DI
-	JAE          flush
-	MOVL         (CX)(R9*4), R11
-	CMPQ         R11, R10
-	JE           entry
-
-flush:
-	IMULQ  R8, R10
-	MOVB   add+128(FP), R11
-	TESTB  R11, R11
-	JZ     store
-	VADDPS (AX)(R10*1), Z0, Z0
-	VADDPS 64(AX)(R10*1), Z1, Z1
-
-store:
-	VMOVUPS Z0, (AX)(R10*1)
-	VMOVUPS Z1, 64(AX)(R10*1)
-	CMPQ    R9, DI
-	JB      run
-
-done:
-	VZEROUPPER
-	RET
-
-// func ellSlotsAVX512x2(out []float32, col []uint32, vals []float32, u []float32, stride int)
-// Requires: AVX, AVX512F
-TEXT ·ellSlotsAVX512x2(SB), NOSPLIT, $0-104
-	MOVQ out_base+0(FP), AX
-	MOVQ col_base+24(FP), CX
-	MOVQ vals_base+48(FP), DX
-	MOVQ u_base+72(FP), BX
-	MOVQ col_len+32(FP), SI
-	MOVQ stride+96(FP), DI
-	SHLQ $0x02, DI
-	XORQ R8, R8
-	CMPQ SI, $0x00
-	JE   done
-
-slot:
-	MOVL         (CX)(R8*4), R9
-	IMULQ        DI, R9
-	VBROADCASTSS (DX)(R8*4), Z0
-	VMOVUPS      (AX), Z1
-	VFMADD231PS  (BX)(R9*1), Z0, Z1
-	VMOVUPS      Z1, (AX)
-	VMOVUPS      64(AX), Z1
-	VFMADD231PS  64(BX)(R9*1), Z0, Z1
-	VMOVUPS      Z1, 64(AX)
-	ADDQ         DI, AX
-	INCQ         R8
-	CMPQ         R8, SI
-	JB           slot
-
-done:
-	VZEROUPPER
-	RET
-
-// func csrTailAVX512x2(out []float32, ptr []uint32, col []uint32, vals []float32, u []float32, stride int, tail int)
-// Requires: AVX, AVX512DQ, AVX512F
-TEXT ·csrTailAVX512x2(SB), NOSPLIT, $0-136
-	MOVQ         out_base+0(FP), AX
-	MOVQ         ptr_base+24(FP), CX
-	MOVQ         col_base+48(FP), DX
-	MOVQ         vals_base+72(FP), BX
-	MOVQ         u_base+96(FP), SI
-	MOVQ         ptr_len+32(FP), DI
-	MOVQ         stride+120(FP), R8
-	SHLQ         $0x02, R8
-	DECQ         DI
-	JLE          done
-	MOVL         (CX), R9
-	MOVQ         tail+128(FP), R10
-	VPBROADCASTD R10, Z0
-	VPCMPGTD     laneindex<>+0(SB), Z0, K1
-
-row:
-	MOVL   4(CX), R10
-	VXORPS Z0, Z0, Z0
-	VXORPS Z1, Z1, Z1
-	CMPQ   R9, R10
-	JAE    store
-
-entry:
-	MOVL         (DX)(R9*4), R11
-	IMULQ        R8, R11
-	VBROADCASTSS (BX)(R9*4), Z2
-	VFMADD231PS  (SI)(R11*1), Z2, Z0
-	VFMADD231PS  64(SI)(R11*1), Z2, K1, Z1
-	INCQ         R9
-	CMPQ         R9, R10
-	JB           entry
-
-store:
-	VMOVUPS Z0, (AX)
-	VMOVUPS Z1, K1, 64(AX)
-	ADDQ    R8, AX
-	ADDQ    $0x04, CX
-	DECQ    DI
-	JNZ     row
-
-done:
-	VZEROUPPER
-	RET
-
-// func cooRunsTailAVX512x2(out []float32, rows []uint32, col []uint32, vals []float32, u []float32, stride int, add bool, tail int)
-// Requires: AVX, AVX512DQ, AVX512F
-TEXT ·cooRunsTailAVX512x2(SB), NOSPLIT, $0-144
-	MOVQ         out_base+0(FP), AX
-	MOVQ         rows_base+24(FP), CX
-	MOVQ         col_base+48(FP), DX
-	MOVQ         vals_base+72(FP), BX
-	MOVQ         u_base+96(FP), SI
-	MOVQ         rows_len+32(FP), DI
-	MOVQ         stride+120(FP), R8
-	SHLQ         $0x02, R8
-	XORQ         R9, R9
-	CMPQ         DI, $0x00
-	JE           done
-	MOVQ         tail+136(FP), R10
-	VPBROADCASTD R10, Z0
-	VPCMPGTD     laneindex<>+0(SB), Z0, K1
-
-run:
-	MOVL   (CX)(R9*4), R10
-	VXORPS Z0, Z0, Z0
-	VXORPS Z1, Z1, Z1
-
-entry:
-	MOVL         (DX)(R9*4), R11
-	IMULQ        R8, R11
-	VBROADCASTSS (BX)(R9*4), Z2
-	VFMADD231PS  (SI)(R11*1), Z2, Z0
-	VFMADD231PS  64(SI)(R11*1), Z2, K1, Z1
-	INCQ         R9
-	CMPQ         R9, DI
-	JAE          flush
-	MOVL         (CX)(R9*4), R11
-	CMPQ         R11, R10
-	JE           entry
-
-flush:
-	IMULQ  R8, R10
-	MOVB   add+128(FP), R11
-	TESTB  R11, R11
-	JZ     store
-	VADDPS (AX)(R10*1), Z0, Z0
-	VADDPS 64(AX)(R10*1), Z1, K1, Z1
-
-store:
-	VMOVUPS Z0, (AX)(R10*1)
-	VMOVUPS Z1, K1, 64(AX)(R10*1)
-	CMPQ    R9, DI
-	JB      run
-
-done:
-	VZEROUPPER
-	RET
-
-// func ellSlotsTailAVX512x2(out []float32, col []uint32, vals []float32, u []float32, stride int, tail int)
-// Requires: AVX, AVX512F
-TEXT ·ellSlotsTailAVX512x2(SB), NOSPLIT, $0-112
-	MOVQ         out_base+0(FP), AX
-	MOVQ         col_base+24(FP), CX
-	MOVQ         vals_base+48(FP), DX
-	MOVQ         u_base+72(FP), BX
-	MOVQ         col_len+32(FP), SI
-	MOVQ         stride+96(FP), DI
-	SHLQ         $0x02, DI
-	XORQ         R8, R8
-	CMPQ         SI, $0x00
-	JE           done
-	MOVQ         tail+104(FP), R9
-	VPBROADCASTD R9, Z0
-	VPCMPGTD     laneindex<>+0(SB), Z0, K1
-
-slot:
-	MOVL         (CX)(R8*4), R9
-	IMULQ        DI, R9
-	VBROADCASTSS (DX)(R8*4), Z0
-	VMOVUPS      (AX), Z1
-	VFMADD231PS  (BX)(R9*1), Z0, Z1
-	VMOVUPS      Z1, (AX)
-	VMOVUPS.Z    64(AX), K1, Z1
-	VFMADD231PS  64(BX)(R9*1), Z0, K1, Z1
-	VMOVUPS      Z1, K1, 64(AX)
-	ADDQ         DI, AX
-	INCQ         R8
-	CMPQ         R8, SI
-	JB           slot
-
-done:
-	VZEROUPPER
-	RET
-
-// func csrAVX512x3(out []float32, ptr []uint32, col []uint32, vals []float32, u []float32, stride int)
-// Requires: AVX, AVX512DQ, AVX512F
-TEXT ·csrAVX512x3(SB), NOSPLIT, $0-128
-	MOVQ out_base+0(FP), AX
-	MOVQ ptr_base+24(FP), CX
-	MOVQ col_base+48(FP), DX
-	MOVQ vals_base+72(FP), BX
-	MOVQ u_base+96(FP), SI
-	MOVQ ptr_len+32(FP), DI
-	MOVQ stride+120(FP), R8
-	SHLQ $0x02, R8
-	DECQ DI
-	JLE  done
-	MOVL (CX), R9
-
-row:
-	MOVL   4(CX), R10
-	VXORPS Z0, Z0, Z0
-	VXORPS Z1, Z1, Z1
-	VXORPS Z2, Z2, Z2
-	CMPQ   R9, R10
-	JAE    store
-
-entry:
-	MOVL         (DX)(R9*4), R11
-	IMULQ        R8, R11
-	VBROADCASTSS (BX)(R9*4), Z3
-	VFMADD231PS  (SI)(R11*1), Z3, Z0
-	VFMADD231PS  64(SI)(R11*1), Z3, Z1
-	VFMADD231PS  128(SI)(R11*1), Z3, Z2
-	INCQ         R9
-	CMPQ         R9, R10
-	JB           entry
-
-store:
-	VMOVUPS Z0, (AX)
-	VMOVUPS Z1, 64(AX)
-	VMOVUPS Z2, 128(AX)
-	ADDQ    R8, AX
-	ADDQ    $0x04, CX
-	DECQ    DI
-	JNZ     row
-
-done:
-	VZEROUPPER
-	RET
-
-// func cooRunsAVX512x3(out []float32, rows []uint32, col []uint32, vals []float32, u []float32, stride int, add bool)
-// Requires: AVX, AVX512DQ, AVX512F
-TEXT ·cooRunsAVX512x3(SB), NOSPLIT, $0-129
-	MOVQ out_base+0(FP), AX
-	MOVQ rows_base+24(FP), CX
-	MOVQ col_base+48(FP), DX
-	MOVQ vals_base+72(FP), BX
-	MOVQ u_base+96(FP), SI
-	MOVQ rows_len+32(FP), DI
-	MOVQ stride+120(FP), R8
-	SHLQ $0x02, R8
-	XORQ R9, R9
-	CMPQ DI, $0x00
-	JE   done
-
-run:
-	MOVL   (CX)(R9*4), R10
-	VXORPS Z0, Z0, Z0
-	VXORPS Z1, Z1, Z1
-	VXORPS Z2, Z2, Z2
-
-entry:
-	MOVL         (DX)(R9*4), R11
-	IMULQ        R8, R11
-	VBROADCASTSS (BX)(R9*4), Z3
-	VFMADD231PS  (SI)(R11*1), Z3, Z0
-	VFMADD231PS  64(SI)(R11*1), Z3, Z1
-	VFMADD231PS  128(SI)(R11*1), Z3, Z2
-	INCQ         R9
-	CMPQ         R9, DI
-	JAE          flush
-	MOVL         (CX)(R9*4), R11
-	CMPQ         R11, R10
-	JE           entry
-
-flush:
-	IMULQ  R8, R10
-	MOVB   add+128(FP), R11
-	TESTB  R11, R11
-	JZ     store
-	VADDPS (AX)(R10*1), Z0, Z0
-	VADDPS 64(AX)(R10*1), Z1, Z1
-	VADDPS 128(AX)(R10*1), Z2, Z2
-
-store:
-	VMOVUPS Z0, (AX)(R10*1)
-	VMOVUPS Z1, 64(AX)(R10*1)
-	VMOVUPS Z2, 128(AX)(R10*1)
-	CMPQ    R9, DI
-	JB      run
-
-done:
-	VZEROUPPER
-	RET
-
-// func ellSlotsAVX512x3(out []float32, col []uint32, vals []float32, u []float32, stride int)
-// Requires: AVX, AVX512F
-TEXT ·ellSlotsAVX512x3(SB), NOSPLIT, $0-104
-	MOVQ out_base+0(FP), AX
-	MOVQ col_base+24(FP), CX
-	MOVQ vals_base+48(FP), DX
-	MOVQ u_base+72(FP), BX
-	MOVQ col_len+32(FP), SI
-	MOVQ stride+96(FP), DI
-	SHLQ $0x02, DI
-	XORQ R8, R8
-	CMPQ SI, $0x00
-	JE   done
-
-slot:
-	MOVL         (CX)(R8*4), R9
-	IMULQ        DI, R9
-	VBROADCASTSS (DX)(R8*4), Z0
-	VMOVUPS      (AX), Z1
-	VFMADD231PS  (BX)(R9*1), Z0, Z1
-	VMOVUPS      Z1, (AX)
-	VMOVUPS      64(AX), Z1
-	VFMADD231PS  64(BX)(R9*1), Z0, Z1
-	VMOVUPS      Z1, 64(AX)
-	VMOVUPS      128(AX), Z1
-	VFMADD231PS  128(BX)(R9*1), Z0, Z1
-	VMOVUPS      Z1, 128(AX)
-	ADDQ         DI, AX
-	INCQ         R8
-	CMPQ         R8, SI
-	JB           slot
-
-done:
-	VZEROUPPER
-	RET
-
-// func csrTailAVX512x3(out []float32, ptr []uint32, col []uint32, vals []float32, u []float32, stride int, tail int)
-// Requires: AVX, AVX512DQ, AVX512F
-TEXT ·csrTailAVX512x3(SB), NOSPLIT, $0-136
-	MOVQ         out_base+0(FP), AX
-	MOVQ         ptr_base+24(FP), CX
-	MOVQ         col_base+48(FP), DX
-	MOVQ         vals_base+72(FP), BX
-	MOVQ         u_base+96(FP), SI
-	MOVQ         ptr_len+32(FP), DI
-	MOVQ         stride+120(FP), R8
-	SHLQ         $0x02, R8
-	DECQ         DI
-	JLE          done
-	MOVL         (CX), R9
-	MOVQ         tail+128(FP), R10
-	VPBROADCASTD R10, Z0
-	VPCMPGTD     laneindex<>+0(SB), Z0, K1
-
-row:
-	MOVL   4(CX), R10
-	VXORPS Z0, Z0, Z0
-	VXORPS Z1, Z1, Z1
-	VXORPS Z2, Z2, Z2
-	CMPQ   R9, R10
-	JAE    store
-
-entry:
-	MOVL         (DX)(R9*4), R11
-	IMULQ        R8, R11
-	VBROADCASTSS (BX)(R9*4), Z3
-	VFMADD231PS  (SI)(R11*1), Z3, Z0
-	VFMADD231PS  64(SI)(R11*1), Z3, Z1
-	VFMADD231PS  128(SI)(R11*1), Z3, K1, Z2
-	INCQ         R9
-	CMPQ         R9, R10
-	JB           entry
-
-store:
-	VMOVUPS Z0, (AX)
-	VMOVUPS Z1, 64(AX)
-	VMOVUPS Z2, K1, 128(AX)
-	ADDQ    R8, AX
-	ADDQ    $0x04, CX
-	DECQ    DI
-	JNZ     row
-
-done:
-	VZEROUPPER
-	RET
-
-// func cooRunsTailAVX512x3(out []float32, rows []uint32, col []uint32, vals []float32, u []float32, stride int, add bool, tail int)
-// Requires: AVX, AVX512DQ, AVX512F
-TEXT ·cooRunsTailAVX512x3(SB), NOSPLIT, $0-144
-	MOVQ         out_base+0(FP), AX
-	MOVQ         rows_base+24(FP), CX
-	MOVQ         col_base+48(FP), DX
-	MOVQ         vals_base+72(FP), BX
-	MOVQ         u_base+96(FP), SI
-	MOVQ         rows_len+32(FP), DI
-	MOVQ         stride+120(FP), R8
-	SHLQ         $0x02, R8
-	XORQ         R9, R9
-	CMPQ         DI, $0x00
-	JE           done
-	MOVQ         tail+136(FP), R10
-	VPBROADCASTD R10, Z0
-	VPCMPGTD     laneindex<>+0(SB), Z0, K1
-
-run:
-	MOVL   (CX)(R9*4), R10
-	VXORPS Z0, Z0, Z0
-	VXORPS Z1, Z1, Z1
-	VXORPS Z2, Z2, Z2
-
-entry:
-	MOVL         (DX)(R9*4), R11
-	IMULQ        R8, R11
-	VBROADCASTSS (BX)(R9*4), Z3
-	VFMADD231PS  (SI)(R11*1), Z3, Z0
-	VFMADD231PS  64(SI)(R11*1), Z3, Z1
-	VFMADD231PS  128(SI)(R11*1), Z3, K1, Z2
-	INCQ         R9
-	CMPQ         R9, DI
-	JAE          flush
-	MOVL         (CX)(R9*4), R11
-	CMPQ         R11, R10
-	JE           entry
-
-flush:
-	IMULQ  R8, R10
-	MOVB   add+128(FP), R11
-	TESTB  R11, R11
-	JZ     store
-	VADDPS (AX)(R10*1), Z0, Z0
-	VADDPS 64(AX)(R10*1), Z1, Z1
-	VADDPS 128(AX)(R10*1), Z2, K1, Z2
-
-store:
-	VMOVUPS Z0, (AX)(R10*1)
-	VMOVUPS Z1, 64(AX)(R10*1)
-	VMOVUPS Z2, K1, 128(AX)(R10*1)
-	CMPQ    R9, DI
-	JB      run
-
-done:
-	VZEROUPPER
-	RET
-
-// func ellSlotsTailAVX512x3(out []float32, col []uint32, vals []float32, u []float32, stride int, tail int)
-// Requires: AVX, AVX512F
-TEXT ·ellSlotsTailAVX512x3(SB), NOSPLIT, $0-112
-	MOVQ         out_base+0(FP), AX
-	MOVQ         col_base+24(FP), CX
-	MOVQ         vals_base+48(FP), DX
-	MOVQ         u_base+72(FP), BX
-	MOVQ         col_len+32(FP), SI
-	MOVQ         stride+96(FP), DI
-	SHLQ         $0x02, DI
-	XORQ         R8, R8
-	CMPQ         SI, $0x00
-	JE           done
-	MOVQ         tail+104(FP), R9
-	VPBROADCASTD R9, Z0
-	VPCMPGTD     laneindex<>+0(SB), Z0, K1
-
-slot:
-	MOVL         (CX)(R8*4), R9
-	IMULQ        DI, R9
-	VBROADCASTSS (DX)(R8*4), Z0
-	VMOVUPS      (AX), Z1
-	VFMADD231PS  (BX)(R9*1), Z0, Z1
-	VMOVUPS      Z1, (AX)
-	VMOVUPS      64(AX), Z1
-	VFMADD231PS  64(BX)(R9*1), Z0, Z1
-	VMOVUPS      Z1, 64(AX)
-	VMOVUPS.Z    128(AX), K1, Z1
-	VFMADD231PS  128(BX)(R9*1), Z0, K1, Z1
-	VMOVUPS      Z1, K1, 128(AX)
-	ADDQ         DI, AX
-	INCQ         R8
-	CMPQ         R8, SI
-	JB           slot
-
-done:
-	VZEROUPPER
-	RET
-
-// func csrAVX512x4(out []float32, ptr []uint32, col []uint32, vals []float32, u []float32, stride int)
-// Requires: AVX, AVX512DQ, AVX512F
-TEXT ·csrAVX512x4(SB), NOSPLIT, $0-128
-	MOVQ out_base+0(FP), AX
-	MOVQ ptr_base+24(FP), CX
-	MOVQ col_base+48(FP), DX
-	MOVQ vals_base+72(FP), BX
-	MOVQ u_base+96(FP), SI
-	MOVQ ptr_len+32(FP), DI
-	MOVQ stride+120(FP), R8
-	SHLQ $0x02, R8
-	DECQ DI
-	JLE  done
-	MOVL (CX), R9
-
-row:
-	MOVL   4(CX), R10
-	VXORPS Z0, Z0, Z0
-	VXORPS Z1, Z1, Z1
-	VXORPS Z2, Z2, Z2
-	VXORPS Z3, Z3, Z3
-	CMPQ   R9, R10
-	JAE    store
-
-entry:
-	MOVL         (DX)(R9*4), R11
-	IMULQ        R8, R11
-	VBROADCASTSS (BX)(R9*4), Z4
-	VFMADD231PS  (SI)(R11*1), Z4, Z0
-	VFMADD231PS  64(SI)(R11*1), Z4, Z1
-	VFMADD231PS  128(SI)(R11*1), Z4, Z2
-	VFMADD231PS  192(SI)(R11*1), Z4, Z3
-	INCQ         R9
-	CMPQ         R9, R10
-	JB           entry
-
-store:
-	VMOVUPS Z0, (AX)
-	VMOVUPS Z1, 64(AX)
-	VMOVUPS Z2, 128(AX)
-	VMOVUPS Z3, 192(AX)
-	ADDQ    R8, AX
-	ADDQ    $0x04, CX
-	DECQ    DI
-	JNZ     row
-
-done:
-	VZEROUPPER
-	RET
-
-// func cooRunsAVX512x4(out []float32, rows []uint32, col []uint32, vals []float32, u []float32, stride int, add bool)
-// Requires: AVX, AVX512DQ, AVX512F
-TEXT ·cooRunsAVX512x4(SB), NOSPLIT, $0-129
-	MOVQ out_base+0(FP), AX
-	MOVQ rows_base+24(FP), CX
-	MOVQ col_base+48(FP), DX
-	MOVQ vals_base+72(FP), BX
-	MOVQ u_base+96(FP), SI
-	MOVQ rows_len+32(FP), DI
-	MOVQ stride+120(FP), R8
-	SHLQ $0x02, R8
-	XORQ R9, R9
-	CMPQ DI, $0x00
-	JE   done
-
-run:
-	MOVL   (CX)(R9*4), R10
-	VXORPS Z0, Z0, Z0
-	VXORPS Z1, Z1, Z1
-	VXORPS Z2, Z2, Z2
-	VXORPS Z3, Z3, Z3
-
-entry:
-	MOVL         (DX)(R9*4), R11
-	IMULQ        R8, R11
-	VBROADCASTSS (BX)(R9*4), Z4
-	VFMADD231PS  (SI)(R11*1), Z4, Z0
-	VFMADD231PS  64(SI)(R11*1), Z4, Z1
-	VFMADD231PS  128(SI)(R11*1), Z4, Z2
-	VFMADD231PS  192(SI)(R11*1), Z4, Z3
-	INCQ         R9
-	CMPQ         R9, DI
-	JAE          flush
-	MOVL         (CX)(R9*4), R11
-	CMPQ         R11, R10
-	JE           entry
-
-flush:
-	IMULQ  R8, R10
-	MOVB   add+128(FP), R11
-	TESTB  R11, R11
-	JZ     store
-	VADDPS (AX)(R10*1), Z0, Z0
-	VADDPS 64(AX)(R10*1), Z1, Z1
-	VADDPS 128(AX)(R10*1), Z2, Z2
-	VADDPS 192(AX)(R10*1), Z3, Z3
-
-store:
-	VMOVUPS Z0, (AX)(R10*1)
-	VMOVUPS Z1, 64(AX)(R10*1)
-	VMOVUPS Z2, 128(AX)(R10*1)
-	VMOVUPS Z3, 192(AX)(R10*1)
-	CMPQ    R9, DI
-	JB      run
-
-done:
-	VZEROUPPER
-	RET
-
-// func ellSlotsAVX512x4(out []float32, col []uint32, vals []float32, u []float32, stride int)
-// Requires: AVX, AVX512F
-TEXT ·ellSlotsAVX512x4(SB), NOSPLIT, $0-104
-	MOVQ out_base+0(FP), AX
-	MOVQ col_base+24(FP), CX
-	MOVQ vals_base+48(FP), DX
-	MOVQ u_base+72(FP), BX
-	MOVQ col_len+32(FP), SI
-	MOVQ stride+96(FP), DI
-	SHLQ $0x02, DI
-	XORQ R8, R8
-	CMPQ SI, $0x00
-	JE   done
-
-slot:
-	MOVL         (CX)(R8*4), R9
-	IMULQ        DI, R9
-	VBROADCASTSS (DX)(R8*4), Z0
-	VMOVUPS      (AX), Z1
-	VFMADD231PS  (BX)(R9*1), Z0, Z1
-	VMOVUPS      Z1, (AX)
-	VMOVUPS      64(AX), Z1
-	VFMADD231PS  64(BX)(R9*1), Z0, Z1
-	VMOVUPS      Z1, 64(AX)
-	VMOVUPS      128(AX), Z1
-	VFMADD231PS  128(BX)(R9*1), Z0, Z1
-	VMOVUPS      Z1, 128(AX)
-	VMOVUPS      192(AX), Z1
-	VFMADD231PS  192(BX)(R9*1), Z0, Z1
-	VMOVUPS      Z1, 192(AX)
-	ADDQ         DI, AX
-	INCQ         R8
-	CMPQ         R8, SI
-	JB           slot
-
-done:
-	VZEROUPPER
-	RET
-
-// func csrTailAVX512x4(out []float32, ptr []uint32, col []uint32, vals []float32, u []float32, stride int, tail int)
-// Requires: AVX, AVX512DQ, AVX512F
-TEXT ·csrTailAVX512x4(SB), NOSPLIT, $0-136
-	MOVQ         out_base+0(FP), AX
-	MOVQ         ptr_base+24(FP), CX
-	MOVQ         col_base+48(FP), DX
-	MOVQ         vals_base+72(FP), BX
-	MOVQ         u_base+96(FP), SI
-	MOVQ         ptr_len+32(FP), DI
-	MOVQ         stride+120(FP), R8
-	SHLQ         $0x02, R8
-	DECQ         DI
-	JLE          done
-	MOVL         (CX), R9
-	MOVQ         tail+128(FP), R10
-	VPBROADCASTD R10, Z0
-	VPCMPGTD     laneindex<>+0(SB), Z0, K1
-
-row:
-	MOVL   4(CX), R10
-	VXORPS Z0, Z0, Z0
-	VXORPS Z1, Z1, Z1
-	VXORPS Z2, Z2, Z2
-	VXORPS Z3, Z3, Z3
-	CMPQ   R9, R10
-	JAE    store
-
-entry:
-	MOVL         (DX)(R9*4), R11
-	IMULQ        R8, R11
-	VBROADCASTSS (BX)(R9*4), Z4
-	VFMADD231PS  (SI)(R11*1), Z4, Z0
-	VFMADD231PS  64(SI)(R11*1), Z4, Z1
-	VFMADD231PS  128(SI)(R11*1), Z4, Z2
-	VFMADD231PS  192(SI)(R11*1), Z4, K1, Z3
-	INCQ         R9
-	CMPQ         R9, R10
-	JB           entry
-
-store:
-	VMOVUPS Z0, (AX)
-	VMOVUPS Z1, 64(AX)
-	VMOVUPS Z2, 128(AX)
-	VMOVUPS Z3, K1, 192(AX)
-	ADDQ    R8, AX
-	ADDQ    $0x04, CX
-	DECQ    DI
-	JNZ     row
-
-done:
-	VZEROUPPER
-	RET
-
-// func cooRunsTailAVX512x4(out []float32, rows []uint32, col []uint32, vals []float32, u []float32, stride int, add bool, tail int)
-// Requires: AVX, AVX512DQ, AVX512F
-TEXT ·cooRunsTailAVX512x4(SB), NOSPLIT, $0-144
-	MOVQ         out_base+0(FP), AX
-	MOVQ         rows_base+24(FP), CX
-	MOVQ         col_base+48(FP), DX
-	MOVQ         vals_base+72(FP), BX
-	MOVQ         u_base+96(FP), SI
-	MOVQ         rows_len+32(FP), DI
-	MOVQ         stride+120(FP), R8
-	SHLQ         $0x02, R8
-	XORQ         R9, R9
-	CMPQ         DI, $0x00
-	JE           done
-	MOVQ         tail+136(FP), R10
-	VPBROADCASTD R10, Z0
-	VPCMPGTD     laneindex<>+0(SB), Z0, K1
-
-run:
-	MOVL   (CX)(R9*4), R10
-	VXORPS Z0, Z0, Z0
-	VXORPS Z1, Z1, Z1
-	VXORPS Z2, Z2, Z2
-	VXORPS Z3, Z3, Z3
-
-entry:
-	MOVL         (DX)(R9*4), R11
-	IMULQ        R8, R11
-	VBROADCASTSS (BX)(R9*4), Z4
-	VFMADD231PS  (SI)(R11*1), Z4, Z0
-	VFMADD231PS  64(SI)(R11*1), Z4, Z1
-	VFMADD231PS  128(SI)(R11*1), Z4, Z2
-	VFMADD231PS  192(SI)(R11*1), Z4, K1, Z3
-	INCQ         R9
-	CMPQ         R9, DI
-	JAE          flush
-	MOVL         (CX)(R9*4), R11
-	CMPQ         R11, R10
-	JE           entry
-
-flush:
-	IMULQ  R8, R10
-	MOVB   add+128(FP), R11
-	TESTB  R11, R11
-	JZ     store
-	VADDPS (AX)(R10*1), Z0, Z0
-	VADDPS 64(AX)(R10*1), Z1, Z1
-	VADDPS 128(AX)(R10*1), Z2, Z2
-	VADDPS 192(AX)(R10*1), Z3, K1, Z3
-
-store:
-	VMOVUPS Z0, (AX)(R10*1)
-	VMOVUPS Z1, 64(AX)(R10*1)
-	VMOVUPS Z2, 128(AX)(R10*1)
-	VMOVUPS Z3, K1, 192(AX)(R10*1)
-	CMPQ    R9, DI
-	JB      run
-
-done:
-	VZEROUPPER
-	RET
-
-// func ellSlotsTailAVX512x4(out []float32, col []uint32, vals []float32, u []float32, stride int, tail int)
-// Requires: AVX, AVX512F
-TEXT ·ellSlotsTailAVX512x4(SB), NOSPLIT, $0-112
-	MOVQ         out_base+0(FP), AX
-	MOVQ         col_base+24(FP), CX
-	MOVQ         vals_base+48(FP), DX
-	MOVQ         u_base+72(FP), BX
-	MOVQ         col_len+32(FP), SI
-	MOVQ         stride+96(FP), DI
-	SHLQ         $0x02, DI
-	XORQ         R8, R8
-	CMPQ         SI, $0x00
-	JE           done
-	MOVQ         tail+104(FP), R9
-	VPBROADCASTD R9, Z0
-	VPCMPGTD     laneindex<>+0(SB), Z0, K1
-
-slot:
-	MOVL         (CX)(R8*4), R9
-	IMULQ        DI, R9
-	VBROADCASTSS (DX)(R8*4), Z0
-	VMOVUPS      (AX), Z1
-	VFMADD231PS  (BX)(R9*1), Z0, Z1
-	VMOVUPS      Z1, (AX)
-	VMOVUPS      64(AX), Z1
-	VFMADD231PS  64(BX)(R9*1), Z0, Z1
-	VMOVUPS      Z1, 64(AX)
-	VMOVUPS      128(AX), Z1
-	VFMADD231PS  128(BX)(R9*1), Z0, Z1
-	VMOVUPS      Z1, 128(AX)
-	VMOVUPS.Z    192(AX), K1, Z1
-	VFMADD231PS  192(BX)(R9*1), Z0, K1, Z1
-	VMOVUPS      Z1, K1, 192(AX)
-	ADDQ         DI, AX
-	INCQ         R8
-	CMPQ         R8, SI
-	JB           slot
 
 done:
 	VZEROUPPER

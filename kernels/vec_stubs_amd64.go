@@ -19,20 +19,20 @@ func cooRunsAVX2x1(out []float32, rows []uint32, col []uint32, vals []float32, u
 //go:noescape
 func ellSlotsAVX2x1(out []float32, col []uint32, vals []float32, u []float32, stride int)
 
-// csrTailAVX2x1 sets 0 columns and the first tail of the next 8 of each row of a CSR row range (see asmgen).
+// csrAVX2x1Tail sets 0 columns and the first tail of the next 8 of each row of a CSR row range (see asmgen).
 //
 //go:noescape
-func csrTailAVX2x1(out []float32, ptr []uint32, col []uint32, vals []float32, u []float32, stride int, tail int)
+func csrAVX2x1Tail(out []float32, ptr []uint32, col []uint32, vals []float32, u []float32, stride int, tail int)
 
-// cooRunsTailAVX2x1 sets or adds 0 columns and the first tail of the next 8 of each run of a row-ordered FiberCOO (see asmgen).
+// cooRunsAVX2x1Tail sets or adds 0 columns and the first tail of the next 8 of each run of a row-ordered FiberCOO (see asmgen).
 //
 //go:noescape
-func cooRunsTailAVX2x1(out []float32, rows []uint32, col []uint32, vals []float32, u []float32, stride int, add bool, tail int)
+func cooRunsAVX2x1Tail(out []float32, rows []uint32, col []uint32, vals []float32, u []float32, stride int, add bool, tail int)
 
-// ellSlotsTailAVX2x1 adds 0 columns and the first tail of the next 8 of one ELL slot column into consecutive rows (see asmgen).
+// ellSlotsAVX2x1Tail adds 0 columns and the first tail of the next 8 of one ELL slot column into consecutive rows (see asmgen).
 //
 //go:noescape
-func ellSlotsTailAVX2x1(out []float32, col []uint32, vals []float32, u []float32, stride int, tail int)
+func ellSlotsAVX2x1Tail(out []float32, col []uint32, vals []float32, u []float32, stride int, tail int)
 
 // csrAVX2x2 sets 16 columns of each row of a CSR row range (see asmgen).
 //
@@ -49,20 +49,20 @@ func cooRunsAVX2x2(out []float32, rows []uint32, col []uint32, vals []float32, u
 //go:noescape
 func ellSlotsAVX2x2(out []float32, col []uint32, vals []float32, u []float32, stride int)
 
-// csrTailAVX2x2 sets 8 columns and the first tail of the next 8 of each row of a CSR row range (see asmgen).
+// csrAVX2x2Tail sets 8 columns and the first tail of the next 8 of each row of a CSR row range (see asmgen).
 //
 //go:noescape
-func csrTailAVX2x2(out []float32, ptr []uint32, col []uint32, vals []float32, u []float32, stride int, tail int)
+func csrAVX2x2Tail(out []float32, ptr []uint32, col []uint32, vals []float32, u []float32, stride int, tail int)
 
-// cooRunsTailAVX2x2 sets or adds 8 columns and the first tail of the next 8 of each run of a row-ordered FiberCOO (see asmgen).
+// cooRunsAVX2x2Tail sets or adds 8 columns and the first tail of the next 8 of each run of a row-ordered FiberCOO (see asmgen).
 //
 //go:noescape
-func cooRunsTailAVX2x2(out []float32, rows []uint32, col []uint32, vals []float32, u []float32, stride int, add bool, tail int)
+func cooRunsAVX2x2Tail(out []float32, rows []uint32, col []uint32, vals []float32, u []float32, stride int, add bool, tail int)
 
-// ellSlotsTailAVX2x2 adds 8 columns and the first tail of the next 8 of one ELL slot column into consecutive rows (see asmgen).
+// ellSlotsAVX2x2Tail adds 8 columns and the first tail of the next 8 of one ELL slot column into consecutive rows (see asmgen).
 //
 //go:noescape
-func ellSlotsTailAVX2x2(out []float32, col []uint32, vals []float32, u []float32, stride int, tail int)
+func ellSlotsAVX2x2Tail(out []float32, col []uint32, vals []float32, u []float32, stride int, tail int)
 
 // csrAVX2x3 sets 24 columns of each row of a CSR row range (see asmgen).
 //
@@ -79,20 +79,20 @@ func cooRunsAVX2x3(out []float32, rows []uint32, col []uint32, vals []float32, u
 //go:noescape
 func ellSlotsAVX2x3(out []float32, col []uint32, vals []float32, u []float32, stride int)
 
-// csrTailAVX2x3 sets 16 columns and the first tail of the next 8 of each row of a CSR row range (see asmgen).
+// csrAVX2x3Tail sets 16 columns and the first tail of the next 8 of each row of a CSR row range (see asmgen).
 //
 //go:noescape
-func csrTailAVX2x3(out []float32, ptr []uint32, col []uint32, vals []float32, u []float32, stride int, tail int)
+func csrAVX2x3Tail(out []float32, ptr []uint32, col []uint32, vals []float32, u []float32, stride int, tail int)
 
-// cooRunsTailAVX2x3 sets or adds 16 columns and the first tail of the next 8 of each run of a row-ordered FiberCOO (see asmgen).
+// cooRunsAVX2x3Tail sets or adds 16 columns and the first tail of the next 8 of each run of a row-ordered FiberCOO (see asmgen).
 //
 //go:noescape
-func cooRunsTailAVX2x3(out []float32, rows []uint32, col []uint32, vals []float32, u []float32, stride int, add bool, tail int)
+func cooRunsAVX2x3Tail(out []float32, rows []uint32, col []uint32, vals []float32, u []float32, stride int, add bool, tail int)
 
-// ellSlotsTailAVX2x3 adds 16 columns and the first tail of the next 8 of one ELL slot column into consecutive rows (see asmgen).
+// ellSlotsAVX2x3Tail adds 16 columns and the first tail of the next 8 of one ELL slot column into consecutive rows (see asmgen).
 //
 //go:noescape
-func ellSlotsTailAVX2x3(out []float32, col []uint32, vals []float32, u []float32, stride int, tail int)
+func ellSlotsAVX2x3Tail(out []float32, col []uint32, vals []float32, u []float32, stride int, tail int)
 
 // csrAVX2x4 sets 32 columns of each row of a CSR row range (see asmgen).
 //
@@ -109,20 +109,215 @@ func cooRunsAVX2x4(out []float32, rows []uint32, col []uint32, vals []float32, u
 //go:noescape
 func ellSlotsAVX2x4(out []float32, col []uint32, vals []float32, u []float32, stride int)
 
-// csrTailAVX2x4 sets 24 columns and the first tail of the next 8 of each row of a CSR row range (see asmgen).
+// csrAVX2x4Tail sets 24 columns and the first tail of the next 8 of each row of a CSR row range (see asmgen).
 //
 //go:noescape
-func csrTailAVX2x4(out []float32, ptr []uint32, col []uint32, vals []float32, u []float32, stride int, tail int)
+func csrAVX2x4Tail(out []float32, ptr []uint32, col []uint32, vals []float32, u []float32, stride int, tail int)
 
-// cooRunsTailAVX2x4 sets or adds 24 columns and the first tail of the next 8 of each run of a row-ordered FiberCOO (see asmgen).
+// cooRunsAVX2x4Tail sets or adds 24 columns and the first tail of the next 8 of each run of a row-ordered FiberCOO (see asmgen).
 //
 //go:noescape
-func cooRunsTailAVX2x4(out []float32, rows []uint32, col []uint32, vals []float32, u []float32, stride int, add bool, tail int)
+func cooRunsAVX2x4Tail(out []float32, rows []uint32, col []uint32, vals []float32, u []float32, stride int, add bool, tail int)
 
-// ellSlotsTailAVX2x4 adds 24 columns and the first tail of the next 8 of one ELL slot column into consecutive rows (see asmgen).
+// ellSlotsAVX2x4Tail adds 24 columns and the first tail of the next 8 of one ELL slot column into consecutive rows (see asmgen).
 //
 //go:noescape
-func ellSlotsTailAVX2x4(out []float32, col []uint32, vals []float32, u []float32, stride int, tail int)
+func ellSlotsAVX2x4Tail(out []float32, col []uint32, vals []float32, u []float32, stride int, tail int)
+
+// csrAVX512x1 sets 16 columns of each row of a CSR row range (see asmgen).
+//
+//go:noescape
+func csrAVX512x1(out []float32, ptr []uint32, col []uint32, vals []float32, u []float32, stride int)
+
+// cooRunsAVX512x1 sets or adds 16 columns of each run of a row-ordered FiberCOO (see asmgen).
+//
+//go:noescape
+func cooRunsAVX512x1(out []float32, rows []uint32, col []uint32, vals []float32, u []float32, stride int, add bool)
+
+// ellSlotsAVX512x1 adds 16 columns of one ELL slot column into consecutive rows (see asmgen).
+//
+//go:noescape
+func ellSlotsAVX512x1(out []float32, col []uint32, vals []float32, u []float32, stride int)
+
+// csrAVX512x2 sets 32 columns of each row of a CSR row range (see asmgen).
+//
+//go:noescape
+func csrAVX512x2(out []float32, ptr []uint32, col []uint32, vals []float32, u []float32, stride int)
+
+// cooRunsAVX512x2 sets or adds 32 columns of each run of a row-ordered FiberCOO (see asmgen).
+//
+//go:noescape
+func cooRunsAVX512x2(out []float32, rows []uint32, col []uint32, vals []float32, u []float32, stride int, add bool)
+
+// ellSlotsAVX512x2 adds 32 columns of one ELL slot column into consecutive rows (see asmgen).
+//
+//go:noescape
+func ellSlotsAVX512x2(out []float32, col []uint32, vals []float32, u []float32, stride int)
+
+// csrAVX512x3 sets 48 columns of each row of a CSR row range (see asmgen).
+//
+//go:noescape
+func csrAVX512x3(out []float32, ptr []uint32, col []uint32, vals []float32, u []float32, stride int)
+
+// cooRunsAVX512x3 sets or adds 48 columns of each run of a row-ordered FiberCOO (see asmgen).
+//
+//go:noescape
+func cooRunsAVX512x3(out []float32, rows []uint32, col []uint32, vals []float32, u []float32, stride int, add bool)
+
+// ellSlotsAVX512x3 adds 48 columns of one ELL slot column into consecutive rows (see asmgen).
+//
+//go:noescape
+func ellSlotsAVX512x3(out []float32, col []uint32, vals []float32, u []float32, stride int)
+
+// csrAVX512x4 sets 64 columns of each row of a CSR row range (see asmgen).
+//
+//go:noescape
+func csrAVX512x4(out []float32, ptr []uint32, col []uint32, vals []float32, u []float32, stride int)
+
+// cooRunsAVX512x4 sets or adds 64 columns of each run of a row-ordered FiberCOO (see asmgen).
+//
+//go:noescape
+func cooRunsAVX512x4(out []float32, rows []uint32, col []uint32, vals []float32, u []float32, stride int, add bool)
+
+// ellSlotsAVX512x4 adds 64 columns of one ELL slot column into consecutive rows (see asmgen).
+//
+//go:noescape
+func ellSlotsAVX512x4(out []float32, col []uint32, vals []float32, u []float32, stride int)
+
+// csrAVX512x1Y1 sets 24 columns of each row of a CSR row range (see asmgen).
+//
+//go:noescape
+func csrAVX512x1Y1(out []float32, ptr []uint32, col []uint32, vals []float32, u []float32, stride int)
+
+// cooRunsAVX512x1Y1 sets or adds 24 columns of each run of a row-ordered FiberCOO (see asmgen).
+//
+//go:noescape
+func cooRunsAVX512x1Y1(out []float32, rows []uint32, col []uint32, vals []float32, u []float32, stride int, add bool)
+
+// ellSlotsAVX512x1Y1 adds 24 columns of one ELL slot column into consecutive rows (see asmgen).
+//
+//go:noescape
+func ellSlotsAVX512x1Y1(out []float32, col []uint32, vals []float32, u []float32, stride int)
+
+// csrAVX512x1Y1Tail sets 16 columns and the first tail of the next 8 of each row of a CSR row range (see asmgen).
+//
+//go:noescape
+func csrAVX512x1Y1Tail(out []float32, ptr []uint32, col []uint32, vals []float32, u []float32, stride int, tail int)
+
+// cooRunsAVX512x1Y1Tail sets or adds 16 columns and the first tail of the next 8 of each run of a row-ordered FiberCOO (see asmgen).
+//
+//go:noescape
+func cooRunsAVX512x1Y1Tail(out []float32, rows []uint32, col []uint32, vals []float32, u []float32, stride int, add bool, tail int)
+
+// ellSlotsAVX512x1Y1Tail adds 16 columns and the first tail of the next 8 of one ELL slot column into consecutive rows (see asmgen).
+//
+//go:noescape
+func ellSlotsAVX512x1Y1Tail(out []float32, col []uint32, vals []float32, u []float32, stride int, tail int)
+
+// csrAVX512x1Y2Tail sets 24 columns and the first tail of the next 8 of each row of a CSR row range (see asmgen).
+//
+//go:noescape
+func csrAVX512x1Y2Tail(out []float32, ptr []uint32, col []uint32, vals []float32, u []float32, stride int, tail int)
+
+// cooRunsAVX512x1Y2Tail sets or adds 24 columns and the first tail of the next 8 of each run of a row-ordered FiberCOO (see asmgen).
+//
+//go:noescape
+func cooRunsAVX512x1Y2Tail(out []float32, rows []uint32, col []uint32, vals []float32, u []float32, stride int, add bool, tail int)
+
+// ellSlotsAVX512x1Y2Tail adds 24 columns and the first tail of the next 8 of one ELL slot column into consecutive rows (see asmgen).
+//
+//go:noescape
+func ellSlotsAVX512x1Y2Tail(out []float32, col []uint32, vals []float32, u []float32, stride int, tail int)
+
+// csrAVX512x2Y1 sets 40 columns of each row of a CSR row range (see asmgen).
+//
+//go:noescape
+func csrAVX512x2Y1(out []float32, ptr []uint32, col []uint32, vals []float32, u []float32, stride int)
+
+// cooRunsAVX512x2Y1 sets or adds 40 columns of each run of a row-ordered FiberCOO (see asmgen).
+//
+//go:noescape
+func cooRunsAVX512x2Y1(out []float32, rows []uint32, col []uint32, vals []float32, u []float32, stride int, add bool)
+
+// ellSlotsAVX512x2Y1 adds 40 columns of one ELL slot column into consecutive rows (see asmgen).
+//
+//go:noescape
+func ellSlotsAVX512x2Y1(out []float32, col []uint32, vals []float32, u []float32, stride int)
+
+// csrAVX512x2Y1Tail sets 32 columns and the first tail of the next 8 of each row of a CSR row range (see asmgen).
+//
+//go:noescape
+func csrAVX512x2Y1Tail(out []float32, ptr []uint32, col []uint32, vals []float32, u []float32, stride int, tail int)
+
+// cooRunsAVX512x2Y1Tail sets or adds 32 columns and the first tail of the next 8 of each run of a row-ordered FiberCOO (see asmgen).
+//
+//go:noescape
+func cooRunsAVX512x2Y1Tail(out []float32, rows []uint32, col []uint32, vals []float32, u []float32, stride int, add bool, tail int)
+
+// ellSlotsAVX512x2Y1Tail adds 32 columns and the first tail of the next 8 of one ELL slot column into consecutive rows (see asmgen).
+//
+//go:noescape
+func ellSlotsAVX512x2Y1Tail(out []float32, col []uint32, vals []float32, u []float32, stride int, tail int)
+
+// csrAVX512x2Y2Tail sets 40 columns and the first tail of the next 8 of each row of a CSR row range (see asmgen).
+//
+//go:noescape
+func csrAVX512x2Y2Tail(out []float32, ptr []uint32, col []uint32, vals []float32, u []float32, stride int, tail int)
+
+// cooRunsAVX512x2Y2Tail sets or adds 40 columns and the first tail of the next 8 of each run of a row-ordered FiberCOO (see asmgen).
+//
+//go:noescape
+func cooRunsAVX512x2Y2Tail(out []float32, rows []uint32, col []uint32, vals []float32, u []float32, stride int, add bool, tail int)
+
+// ellSlotsAVX512x2Y2Tail adds 40 columns and the first tail of the next 8 of one ELL slot column into consecutive rows (see asmgen).
+//
+//go:noescape
+func ellSlotsAVX512x2Y2Tail(out []float32, col []uint32, vals []float32, u []float32, stride int, tail int)
+
+// csrAVX512x3Y1 sets 56 columns of each row of a CSR row range (see asmgen).
+//
+//go:noescape
+func csrAVX512x3Y1(out []float32, ptr []uint32, col []uint32, vals []float32, u []float32, stride int)
+
+// cooRunsAVX512x3Y1 sets or adds 56 columns of each run of a row-ordered FiberCOO (see asmgen).
+//
+//go:noescape
+func cooRunsAVX512x3Y1(out []float32, rows []uint32, col []uint32, vals []float32, u []float32, stride int, add bool)
+
+// ellSlotsAVX512x3Y1 adds 56 columns of one ELL slot column into consecutive rows (see asmgen).
+//
+//go:noescape
+func ellSlotsAVX512x3Y1(out []float32, col []uint32, vals []float32, u []float32, stride int)
+
+// csrAVX512x3Y1Tail sets 48 columns and the first tail of the next 8 of each row of a CSR row range (see asmgen).
+//
+//go:noescape
+func csrAVX512x3Y1Tail(out []float32, ptr []uint32, col []uint32, vals []float32, u []float32, stride int, tail int)
+
+// cooRunsAVX512x3Y1Tail sets or adds 48 columns and the first tail of the next 8 of each run of a row-ordered FiberCOO (see asmgen).
+//
+//go:noescape
+func cooRunsAVX512x3Y1Tail(out []float32, rows []uint32, col []uint32, vals []float32, u []float32, stride int, add bool, tail int)
+
+// ellSlotsAVX512x3Y1Tail adds 48 columns and the first tail of the next 8 of one ELL slot column into consecutive rows (see asmgen).
+//
+//go:noescape
+func ellSlotsAVX512x3Y1Tail(out []float32, col []uint32, vals []float32, u []float32, stride int, tail int)
+
+// csrAVX512x3Y2Tail sets 56 columns and the first tail of the next 8 of each row of a CSR row range (see asmgen).
+//
+//go:noescape
+func csrAVX512x3Y2Tail(out []float32, ptr []uint32, col []uint32, vals []float32, u []float32, stride int, tail int)
+
+// cooRunsAVX512x3Y2Tail sets or adds 56 columns and the first tail of the next 8 of each run of a row-ordered FiberCOO (see asmgen).
+//
+//go:noescape
+func cooRunsAVX512x3Y2Tail(out []float32, rows []uint32, col []uint32, vals []float32, u []float32, stride int, add bool, tail int)
+
+// ellSlotsAVX512x3Y2Tail adds 56 columns and the first tail of the next 8 of one ELL slot column into consecutive rows (see asmgen).
+//
+//go:noescape
+func ellSlotsAVX512x3Y2Tail(out []float32, col []uint32, vals []float32, u []float32, stride int, tail int)
 
 // mttkrpRuns1AVX2x1 adds 8 columns of a chunk's MTTKRP into its output rows, one store per run (see asmgen).
 //
@@ -348,126 +543,6 @@ func hicooScatter3AVX2x4(dst []float32, bptr []uint32, bo *uint32, b0 *uint32, b
 //
 //go:noescape
 func hicooScatter4AVX2x4(dst []float32, bptr []uint32, bo *uint32, b0 *uint32, b1 *uint32, b2 *uint32, eo *uint8, e0 *uint8, e1 *uint8, e2 *uint8, vals *float32, f0 *float32, f1 *float32, f2 *float32, rowBase int, stride int, bits int)
-
-// csrAVX512x1 sets 16 columns of each row of a CSR row range (see asmgen).
-//
-//go:noescape
-func csrAVX512x1(out []float32, ptr []uint32, col []uint32, vals []float32, u []float32, stride int)
-
-// cooRunsAVX512x1 sets or adds 16 columns of each run of a row-ordered FiberCOO (see asmgen).
-//
-//go:noescape
-func cooRunsAVX512x1(out []float32, rows []uint32, col []uint32, vals []float32, u []float32, stride int, add bool)
-
-// ellSlotsAVX512x1 adds 16 columns of one ELL slot column into consecutive rows (see asmgen).
-//
-//go:noescape
-func ellSlotsAVX512x1(out []float32, col []uint32, vals []float32, u []float32, stride int)
-
-// csrTailAVX512x1 sets 0 columns and the first tail of the next 16 of each row of a CSR row range (see asmgen).
-//
-//go:noescape
-func csrTailAVX512x1(out []float32, ptr []uint32, col []uint32, vals []float32, u []float32, stride int, tail int)
-
-// cooRunsTailAVX512x1 sets or adds 0 columns and the first tail of the next 16 of each run of a row-ordered FiberCOO (see asmgen).
-//
-//go:noescape
-func cooRunsTailAVX512x1(out []float32, rows []uint32, col []uint32, vals []float32, u []float32, stride int, add bool, tail int)
-
-// ellSlotsTailAVX512x1 adds 0 columns and the first tail of the next 16 of one ELL slot column into consecutive rows (see asmgen).
-//
-//go:noescape
-func ellSlotsTailAVX512x1(out []float32, col []uint32, vals []float32, u []float32, stride int, tail int)
-
-// csrAVX512x2 sets 32 columns of each row of a CSR row range (see asmgen).
-//
-//go:noescape
-func csrAVX512x2(out []float32, ptr []uint32, col []uint32, vals []float32, u []float32, stride int)
-
-// cooRunsAVX512x2 sets or adds 32 columns of each run of a row-ordered FiberCOO (see asmgen).
-//
-//go:noescape
-func cooRunsAVX512x2(out []float32, rows []uint32, col []uint32, vals []float32, u []float32, stride int, add bool)
-
-// ellSlotsAVX512x2 adds 32 columns of one ELL slot column into consecutive rows (see asmgen).
-//
-//go:noescape
-func ellSlotsAVX512x2(out []float32, col []uint32, vals []float32, u []float32, stride int)
-
-// csrTailAVX512x2 sets 16 columns and the first tail of the next 16 of each row of a CSR row range (see asmgen).
-//
-//go:noescape
-func csrTailAVX512x2(out []float32, ptr []uint32, col []uint32, vals []float32, u []float32, stride int, tail int)
-
-// cooRunsTailAVX512x2 sets or adds 16 columns and the first tail of the next 16 of each run of a row-ordered FiberCOO (see asmgen).
-//
-//go:noescape
-func cooRunsTailAVX512x2(out []float32, rows []uint32, col []uint32, vals []float32, u []float32, stride int, add bool, tail int)
-
-// ellSlotsTailAVX512x2 adds 16 columns and the first tail of the next 16 of one ELL slot column into consecutive rows (see asmgen).
-//
-//go:noescape
-func ellSlotsTailAVX512x2(out []float32, col []uint32, vals []float32, u []float32, stride int, tail int)
-
-// csrAVX512x3 sets 48 columns of each row of a CSR row range (see asmgen).
-//
-//go:noescape
-func csrAVX512x3(out []float32, ptr []uint32, col []uint32, vals []float32, u []float32, stride int)
-
-// cooRunsAVX512x3 sets or adds 48 columns of each run of a row-ordered FiberCOO (see asmgen).
-//
-//go:noescape
-func cooRunsAVX512x3(out []float32, rows []uint32, col []uint32, vals []float32, u []float32, stride int, add bool)
-
-// ellSlotsAVX512x3 adds 48 columns of one ELL slot column into consecutive rows (see asmgen).
-//
-//go:noescape
-func ellSlotsAVX512x3(out []float32, col []uint32, vals []float32, u []float32, stride int)
-
-// csrTailAVX512x3 sets 32 columns and the first tail of the next 16 of each row of a CSR row range (see asmgen).
-//
-//go:noescape
-func csrTailAVX512x3(out []float32, ptr []uint32, col []uint32, vals []float32, u []float32, stride int, tail int)
-
-// cooRunsTailAVX512x3 sets or adds 32 columns and the first tail of the next 16 of each run of a row-ordered FiberCOO (see asmgen).
-//
-//go:noescape
-func cooRunsTailAVX512x3(out []float32, rows []uint32, col []uint32, vals []float32, u []float32, stride int, add bool, tail int)
-
-// ellSlotsTailAVX512x3 adds 32 columns and the first tail of the next 16 of one ELL slot column into consecutive rows (see asmgen).
-//
-//go:noescape
-func ellSlotsTailAVX512x3(out []float32, col []uint32, vals []float32, u []float32, stride int, tail int)
-
-// csrAVX512x4 sets 64 columns of each row of a CSR row range (see asmgen).
-//
-//go:noescape
-func csrAVX512x4(out []float32, ptr []uint32, col []uint32, vals []float32, u []float32, stride int)
-
-// cooRunsAVX512x4 sets or adds 64 columns of each run of a row-ordered FiberCOO (see asmgen).
-//
-//go:noescape
-func cooRunsAVX512x4(out []float32, rows []uint32, col []uint32, vals []float32, u []float32, stride int, add bool)
-
-// ellSlotsAVX512x4 adds 64 columns of one ELL slot column into consecutive rows (see asmgen).
-//
-//go:noescape
-func ellSlotsAVX512x4(out []float32, col []uint32, vals []float32, u []float32, stride int)
-
-// csrTailAVX512x4 sets 48 columns and the first tail of the next 16 of each row of a CSR row range (see asmgen).
-//
-//go:noescape
-func csrTailAVX512x4(out []float32, ptr []uint32, col []uint32, vals []float32, u []float32, stride int, tail int)
-
-// cooRunsTailAVX512x4 sets or adds 48 columns and the first tail of the next 16 of each run of a row-ordered FiberCOO (see asmgen).
-//
-//go:noescape
-func cooRunsTailAVX512x4(out []float32, rows []uint32, col []uint32, vals []float32, u []float32, stride int, add bool, tail int)
-
-// ellSlotsTailAVX512x4 adds 48 columns and the first tail of the next 16 of one ELL slot column into consecutive rows (see asmgen).
-//
-//go:noescape
-func ellSlotsTailAVX512x4(out []float32, col []uint32, vals []float32, u []float32, stride int, tail int)
 
 // mttkrpRuns1AVX512x1 adds 16 columns of a chunk's MTTKRP into its output rows, one store per run (see asmgen).
 //

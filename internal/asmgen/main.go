@@ -46,16 +46,12 @@ var isas = []isa{
 func main() {
 	ConstraintExpr("amd64,!purego")
 	laneIndexData()
+	for _, b := range spttmBlocks() {
+		spttmCSR(b)
+		spttmCOO(b)
+		ellSlots(b)
+	}
 	for _, s := range isas {
-		// SpTTM's loops take any block of up to four vectors in one pass,
-		// the last vector whole or masked (tailMask).
-		for nv := 1; nv <= 4; nv++ {
-			for _, tail := range []bool{false, true} {
-				spttmCSR(s, nv, tail)
-				spttmCOO(s, nv, tail)
-				ellSlots(s, nv, tail)
-			}
-		}
 		for _, nv := range s.nvecs {
 			for _, order := range []int{1, 2, 0} {
 				mttkrpRuns(s, nv, order)
@@ -83,129 +79,191 @@ func main() {
 // fn names one generated function.
 func fn(kernel string, s isa, nv int) string { return fmt.Sprintf("%s%sx%d", kernel, s.name, nv) }
 
-// tailFn names a loop that masks the last vector when tail is set.
-func tailFn(kernel string, s isa, nv int, tail bool) string {
-	if tail {
-		kernel += "Tail"
-	}
-	return fn(kernel, s, nv)
-}
-
-// tailSig appends the tail argument to a signature when tail is set.
-func tailSig(sig string, tail bool) string {
-	if tail {
-		return sig[:len(sig)-1] + ", tail int)"
-	}
-	return sig
-}
-
-// laneIndex holds the lane numbers 0-15, against which a tail's lane
+// laneIndex holds the lane numbers 0-7, against which a tail's lane
 // count is compared to make its mask.
 var laneIndex Mem
 
 func laneIndexData() {
 	laneIndex = GLOBL("laneindex", RODATA|NOPTR)
-	for i := range 16 {
+	for i := range 8 {
 		DATA(4*i, U32(i))
 	}
 }
 
-// tailCols says which columns a loop of nv vectors handles.
-func tailCols(s isa, nv int, tail bool) string {
-	if tail {
-		return fmt.Sprintf("%d columns and the first tail of the next %d", (nv-1)*s.lanes, s.lanes)
+// rowBlock is the registers of an SpTTM loop's rank block: nz vectors of
+// its instruction set, then ny AVX2 (8-lane) vectors, the last of which
+// is masked when tail is set: only its first tail lanes (the tail
+// argument, 1 to 8) are loaded or stored, with VMASKMOVPS, which neither
+// reads nor writes the others (faults included). So a block can end
+// inside a vector without reading or writing past the end of a row, in
+// one pass over the entries.
+//
+// The tail is AVX2 on AVX-512 too, measured: on a Zen 5 host a 16-lane
+// vector masked with an opmask register made ranks 4, 12 and 20 run
+// 10-40% slower than whole 16-lane vectors followed by 8-lane ones with
+// VMASKMOVPS (docs/performance.md, "Masked tails").
+type rowBlock struct {
+	s      isa
+	nz, ny int
+	tail   bool
+}
+
+// spttmBlocks lists the blocks generated: per instruction set, 1-4 whole
+// vectors, and 1-4 AVX2 vectors with the last masked; AVX-512 adds 1-3
+// whole vectors followed by one whole AVX2 vector, or by one or two
+// whose last is masked.
+func spttmBlocks() []rowBlock {
+	var bs []rowBlock
+	for _, s := range isas {
+		for nv := 1; nv <= 4; nv++ {
+			bs = append(bs, rowBlock{s: s, nz: nv})
+			if s.lanes == 8 {
+				bs = append(bs, rowBlock{s: s, nz: nv, tail: true})
+			}
+		}
+		if s.lanes == 16 {
+			for nz := 1; nz <= 3; nz++ {
+				bs = append(bs, rowBlock{s: s, nz: nz, ny: 1}, rowBlock{s: s, nz: nz, ny: 1, tail: true}, rowBlock{s: s, nz: nz, ny: 2, tail: true})
+			}
+		}
 	}
-	return fmt.Sprintf("%d columns", nv*s.lanes)
+	return bs
 }
 
-// tailMask is how a loop treats the last vector of its block: whole, or,
-// when on, only its first tail lanes (the tail argument, 1 to lanes-1),
-// so that a block can end inside a vector without reading or writing
-// past the end of a row. AVX-512 masks with an opmask register, whose
-// masked-off lanes are neither loaded (faults included) nor stored; AVX2
-// with VMASKMOVPS loads and stores, which do the same for a lane mask in
-// a vector register.
-type tailMask struct {
-	s   isa
-	on  bool
-	k   OpmaskVirtual // AVX-512
-	m   VecVirtual    // AVX2: all ones in the tail's lanes
-	tmp VecVirtual    // AVX2: a masked load's target
+// name names the loop: kernel, instruction set and vector count, "Y" and
+// the AVX2 vectors that follow, and "Tail" when the last is masked:
+// csrAVX512x2, csrAVX512x1Y2Tail, csrAVX2x3Tail.
+func (b rowBlock) name(kernel string) string {
+	n := fn(kernel, b.s, b.nz)
+	if b.ny > 0 {
+		n += fmt.Sprintf("Y%d", b.ny)
+	}
+	if b.tail {
+		n += "Tail"
+	}
+	return n
 }
 
-func loadTailMask(s isa, on bool) tailMask {
-	t := tailMask{s: s, on: on}
-	if !on {
-		return t
+// signature appends the tail argument to sig where the block has one.
+func (b rowBlock) signature(sig string) string {
+	if !b.tail {
+		return sig
+	}
+	return sig[:len(sig)-1] + ", tail int)"
+}
+
+// columns says which columns the block holds, for the loop's comment.
+func (b rowBlock) columns() string {
+	whole := b.nz*b.s.lanes + 8*b.ny
+	if !b.tail {
+		return fmt.Sprintf("%d columns", whole)
+	}
+	return fmt.Sprintf("%d columns and the first tail of the next 8", whole-8)
+}
+
+// vec is one register of a block and the byte offset of its columns.
+type vec struct {
+	r      VecVirtual
+	disp   int
+	masked bool
+}
+
+// regs allocates the block's registers.
+func (b rowBlock) regs() []vec {
+	var v []vec
+	for q := range b.nz {
+		v = append(v, vec{r: b.s.vec(), disp: 4 * b.s.lanes * q})
+	}
+	for j := range b.ny {
+		v = append(v, vec{r: YMM(), disp: 4 * (b.s.lanes*b.nz + 8*j)})
+	}
+	if b.tail {
+		v[len(v)-1].masked = true
+	}
+	return v
+}
+
+// bcast is an entry's value broadcast to the block's widths: an AVX2
+// vector is given its own register rather than the low half of the
+// AVX-512 one, which may be one VEX encodings cannot name.
+type bcast struct{ wide, narrow VecVirtual }
+
+func (b rowBlock) bcast() bcast {
+	c := bcast{wide: b.s.vec()}
+	if b.ny > 0 && b.s.lanes == 16 {
+		c.narrow = YMM()
+	}
+	return c
+}
+
+func (c bcast) load(m Mem) {
+	VBROADCASTSS(m, c.wide)
+	if c.narrow != nil {
+		VBROADCASTSS(m, c.narrow)
+	}
+}
+
+func (c bcast) of(v vec) VecVirtual {
+	if c.narrow != nil && v.r.Size() == 32 {
+		return c.narrow
+	}
+	return c.wide
+}
+
+// tailMask holds the lane mask of a masked block and the target of its
+// masked loads.
+type tailMask struct{ m, tmp VecVirtual }
+
+func (b rowBlock) loadTailMask() tailMask {
+	if !b.tail {
+		return tailMask{}
 	}
 	n := GP64()
 	Load(Param("tail"), n)
-	if s.lanes == 16 {
-		b := ZMM()
-		VPBROADCASTD(n.As32(), b)
-		t.k = K()
-		VPCMPGTD(laneIndex, b, t.k)
-		return t
-	}
 	x := XMM()
 	VMOVD(n.As32(), x)
-	t.m, t.tmp = YMM(), YMM()
+	t := tailMask{m: YMM(), tmp: YMM()}
 	VPBROADCASTD(x, t.m)
 	VPCMPGTD(laneIndex, t.m, t.m)
 	return t
 }
 
-// masked reports whether vector q of nv is the masked one.
-func (t tailMask) masked(q, nv int) bool { return t.on && q == nv-1 }
-
-// fma emits acc += mem·v for vector q of nv.
-func (t tailMask) fma(mem Mem, v, acc VecVirtual, q, nv int) {
-	switch {
-	case !t.masked(q, nv):
-		VFMADD231PS(mem, v, acc)
-	case t.s.lanes == 16:
-		VFMADD231PS(mem, v, t.k, acc)
-	default:
-		VMASKMOVPS(mem, t.m, t.tmp)
-		VFMADD231PS(t.tmp, v, acc)
+// fma emits v += mem·c.
+func (t tailMask) fma(mem Mem, c, v vec) {
+	if !v.masked {
+		VFMADD231PS(mem, c.r, v.r)
+		return
 	}
+	VMASKMOVPS(mem, t.m, t.tmp)
+	VFMADD231PS(t.tmp, c.r, v.r)
 }
 
-// add emits acc += mem for vector q of nv.
-func (t tailMask) add(mem Mem, acc VecVirtual, q, nv int) {
-	switch {
-	case !t.masked(q, nv):
-		VADDPS(mem, acc, acc)
-	case t.s.lanes == 16:
-		VADDPS(mem, acc, t.k, acc)
-	default:
-		VMASKMOVPS(mem, t.m, t.tmp)
-		VADDPS(t.tmp, acc, acc)
+// add emits v += mem.
+func (t tailMask) add(mem Mem, v vec) {
+	if !v.masked {
+		VADDPS(mem, v.r, v.r)
+		return
 	}
+	VMASKMOVPS(mem, t.m, t.tmp)
+	VADDPS(t.tmp, v.r, v.r)
 }
 
-// load emits dst = mem for vector q of nv, the masked-off lanes zero.
-func (t tailMask) load(mem Mem, dst VecVirtual, q, nv int) {
-	switch {
-	case !t.masked(q, nv):
-		VMOVUPS(mem, dst)
-	case t.s.lanes == 16:
-		VMOVUPS_Z(mem, t.k, dst)
-	default:
-		VMASKMOVPS(mem, t.m, dst)
+// load emits v = mem, the masked-off lanes zero.
+func (t tailMask) load(mem Mem, v vec) {
+	if !v.masked {
+		VMOVUPS(mem, v.r)
+		return
 	}
+	VMASKMOVPS(mem, t.m, v.r)
 }
 
-// store emits mem = src for vector q of nv.
-func (t tailMask) store(src VecVirtual, mem Mem, q, nv int) {
-	switch {
-	case !t.masked(q, nv):
-		VMOVUPS(src, mem)
-	case t.s.lanes == 16:
-		VMOVUPS(src, t.k, mem)
-	default:
-		VMASKMOVPS(src, t.m, mem)
+// store emits mem = v.
+func (t tailMask) store(v vec, mem Mem) {
+	if !v.masked {
+		VMOVUPS(v.r, mem)
+		return
 	}
+	VMASKMOVPS(v.r, t.m, mem)
 }
 
 // text starts a function whose pointer arguments do not escape.
@@ -264,11 +322,26 @@ func rowOffset(base, idx, strideBytes Register) GPVirtual {
 // addScaledRow emits acc += vals[k]·A row idx[k] (v is scratch for the
 // broadcast value): the inner step of every loop that sums one sparse row
 // or fiber against a dense matrix.
-func addScaledRow(s isa, idx, valp, a, k, sb Register, v VecVirtual, acc []VecVirtual, tm tailMask) {
+func addScaledRow(s isa, idx, valp, a, k, sb Register, v VecVirtual, acc []VecVirtual) {
 	c := rowOffset(idx, k, sb)
 	VBROADCASTSS(Mem{Base: valp, Index: k, Scale: 4}, v)
 	for q := range acc {
-		tm.fma(rowMem(s, a, c, q), v, acc[q], q, len(acc))
+		VFMADD231PS(rowMem(s, a, c, q), v, acc[q])
+	}
+}
+
+// addScaledRowBlock is addScaledRow for a rowBlock's registers.
+func addScaledRowBlock(idx, valp, a, k, sb Register, v bcast, acc []vec, tm tailMask) {
+	c := rowOffset(idx, k, sb)
+	v.load(Mem{Base: valp, Index: k, Scale: 4})
+	for _, r := range acc {
+		tm.fma(Mem{Base: a, Index: c, Scale: 1, Disp: r.disp}, vec{r: v.of(r)}, r)
+	}
+}
+
+func zeroBlock(acc []vec) {
+	for _, a := range acc {
+		VXORPS(a.r, a.r, a.r)
 	}
 }
 
@@ -280,10 +353,10 @@ func strideBytes() Register {
 
 // spttmCSR: out row i = Σ_{e in [ptr[i], ptr[i+1])} vals[e]·u row col[e],
 // for the len(ptr)-1 rows of a CSR row range. out and u point at column r0.
-func spttmCSR(s isa, nv int, tail bool) {
-	name := tailFn("csr", s, nv, tail)
-	text(name, tailSig("func(out []float32, ptr, col []uint32, vals, u []float32, stride int)", tail))
-	Doc(fmt.Sprintf("%s sets %s of each row of a CSR row range (see asmgen).", name, tailCols(s, nv, tail)))
+func spttmCSR(b rowBlock) {
+	name := b.name("csr")
+	text(name, b.signature("func(out []float32, ptr, col []uint32, vals, u []float32, stride int)"))
+	Doc(fmt.Sprintf("%s sets %s of each row of a CSR row range (see asmgen).", name, b.columns()))
 	outp := Load(Param("out").Base(), GP64())
 	ptrp := Load(Param("ptr").Base(), GP64())
 	colp := Load(Param("col").Base(), GP64())
@@ -295,24 +368,24 @@ func spttmCSR(s isa, nv int, tail bool) {
 	JLE(LabelRef("done"))
 	e := GP64()
 	MOVL(Mem{Base: ptrp}, e.As32())
-	acc := vecs(s, nv)
-	v := s.vec()
-	tm := loadTailMask(s, tail)
+	acc := b.regs()
+	v := b.bcast()
+	tm := b.loadTailMask()
 
 	Label("row")
 	hi := GP64()
 	MOVL(Mem{Base: ptrp, Disp: 4}, hi.As32())
-	zero(acc)
+	zeroBlock(acc)
 	CMPQ(e, hi)
 	JAE(LabelRef("store"))
 	Label("entry")
-	addScaledRow(s, colp, valp, up, e, sb, v, acc, tm)
+	addScaledRowBlock(colp, valp, up, e, sb, v, acc, tm)
 	INCQ(e)
 	CMPQ(e, hi)
 	JB(LabelRef("entry"))
 	Label("store")
-	for q := range acc {
-		tm.store(acc[q], Mem{Base: outp, Disp: 4 * s.lanes * q}, q, nv)
+	for _, a := range acc {
+		tm.store(a, Mem{Base: outp, Disp: a.disp})
 	}
 	ADDQ(sb, outp)
 	ADDQ(U8(4), ptrp)
@@ -325,10 +398,10 @@ func spttmCSR(s isa, nv int, tail bool) {
 
 // spttmCOO: for each run of equal rows[k], out row rows[k] = (or +=, when
 // add != 0) Σ_run vals[k]·u row col[k]. rows, col and vals have one length.
-func spttmCOO(s isa, nv int, tail bool) {
-	name := tailFn("cooRuns", s, nv, tail)
-	text(name, tailSig("func(out []float32, rows, col []uint32, vals, u []float32, stride int, add bool)", tail))
-	Doc(fmt.Sprintf("%s sets or adds %s of each run of a row-ordered FiberCOO (see asmgen).", name, tailCols(s, nv, tail)))
+func spttmCOO(b rowBlock) {
+	name := b.name("cooRuns")
+	text(name, b.signature("func(out []float32, rows, col []uint32, vals, u []float32, stride int, add bool)"))
+	Doc(fmt.Sprintf("%s sets or adds %s of each run of a row-ordered FiberCOO (see asmgen).", name, b.columns()))
 	outp := Load(Param("out").Base(), GP64())
 	rowp := Load(Param("rows").Base(), GP64())
 	colp := Load(Param("col").Base(), GP64())
@@ -340,15 +413,15 @@ func spttmCOO(s isa, nv int, tail bool) {
 	XORQ(k, k)
 	CMPQ(n, U8(0))
 	JE(LabelRef("done"))
-	acc := vecs(s, nv)
-	v := s.vec()
-	tm := loadTailMask(s, tail)
+	acc := b.regs()
+	v := b.bcast()
+	tm := b.loadTailMask()
 
 	Label("run")
 	row := loadU32(rowp, k)
-	zero(acc)
+	zeroBlock(acc)
 	Label("entry")
-	addScaledRow(s, colp, valp, up, k, sb, v, acc, tm)
+	addScaledRowBlock(colp, valp, up, k, sb, v, acc, tm)
 	INCQ(k)
 	CMPQ(k, n)
 	JAE(LabelRef("flush"))
@@ -362,12 +435,12 @@ func spttmCOO(s isa, nv int, tail bool) {
 	addFlag := Load(Param("add"), GP8())
 	TESTB(addFlag, addFlag)
 	JZ(LabelRef("store"))
-	for q := range acc {
-		tm.add(dst.Offset(4*s.lanes*q), acc[q], q, nv)
+	for _, a := range acc {
+		tm.add(dst.Offset(a.disp), a)
 	}
 	Label("store")
-	for q := range acc {
-		tm.store(acc[q], dst.Offset(4*s.lanes*q), q, nv)
+	for _, a := range acc {
+		tm.store(a, dst.Offset(a.disp))
 	}
 	CMPQ(k, n)
 	JB(LabelRef("run"))
@@ -378,10 +451,10 @@ func spttmCOO(s isa, nv int, tail bool) {
 
 // ellSlots: out row j += vals[j]·u row col[j] for each slot j of one ELL
 // slot column over consecutive rows.
-func ellSlots(s isa, nv int, tail bool) {
-	name := tailFn("ellSlots", s, nv, tail)
-	text(name, tailSig("func(out []float32, col []uint32, vals, u []float32, stride int)", tail))
-	Doc(fmt.Sprintf("%s adds %s of one ELL slot column into consecutive rows (see asmgen).", name, tailCols(s, nv, tail)))
+func ellSlots(b rowBlock) {
+	name := b.name("ellSlots")
+	text(name, b.signature("func(out []float32, col []uint32, vals, u []float32, stride int)"))
+	Doc(fmt.Sprintf("%s adds %s of one ELL slot column into consecutive rows (see asmgen).", name, b.columns()))
 	outp := Load(Param("out").Base(), GP64())
 	colp := Load(Param("col").Base(), GP64())
 	valp := Load(Param("vals").Base(), GP64())
@@ -392,17 +465,17 @@ func ellSlots(s isa, nv int, tail bool) {
 	XORQ(k, k)
 	CMPQ(n, U8(0))
 	JE(LabelRef("done"))
-	v := s.vec()
-	t := vecs(s, nv)
-	tm := loadTailMask(s, tail)
+	v := b.bcast()
+	t := b.regs()
+	tm := b.loadTailMask()
 	Label("slot")
 	c := rowOffset(colp, k, sb)
-	VBROADCASTSS(Mem{Base: valp, Index: k, Scale: 4}, v)
-	for q := range t {
-		d := Mem{Base: outp, Disp: 4 * s.lanes * q}
-		tm.load(d, t[q], q, nv)
-		tm.fma(rowMem(s, up, c, q), v, t[q], q, nv)
-		tm.store(t[q], d, q, nv)
+	v.load(Mem{Base: valp, Index: k, Scale: 4})
+	for _, r := range t {
+		d := Mem{Base: outp, Disp: r.disp}
+		tm.load(d, r)
+		tm.fma(Mem{Base: up, Index: c, Scale: 1, Disp: r.disp}, vec{r: v.of(r)}, r)
+		tm.store(r, d)
 	}
 	ADDQ(sb, outp)
 	INCQ(k)
@@ -978,7 +1051,7 @@ func fiberLevel(s isa, name string, j, jend, k, kend, ptr, idxFiber, idxLeaf, va
 	CMPQ(k, kend)
 	JAE(LabelRef(name + "hoist"))
 	Label(name + "leaf")
-	addScaledRow(s, idxLeaf, valp, aLeaf, k, sb, v, t, tailMask{})
+	addScaledRow(s, idxLeaf, valp, aLeaf, k, sb, v, t)
 	INCQ(k)
 	CMPQ(k, kend)
 	JB(LabelRef(name + "leaf"))
