@@ -229,24 +229,25 @@ func (b rowBlock) loadTailMask() tailMask {
 	return t
 }
 
-// fma emits v += mem·c.
-func (t tailMask) fma(mem Mem, c, v vec) {
+// operand returns mem as the source operand of an instruction on v:
+// mem itself, or, where v is masked, tmp loaded from it under the mask
+// (the masked-off lanes zero), since only VMASKMOVPS may touch them.
+func (t tailMask) operand(mem Mem, v vec) Op {
 	if !v.masked {
-		VFMADD231PS(mem, c.r, v.r)
-		return
+		return mem
 	}
 	VMASKMOVPS(mem, t.m, t.tmp)
-	VFMADD231PS(t.tmp, c.r, v.r)
+	return t.tmp
+}
+
+// fma emits v += mem·c.
+func (t tailMask) fma(mem Mem, c VecVirtual, v vec) {
+	VFMADD231PS(t.operand(mem, v), c, v.r)
 }
 
 // add emits v += mem.
 func (t tailMask) add(mem Mem, v vec) {
-	if !v.masked {
-		VADDPS(mem, v.r, v.r)
-		return
-	}
-	VMASKMOVPS(mem, t.m, t.tmp)
-	VADDPS(t.tmp, v.r, v.r)
+	VADDPS(t.operand(mem, v), v.r, v.r)
 }
 
 // load emits v = mem, the masked-off lanes zero.
@@ -336,7 +337,7 @@ func addScaledRowBlock(idx, valp, a, k, sb Register, v bcast, acc []vec, tm tail
 	c := rowOffset(idx, k, sb)
 	v.load(Mem{Base: valp, Index: k, Scale: 4})
 	for _, r := range acc {
-		tm.fma(Mem{Base: a, Index: c, Scale: 1, Disp: r.disp}, vec{r: v.of(r)}, r)
+		tm.fma(Mem{Base: a, Index: c, Scale: 1, Disp: r.disp}, v.of(r), r)
 	}
 }
 
@@ -475,7 +476,7 @@ func ellSlots(b rowBlock) {
 	for _, r := range t {
 		d := Mem{Base: outp, Disp: r.disp}
 		tm.load(d, r)
-		tm.fma(Mem{Base: up, Index: c, Scale: 1, Disp: r.disp}, vec{r: v.of(r)}, r)
+		tm.fma(Mem{Base: up, Index: c, Scale: 1, Disp: r.disp}, v.of(r), r)
 		tm.store(r, d)
 	}
 	ADDQ(sb, outp)
