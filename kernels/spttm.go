@@ -2,6 +2,7 @@ package kernels
 
 import (
 	"fmt"
+	"iter"
 	"runtime"
 
 	"github.com/sparsetune/sparsetune/formats"
@@ -75,10 +76,8 @@ type colBlock struct{ r0, w int }
 func spttmBlocks(rank int) []colBlock {
 	var blocks []colBlock
 	if vec == vecScalar {
-		r0 := 0
-		for _, w := range rankBlocks(rank) {
+		for r0, w := range pow2Blocks(colBlock{0, rank}) {
 			blocks = append(blocks, colBlock{r0, w})
-			r0 += w
 		}
 		return blocks
 	}
@@ -88,16 +87,33 @@ func spttmBlocks(rank int) []colBlock {
 	return blocks
 }
 
-// rankBlocks returns the greedy split of rank into blocks of 64, 32, ..., 1.
+// pow2Blocks yields the start and width of the greedy split of block c
+// into 64, 32, ..., 1 columns, which the portable loops take: MTTKRP's
+// rank blocks (rankBlocks), SpTTM's for the portable loops
+// (spttmBlocks), and, at run time, the blocks of an SpTTM plan made for
+// the vector loops that runs after SetInnerLoops chose the portable ones.
+// It allocates nothing, so Run may call it.
+func pow2Blocks(c colBlock) iter.Seq2[int, int] {
+	return func(yield func(int, int) bool) {
+		for r0, end := c.r0, c.r0+c.w; r0 < end; {
+			w := maxWidth
+			for w > end-r0 {
+				w /= 2
+			}
+			if !yield(r0, w) {
+				return
+			}
+			r0 += w
+		}
+	}
+}
+
+// rankBlocks returns the greedy split of rank into blocks of 64, 32, ..., 1
+// (pow2Blocks).
 func rankBlocks(rank int) []int {
 	var widths []int
-	for r := rank; r > 0; {
-		w := maxWidth
-		for w > r {
-			w /= 2
-		}
+	for _, w := range pow2Blocks(colBlock{0, rank}) {
 		widths = append(widths, w)
-		r -= w
 	}
 	return widths
 }

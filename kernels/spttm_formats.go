@@ -2,7 +2,6 @@ package kernels
 
 import (
 	"fmt"
-	"iter"
 
 	"github.com/sparsetune/sparsetune/formats"
 )
@@ -79,26 +78,6 @@ func (k *csrSpTTM) compute(p *SpTTM, t int) {
 			default:
 				csrRows[*[1]float32](p, k.x, a, b, r0)
 			}
-		}
-	}
-}
-
-// pow2Blocks yields the start and width of the greedy split of block c
-// into 64, 32, ..., 1 columns, which the portable loops take. It is
-// spttmBlocks's split where the plan was made for them; a plan made for
-// vector loops that runs after SetInnerLoops chose the portable ones gets
-// its wider blocks split here.
-func pow2Blocks(c colBlock) iter.Seq2[int, int] {
-	return func(yield func(int, int) bool) {
-		for r0, end := c.r0, c.r0+c.w; r0 < end; {
-			w := maxWidth
-			for w > end-r0 {
-				w /= 2
-			}
-			if !yield(r0, w) {
-				return
-			}
-			r0 += w
 		}
 	}
 }
