@@ -138,6 +138,7 @@ func tuneLabels(work string, rank int) string {
 func runTuneModel(cmd *cobra.Command, v *viper.Viper) error {
 	start := time.Now()
 	from, budget, count, seed := v.GetString("tune-model.from"), v.GetDuration("tune-model.budget"), v.GetInt("tune-model.count"), v.GetUint64("tune-model.seed")
+	rank := v.GetInt("tune-model.rank")
 	switch {
 	case from == "":
 		return errors.New("tune-model needs --from DIR: MatrixMarket matrices to generate tensors from (e.g. SuiteSparse's)")
@@ -145,10 +146,9 @@ func runTuneModel(cmd *cobra.Command, v *viper.Viper) error {
 		return fmt.Errorf("--budget: expected a positive duration, found %s", budget)
 	case count < 8:
 		return fmt.Errorf("--count: expected at least 8 tensors (a quarter of the sources is held out), found %d", count)
-	case v.GetInt("tune-model.rank") < 1:
-		return fmt.Errorf("--rank: expected at least 1, found %d", v.GetInt("tune-model.rank"))
+	case rank < 1:
+		return fmt.Errorf("--rank: expected at least 1, found %d", rank)
 	}
-	rank := v.GetInt("tune-model.rank")
 	work := v.GetString("tune-model.work")
 	if work == "" {
 		dir, err := os.UserCacheDir()
