@@ -115,5 +115,7 @@ func (j *cpuJob) Bytes() float64 { return j.bytes }
 func (j *cpuJob) Close() error   { return nil }
 
 // WorkspaceBytes returns the host memory the kernel plan holds beside the
-// format and the dense matrices (MTTKRP's private output copies).
+// format and the dense matrices: an MTTKRP plan's private output copies
+// and padded copies of its factors (kernels.MTTKRP.WorkspaceBytes); an
+// SpTTM plan holds none.
 func (j *cpuJob) WorkspaceBytes() int64 { return j.workspace }
