@@ -388,6 +388,9 @@ func (e *Engine) chooseFormats(in *input, op hetero.Op, mode int, dev hetero.Dev
 	for _, w := range pr.Warnings {
 		warnings = append(warnings, fmt.Sprintf("prediction for %s: %s", dev.Info().Name, w))
 	}
+	if w := model.RankNote(pr.LearntRanks, in.rank); w != "" {
+		warnings = append(warnings, fmt.Sprintf("prediction for %s: %s", dev.Info().Name, w))
+	}
 	return choice{formats: names, source: source}, time.Since(start), warnings, nil
 }
 

@@ -783,6 +783,53 @@ func TestNoHeadMeasures(t *testing.T) {
 	}
 }
 
+// TestRankNote: a decision at a rank far from the ranks the answering
+// head learnt from carries a note saying so; one near them does not, nor
+// one the rule made.
+func TestRankNote(t *testing.T) {
+	g, err := model.NewGCN(model.DefaultConfig("mttkrp", model.Head{Name: "cpu", Classes: hetero.MTTKRP.Formats()}), rand.New(rand.NewPCG(3, 4)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.LabelRanks = map[string][]int{"cpu": {16}}
+	data, err := g.ExportONNX()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := model.ParseONNX("rank16.onnx", data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := randomTensor(rand.New(rand.NewPCG(8, 9)), []int{20, 30, 10}, 800)
+	for _, c := range []struct {
+		pred model.SummaryPredictor
+		rank int
+		want bool
+	}{
+		{model.GCNPredictor{Model: m}, 16, false},
+		{model.GCNPredictor{Model: m}, 12, false},
+		{model.GCNPredictor{Model: m}, 64, true},
+		{model.GCNPredictor{Model: m}, 4, true},
+		{model.RulePredictor{}, 64, false},
+	} {
+		e, err := New([]hetero.Device{hetero.NewCPU(0)}, Options{Predictor: c.pred})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// A plan, not a one-shot run, which runs COO in place unasked.
+		p, err := e.PlanMTTKRP(context.Background(), x, 0, c.rank)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ws := p.Report().Warnings
+		p.Close()
+		noted := strings.Contains(strings.Join(ws, "\n"), fmt.Sprintf("learnt from times at rank 16, not %d", c.rank))
+		if noted != c.want {
+			t.Errorf("%T at rank %d: warnings %q, want the rank note: %v", c.pred, c.rank, ws, c.want)
+		}
+	}
+}
+
 // summaryCounter is the rule with a count of the predictions that needed
 // a tensor summary.
 type summaryCounter struct {

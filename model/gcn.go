@@ -107,6 +107,14 @@ type GCN struct {
 	// the same inner loops: a prediction on another processor carries a
 	// warning (GCNPredictor.CPUModel).
 	CPUModels map[string][]string
+	// LabelRanks are, per head, the ranks (columns of the dense
+	// operands) at which its labels were timed, in increasing order;
+	// a head without an entry has none recorded. Which format is
+	// fastest moves with the rank (docs/model.md, "The default model at
+	// other ranks"): a prediction carries its head's ranks
+	// (Prediction.LearntRanks), and the engine notes a decision far from
+	// them (RankNote).
+	LabelRanks map[string][]int
 }
 
 // gcnLayer and gcnHead are views of one layer's and one head's weights.

@@ -193,6 +193,27 @@ func (info *Info) LearntOn(dev hetero.Info) bool {
 	return !slices.Contains(info.RuleHeads, name) && slices.Contains(info.CPUModels[name], dev.Model)
 }
 
+// UnrecordedLabelRank is the rank of the labels of a head whose file
+// records none (Info.LabelRanks): every model file was labelled at rank
+// 16, train's default, before files recorded it.
+const UnrecordedLabelRank = 16
+
+// HeadLabelRanks returns the ranks at which head's labels were timed:
+// the recorded ones, else UnrecordedLabelRank.
+func (info *Info) HeadLabelRanks(head string) []int {
+	if ranks, ok := info.LabelRanks[head]; ok {
+		return ranks
+	}
+	return []int{UnrecordedLabelRank}
+}
+
+// LearntAtRank reports whether the head that answers for dev on this
+// machine learnt from times at rank (HeadLabelRanks).
+func (info *Info) LearntAtRank(dev hetero.Info, rank int) bool {
+	head, _ := info.HeadFor(dev.Class(), kernels.InnerLoops(), processorOf(dev))
+	return head >= 0 && slices.Contains(info.HeadLabelRanks(info.Heads[head].Name), rank)
+}
+
 // hostHead is HeadFor for this machine's inner loops and the processor
 // cpuModel.
 func (info *Info) hostHead(class, cpuModel string) (int, string) {

@@ -52,6 +52,9 @@ const (
 	// them (a processor's name may hold commas).
 	metaCPUModels = "sparsetune.cpu_models."
 	cpuModelSep   = "|"
+	// metaLabelRanks + a head's name (optional) lists the ranks at which
+	// that head's labels were timed (GCN.LabelRanks), comma separated.
+	metaLabelRanks = "sparsetune.label_ranks."
 	// metaFeatureRevision is features.Revision of the build that
 	// trained the model; absent in files written before revision 2,
 	// which read as revision 1.
@@ -281,6 +284,16 @@ func (g *GCN) ExportONNX() ([]byte, error) {
 			meta[metaCPUModels+h] = strings.Join(models, cpuModelSep)
 		}
 	}
+	for _, h := range headNames {
+		ranks := g.LabelRanks[h]
+		if len(ranks) == 0 {
+			continue
+		}
+		if _, err := parseRanks(joinInts(ranks)); err != nil {
+			return nil, fmt.Errorf("label ranks of head %s: %w", h, err)
+		}
+		meta[metaLabelRanks+h] = joinInts(ranks)
+	}
 	opsets := []*onnxpb.OperatorSetIdProto{{Domain: proto.String(""), Version: proto.Int64(opsetVersion)}}
 	var treeHeads []string
 	for _, hd := range c.Heads { // in head order, so the file does not depend on map order
@@ -345,4 +358,13 @@ func sortedKeys(m map[string]string) []string {
 	}
 	slices.Sort(keys)
 	return keys
+}
+
+// joinInts writes v as comma-separated decimals.
+func joinInts(v []int) string {
+	s := make([]string, len(v))
+	for i, x := range v {
+		s[i] = strconv.Itoa(x)
+	}
+	return strings.Join(s, ",")
 }

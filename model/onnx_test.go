@@ -2,6 +2,7 @@ package model
 
 import (
 	"bytes"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -202,6 +203,10 @@ func TestONNXErrors(t *testing.T) {
 		{"rule-heads", editModel(t, data, func(mp *onnxpb.ModelProto) {
 			mp.MetadataProps = append(mp.MetadataProps, &onnxpb.StringStringEntryProto{Key: proto.String(metaRuleHeads), Value: proto.String("cpu,tpu")})
 		}), `sparsetune.rule_heads names "tpu", which is not a head (cpu,gpu)`},
+		{"label-ranks-head", appendLabelRanks(t, data, "tpu", "16"), `sparsetune.label_ranks.tpu: "tpu" is not a head (cpu,gpu)`},
+		{"label-ranks-bad", appendLabelRanks(t, data, "cpu", "16,x"), `sparsetune.label_ranks.cpu: "x" is not a rank`},
+		{"label-ranks-zero", appendLabelRanks(t, data, "cpu", "0"), `"0" is not a rank`},
+		{"label-ranks-order", appendLabelRanks(t, data, "gpu", "64,16"), `ranks "64,16" are not in increasing order`},
 	} {
 		path := filepath.Join(t.TempDir(), tc.name+".onnx")
 		if err := os.WriteFile(path, tc.data, 0o644); err != nil {
@@ -660,6 +665,88 @@ func TestHardwareWarning(t *testing.T) {
 		back, err := m.GCN()
 		if err != nil || !slices.Equal(back.CPUInnerLoops, c.loops) {
 			t.Errorf("GCN of the file: inner loops %v, %v", back.CPUInnerLoops, err)
+		}
+	}
+}
+
+// appendLabelRanks returns the model file data with metadata recording
+// the label ranks value for head.
+func appendLabelRanks(t *testing.T, data []byte, head, value string) []byte {
+	return editModel(t, data, func(mp *onnxpb.ModelProto) {
+		mp.MetadataProps = append(mp.MetadataProps, &onnxpb.StringStringEntryProto{Key: proto.String(metaLabelRanks + head), Value: proto.String(value)})
+	})
+}
+
+// TestLabelRanks: a model file records the ranks each head's labels were
+// timed at, a learnt prediction carries its head's (rank 16 for a head
+// whose file records none, as every file did before), the rule's carries
+// none, and RankNote speaks only far from them.
+func TestLabelRanks(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 8))
+	s, err := features.Summarize(familyTensor(rng, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cpu := hetero.Info{Name: "cpu", Kind: hetero.CPU}
+	for _, c := range []struct {
+		ranks     map[string][]int
+		ruleHeads []string
+		want      []int // the cpu prediction's LearntRanks
+	}{
+		{map[string][]int{"cpu": {64}, "gpu": {16}}, nil, []int{64}},
+		{map[string][]int{"cpu": {8, 32}}, nil, []int{8, 32}},
+		{map[string][]int{"gpu": {64}}, nil, []int{UnrecordedLabelRank}},
+		{nil, nil, []int{UnrecordedLabelRank}},
+		{map[string][]int{"cpu": {64}}, []string{"cpu"}, nil},
+	} {
+		g := randomGCN(t, 23)
+		g.RuleHeads = c.ruleHeads
+		g.LabelRanks = c.ranks
+		m := exportParsed(t, g, "m.onnx")
+		for h, r := range c.ranks {
+			if !slices.Equal(m.Info.LabelRanks[h], r) {
+				t.Errorf("%v: read back %v for head %s", c.ranks, m.Info.LabelRanks[h], h)
+			}
+		}
+		pr, err := GCNPredictor{Model: m}.PredictDevice(s, hetero.SpTTM, 0, cpu)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(pr.LearntRanks, c.want) {
+			t.Errorf("%v, rule heads %v: learnt ranks %v, want %v", c.ranks, c.ruleHeads, pr.LearntRanks, c.want)
+		}
+		if back, err := m.GCN(); err != nil || len(back.LabelRanks) != len(c.ranks) {
+			t.Errorf("GCN of the file: label ranks %v, %v; want %v", back.LabelRanks, err, c.ranks)
+		}
+		if want := slices.Contains(c.ranks["cpu"], 64); m.Info.LearntAtRank(cpu, 64) != want {
+			t.Errorf("%v: LearntAtRank(64) = %v, want %v", c.ranks, !want, want)
+		}
+	}
+	g := randomGCN(t, 23)
+	g.LabelRanks = map[string][]int{"cpu": {32, 16}}
+	if _, err := g.ExportONNX(); err == nil || !strings.Contains(err.Error(), "label ranks of head cpu") {
+		t.Errorf("ranks out of order: export error %v", err)
+	}
+	for _, c := range []struct {
+		learnt []int
+		rank   int
+		note   bool
+	}{
+		{[]int{16}, 16, false},
+		{[]int{16}, 8, false},
+		{[]int{16}, 31, false},
+		{[]int{16}, 32, true},
+		{[]int{16}, 7, true},
+		{[]int{16}, 64, true},
+		{[]int{8, 32}, 63, false},
+		{[]int{8, 32}, 64, true},
+		{[]int{8, 32}, 4, false},
+		{[]int{8, 32}, 3, true},
+		{nil, 64, false},
+	} {
+		note := RankNote(c.learnt, c.rank)
+		if (note != "") != c.note || c.note && (!strings.Contains(note, fmt.Sprintf("not %d", c.rank)) || !strings.Contains(note, fmt.Sprintf("tune-model --rank %d", c.rank))) {
+			t.Errorf("RankNote(%v, %d) = %q, want a note: %v", c.learnt, c.rank, note, c.note)
 		}
 	}
 }

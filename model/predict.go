@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -42,6 +43,37 @@ type Prediction struct {
 	// (Info.TreeHeads), "blend" for one whose trees were unsure and asked
 	// the network too (Info.BlendMargins), else empty.
 	By string `json:"by,omitempty"`
+	// LearntRanks are the ranks at which the labels of the head that
+	// answered were timed (Info.HeadLabelRanks), when the answer is learnt
+	// (not the rule's). The fastest format moves
+	// with the rank: RankNote says when a rank is far from them.
+	LearntRanks []int `json:"learnt_ranks,omitempty"`
+}
+
+// RankNote returns a one-line note when a decision for rank R rests on
+// times learnt at ranks far from it (below half the lowest or at least
+// twice the highest), else "". On the 1,040 held-out MTTKRP rows timed at
+// ranks 4 to 64 (docs/model.md, "The default model at other ranks"), the
+// label at rank 16 was the label at 8 on 0.81 of the rows, at 4 on 0.79,
+// at 32 on 0.75 and at 64 on 0.68, and the rank-16 model's oracle ratio
+// fell from 0.973 to 0.949 at 32 and 0.914 at 64, where CSF, whose
+// hoisting saves work per rank column, takes over; a model tuned at 64
+// scored 0.922 at 16. Twice the rank is where the picks had fallen;
+// below, the rank-16 model held to rank 4 (0.970), but the tuned one did
+// not hold at a quarter of its rank, so the note is given at half too.
+func RankNote(learnt []int, rank int) string {
+	if len(learnt) == 0 || rank < 1 {
+		return ""
+	}
+	lo, hi := learnt[0], learnt[len(learnt)-1]
+	if 2*rank >= lo && rank < 2*hi {
+		return ""
+	}
+	at := "rank " + strconv.Itoa(lo)
+	if len(learnt) > 1 {
+		at = "ranks " + joinInts(learnt)
+	}
+	return fmt.Sprintf("the model learnt from times at %s, not %d, and the fastest format moves with the rank (docs/model.md); sparsetune tune-model --rank %d learns this machine at it", at, rank, rank)
 }
 
 // Total returns the time the prediction took: sample, features, encoding
@@ -347,6 +379,7 @@ func (p GCNPredictor) PredictSummary(s *features.Summary, op hetero.Op, mode int
 		pr.Formats = rank(info.Heads[head].Classes, probs)
 		v = in.Global
 	}
+	pr.LearntRanks = info.HeadLabelRanks(info.Heads[head].Name)
 	if warning != "" {
 		pr.Warnings = append(pr.Warnings, warning)
 	}

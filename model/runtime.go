@@ -62,8 +62,11 @@ type Info struct {
 	// CPUModels are, per cpu head, the processors whose times trained it
 	// (GCN.CPUModels); empty when not recorded.
 	CPUModels map[string][]string `json:"cpu_models,omitempty"`
-	Weights   int                 `json:"weights"` // float32 values in the initializers
-	Bytes     int                 `json:"bytes"`
+	// LabelRanks are, per head, the ranks its labels were timed at
+	// (GCN.LabelRanks); empty when not recorded.
+	LabelRanks map[string][]int `json:"label_ranks,omitempty"`
+	Weights    int              `json:"weights"` // float32 values in the initializers
+	Bytes      int              `json:"bytes"`
 }
 
 // Trees returns the trees of the named head, nil for a head without
@@ -333,6 +336,23 @@ func parseInfo(data []byte) (*Info, *onnxpb.ModelProto, []byte, error) {
 		}
 		info.CPUModels[h] = strings.Split(v, cpuModelSep)
 	}
+	for _, k := range slices.Sorted(maps.Keys(meta)) {
+		h, ok := strings.CutPrefix(k, metaLabelRanks)
+		if !ok {
+			continue
+		}
+		if info.HeadIndex(h) < 0 {
+			return nil, nil, nil, fmt.Errorf("metadata %s: %q is not a head (%s)", k, h, strings.Join(headNames(info.Heads), ","))
+		}
+		ranks, err := parseRanks(meta[k])
+		if err != nil {
+			return nil, nil, nil, fmt.Errorf("metadata %s: %w", k, err)
+		}
+		if info.LabelRanks == nil {
+			info.LabelRanks = map[string][]int{}
+		}
+		info.LabelRanks[h] = ranks
+	}
 	info.FeatureRevision = 1
 	if v, ok := meta[metaFeatureRevision]; ok {
 		if info.FeatureRevision, err = strconv.Atoi(v); err != nil || info.FeatureRevision < 1 {
@@ -590,4 +610,21 @@ func checkFeatureRevision(op string, rev int) error {
 		return &FeatureRevisionError{Op: op, Revision: rev}
 	}
 	return nil
+}
+
+// parseRanks reads a metadata list of ranks: positive decimals, comma
+// separated, in increasing order.
+func parseRanks(v string) ([]int, error) {
+	var ranks []int
+	for _, f := range strings.Split(v, ",") {
+		r, err := strconv.Atoi(f)
+		if err != nil || r < 1 {
+			return nil, fmt.Errorf("%q is not a rank (a positive integer)", f)
+		}
+		if n := len(ranks); n > 0 && r <= ranks[n-1] {
+			return nil, fmt.Errorf("ranks %q are not in increasing order", v)
+		}
+		ranks = append(ranks, r)
+	}
+	return ranks, nil
 }

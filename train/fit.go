@@ -252,6 +252,18 @@ func prepare(all []LabelRow, o *FitOptions, rep *Report) (*dataset, error) {
 	if len(d.rows) == 0 {
 		return nil, errors.New("no labelled rows")
 	}
+	every := make([]int, len(d.rows))
+	for i := range every {
+		every[i] = i
+	}
+	for _, op := range hetero.Ops {
+		ranks := d.labelRanks(op, every)
+		for _, class := range slices.Sorted(maps.Keys(ranks)) {
+			if r := ranks[class]; len(r) > 1 {
+				o.Warn(fmt.Sprintf("the %s rows of %s were timed at ranks %v: the model has no input for the rank, so it learns one answer for all of them", op, class, r))
+			}
+		}
+	}
 	rep.Rows = d.rows
 	byTensor := map[string][]int{}
 	var tensors []string
@@ -565,6 +577,7 @@ func (d *dataset) trainGCN(op hetero.Op, heads []model.Head, trainIdx []int, o *
 		g.Standardize(ex)
 		g.CPUInnerLoops = slices.Clone(d.cpuLoops)
 		g.CPUModels = d.cpuModels
+		g.LabelRanks = d.labelRanks(op, trainIdx)
 		var copied []string
 		if init := o.Init[op.String()]; init != nil {
 			copied = g.StartFrom(init)
@@ -1004,6 +1017,21 @@ func cpuFamilies(rows []LabelRow) []string {
 	}
 	slices.Sort(families)
 	return families
+}
+
+// labelRanks returns, per device class (head) of op's rows among idx,
+// the distinct ranks their times were measured at, in increasing order.
+func (d *dataset) labelRanks(op hetero.Op, idx []int) map[string][]int {
+	ranks := map[string][]int{}
+	for _, i := range idx {
+		if r := d.rows[i]; r.Op == op.String() && r.Rank > 0 && !slices.Contains(ranks[r.DeviceClass], r.Rank) {
+			ranks[r.DeviceClass] = append(ranks[r.DeviceClass], r.Rank)
+		}
+	}
+	for _, r := range ranks {
+		slices.Sort(r)
+	}
+	return ranks
 }
 
 // cpuModelsOf returns, per cpu device class of the rows (the cpu heads

@@ -236,6 +236,25 @@ func TestFitPipeline(t *testing.T) {
 		if want := []string{rows[0].DeviceModel}; rows[0].DeviceModel == "" || !slices.Equal(m.CPUModels["cpu"], want) {
 			t.Errorf("%s model: cpu models %v, want %v", op, m.CPUModels, want)
 		}
+		// and at which rank.
+		if want := []int{rows[0].Rank}; rows[0].Rank < 1 || !slices.Equal(m.LabelRanks["cpu"], want) || len(m.LabelRanks) != 1 {
+			t.Errorf("%s model: label ranks %v, want %v for the cpu head", op, m.LabelRanks, want)
+		}
+	}
+	// Rows of one head timed at two ranks: the model cannot tell them
+	// apart, and training says so.
+	mixed := slices.Clone(rows)
+	mixed[0].Rank *= 2
+	var rankWarnings []string
+	po := FitOptions{Dir: o.Dir, Warn: func(w string) { rankWarnings = append(rankWarnings, w) }}
+	if err := po.defaults(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := prepare(mixed, &po, &Report{}); err != nil {
+		t.Fatal(err)
+	}
+	if want := fmt.Sprintf("were timed at ranks [%d %d]", rows[0].Rank, mixed[0].Rank); !strings.Contains(strings.Join(rankWarnings, "\n"), want) {
+		t.Errorf("rows at two ranks: warnings %q, want one containing %q", rankWarnings, want)
 	}
 	if !slices.Equal(*stages, []string{"features", "fold", "trees", "final"}) {
 		t.Errorf("progress stages %v", *stages)

@@ -69,6 +69,13 @@ ranges, and its format version.`,
 					fmt.Fprintf(tw, "processors %s\t%s (whose times trained the head)\n", h.Name, strings.Join(ps, "; "))
 				}
 			}
+			for _, h := range info.Heads {
+				if ranks, ok := info.LabelRanks[h.Name]; ok {
+					fmt.Fprintf(tw, "label ranks %s\t%s (the ranks its labels were timed at)\n", h.Name, strings.Trim(fmt.Sprint(ranks), "[]"))
+				} else {
+					fmt.Fprintf(tw, "label ranks %s\tnot recorded (read as %d, the rank of every label before files recorded it)\n", h.Name, model.UnrecordedLabelRank)
+				}
+			}
 			if len(info.TreeHeads) > 0 {
 				fmt.Fprintf(tw, "tree heads\t%s (boosted trees on the global features, alone or blended with the gcn, scored level with or above it: predictions for them are the trees', %d nodes in all)\n", strings.Join(info.TreeHeads, ", "), info.TreeNodes)
 			}

@@ -274,11 +274,12 @@ func runTuneModel(cmd *cobra.Command, v *viper.Viper) error {
 		}
 		before, initial[op.String()] = append(before, m), g
 		// A model whose head for every device labelled here learnt from
-		// that device's own times is replaced only by a better one
-		// (tuneVerdict). Its times were rank 16's (model files do not
-		// record the rank): at another rank it learnt another machine's
+		// that device's own times, at this rank, is replaced only by a
+		// better one (tuneVerdict); at another rank it learnt other
 		// answers, as far as the labels go.
-		learnt[op.String()] = rank == train.DefaultLabelRank && !slices.ContainsFunc(devices, func(d hetero.Device) bool { return !m.Info.LearntOn(d.Info()) })
+		learnt[op.String()] = !slices.ContainsFunc(devices, func(d hetero.Device) bool {
+			return !m.Info.LearntOn(d.Info()) || !m.Info.LearntAtRank(d.Info(), rank)
+		})
 		if learnt[op.String()] {
 			fmt.Fprintf(stderr, "note: the %s model in effect learnt from this machine's own times (%s): a tuned model replaces it only where it scores better on the held-out rows\n", op, m.Info.Path)
 		}
