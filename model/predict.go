@@ -44,9 +44,9 @@ type Prediction struct {
 	// the network too (Info.BlendMargins), else empty.
 	By string `json:"by,omitempty"`
 	// LearntRanks are the ranks at which the labels of the head that
-	// answered were timed (Info.HeadLabelRanks), when the answer is learnt
-	// (not the rule's). The fastest format moves
-	// with the rank: RankNote says when a rank is far from them.
+	// answered were timed (Info.HeadLabelRanks), when the answer is
+	// learnt (not the rule's). The fastest format moves with the rank:
+	// RankNote says when a rank is far from them.
 	LearntRanks []int `json:"learnt_ranks,omitempty"`
 }
 
