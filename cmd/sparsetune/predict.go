@@ -82,7 +82,7 @@ Without FILE, predict uses the embedded sample tensor.`,
 	f.String("runtime", "builtin", "gcn: how to run the ONNX file, builtin (float32 interpreter) or onnx-go")
 	f.Bool("retune", false, "measure: ignore the cached decision and measure again")
 	f.Bool("greedy", false, "measure: early cut (one run each, then full timing of the formats within 1.5x of the fastest)")
-	f.Int("rank", 16, "measure: rank R of the dense operands")
+	f.Int("rank", 16, "rank R of the dense operands: measure times at it; a learnt answer far from the rank its head learnt at says so")
 	f.Int("iters", 5, "measure: timed runs per format")
 	for _, name := range []string{"op", "mode", "device", "predictor", "model", "runtime", "retune", "greedy", "rank", "iters"} {
 		_ = v.BindPFlag("predict."+name, f.Lookup(name))
@@ -375,6 +375,9 @@ func runPredict(stdout, stderr io.Writer, name string, t *formats.COO, picks *fo
 				row.Predictor += "/" + pr.By
 			}
 			row.Format, row.Formats, row.Warnings = pr.Best(), pr.Formats, pr.Warnings
+			if w := model.RankNote(pr.LearntRanks, c.rank); w != "" {
+				row.Warnings = append(row.Warnings, w)
+			}
 			row.FeaturesSeconds, row.EncodingSeconds, row.InferenceSeconds = pr.Features.Seconds(), pr.Encoding.Seconds(), pr.Infer.Seconds()
 			// A predictor that summarised the tensor itself (Predict)
 			// reports that in Sample, which its wall time holds.

@@ -152,6 +152,18 @@ func TestPredictGCN(t *testing.T) {
 			}
 		}
 	}
+	// The model records no label ranks, so it learnt at rank 16: at 64
+	// its answer says so, at 16 and 12 it does not.
+	small := writeRandomTensor(t, []int{60, 50, 40}, 2000, 33)
+	for _, c := range []struct {
+		rank string
+		note bool
+	}{{"64", true}, {"16", false}, {"12", false}, {"4", true}} {
+		_, errOut, err := run(t, "predict", small, "--predictor", "gcn", "--model", modelPath, "--mode", "1", "--rank", c.rank)
+		if noted := strings.Contains(errOut, "learnt from times at rank 16, not "+c.rank); err != nil || noted != c.note {
+			t.Errorf("--rank %s: err %v, stderr %q; want the rank note: %v", c.rank, err, errOut, c.note)
+		}
+	}
 	big := writeRandomTensor(t, []int{300, 200, 100}, 5000, 40) // log10 5000 = 3.7 > 3.5
 	out, errOut, err := run(t, "predict", big, "--predictor", "gcn", "--model", modelPath, "--mode", "1")
 	if err != nil || !strings.Contains(errOut, "warning: ttm mode 1: feature log_nnz = 3.699 is outside the training range") || !strings.Contains(out, "gcn") {
