@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -213,6 +214,31 @@ func TestModelInspect(t *testing.T) {
 	out, _, err = run(t, "model", "inspect", "../../model/default/mttkrp.onnx")
 	if err != nil || !strings.Contains(out, "processors cpu/avx512+pext/intel") || !strings.Contains(out, "Intel(R) Xeon(R) Processor (whose times trained the head)") || !strings.Contains(out, "cpu inner loops") {
 		t.Errorf("inspect the default mttkrp model: %v\n%s", err, out)
+	}
+	// and the ranks of each head's labels: 16 in the MTTKRP file, none
+	// recorded in the SpTTM one (trained before files recorded them),
+	// two where a model file records them.
+	if !regexp.MustCompile(`label ranks cpu/avx512\+pext/amd +16 \(the ranks its labels were timed at\)`).MatchString(out) {
+		t.Errorf("inspect the default mttkrp model: no label ranks\n%s", out)
+	}
+	if out, _, err = run(t, "model", "inspect", "../../model/default/ttm.onnx"); err != nil || !strings.Contains(out, "label ranks cuda-gpu") || !strings.Contains(out, "not recorded (read as 16") {
+		t.Errorf("inspect the default ttm model: %v\n%s", err, out)
+	}
+	g, err := model.NewGCN(model.DefaultConfig("ttm", model.Head{Name: "cpu", Classes: hetero.SpTTM.Formats()}), rand.New(rand.NewPCG(1, 2)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.LabelRanks = map[string][]int{"cpu": {8, 64}}
+	data, err := g.ExportONNX()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ranked := filepath.Join(t.TempDir(), "ranked.onnx")
+	if err := os.WriteFile(ranked, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, _, err = run(t, "model", "inspect", ranked); err != nil || !strings.Contains(out, "8 64 (the ranks its labels were timed at)") {
+		t.Errorf("inspect a model with label ranks: %v\n%s", err, out)
 	}
 	bad := filepath.Join(t.TempDir(), "bad.onnx")
 	if err := os.WriteFile(bad, []byte("not a model"), 0o644); err != nil {
