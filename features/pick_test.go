@@ -153,3 +153,37 @@ func TestSliceCounts(t *testing.T) {
 		}
 	}
 }
+
+// TestSampleScratch: drawing a sample's positions takes scratch as large
+// as every later count of the sample needs (the table counts of its
+// slices and fibers, a bitmap of a mode the bitmap counts), and leaves it
+// for them: a count after the draw touches no fresh pages. Sample sizes
+// that are not powers of two (past 2 M nonzeros) needed up to 5n keys
+// against the draw's 3n before sampleScratch.
+func TestSampleScratch(t *testing.T) {
+	for _, nnz := range []int{ExactNNZ + 1, 1_000_000, 2_097_152, 2_500_000, 3_000_000, 7_230_960, 30_000_000, 1 << 40} {
+		n := SampleNNZ(nnz)
+		need := 3 * n
+		if n <= tableKeys {
+			need = max(need, n+tableSlots(n))
+		}
+		if inBitmapSpan(n, sliceBitmapSpan*n) {
+			need = max(need, 2*((sliceBitmapSpan*n+63)/64))
+		}
+		if got := sampleScratch(n); got < need {
+			t.Errorf("nnz %d: sample of %d, scratch of %d keys, the counts need %d", nnz, n, got, need)
+		}
+		spare.Lock()
+		spare.buf = nil
+		spare.Unlock()
+		if pos := PickPositions(nnz); len(pos) != n {
+			t.Fatalf("nnz %d: %d positions, want %d", nnz, len(pos), n)
+		}
+		spare.Lock()
+		left := cap(spare.buf)
+		spare.Unlock()
+		if need <= spareKeys && left < need {
+			t.Errorf("nnz %d: the draw left %d keys of scratch, the counts need %d", nnz, left, need)
+		}
+	}
+}

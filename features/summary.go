@@ -142,9 +142,26 @@ func PickPositions(nnz int) []uint64 {
 	if n >= nnz {
 		return nil
 	}
-	buf := getScratch(3 * n)
+	buf := getScratch(sampleScratch(n))
 	defer putScratch(buf)
-	return slices.Clone(samplePositions(nnz, buf))
+	return slices.Clone(samplePositions(nnz, buf[:3*n]))
+}
+
+// sampleScratch is the keys of scratch drawing a sample of n positions
+// takes: the 3n samplePositions needs, or, when more, the n +
+// tableSlots(n) of the largest count the summary then makes of the sample
+// (sliceCounts, countFibers), so that every later count reuses the pages
+// the draw touched rather than fresh ones, each a page fault on first
+// touch. The two are equal where n is a power of two (samples of 2^20 to
+// 2^21 nonzeros); past 2 M nonzeros the sample is not, and its counts
+// took a fresh buffer of up to 5n keys: on a VM whose page faults cost
+// 13-18 µs, about a third of a decision on 2.5-7.5 M nonzeros
+// (docs/model.md, "Prediction cost on a VM whose page faults are slow").
+func sampleScratch(n int) int {
+	if n > tableKeys {
+		return 3 * n
+	}
+	return max(3*n, n+tableSlots(n))
 }
 
 // SummarizePicked is Summarize(x) made from p, the indices a reader picked
@@ -217,9 +234,9 @@ func summarize(x *formats.COO, n int) (*Summary, error) {
 	// behave as the estimators assume whatever the order. Drawn with
 	// replacement: a few positions repeat (about n²/2nnz), a negligible
 	// bias.
-	buf := getScratch(3 * n)
+	buf := getScratch(sampleScratch(n))
 	defer putScratch(buf)
-	pos := samplePositions(nnz, buf)
+	pos := samplePositions(nnz, buf[:3*n])
 	s.Sample = &formats.COO{Dims: s.Dims, Inds: make([][]uint32, order), Vals: make([]float32, n)}
 	flat := make([]uint32, order*n) // one allocation: fresh memory costs a page fault per 4 KiB
 	for m := range order {
