@@ -173,9 +173,12 @@ func TestSampleScratch(t *testing.T) {
 		if got := sampleScratch(n); got < need {
 			t.Errorf("nnz %d: sample of %d, scratch of %d keys, the counts need %d", nnz, n, got, need)
 		}
+		// No scratch left by earlier tests: the draw makes its own.
 		spare.Lock()
 		spare.buf = nil
 		spare.Unlock()
+		for scratch.Get() != nil {
+		}
 		if pos := PickPositions(nnz); len(pos) != n {
 			t.Fatalf("nnz %d: %d positions, want %d", nnz, len(pos), n)
 		}
