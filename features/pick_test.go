@@ -1,6 +1,7 @@
 package features
 
 import (
+	"math"
 	"math/rand/v2"
 	"path/filepath"
 	"reflect"
@@ -161,7 +162,7 @@ func TestSliceCounts(t *testing.T) {
 // that are not powers of two (past 2 M nonzeros) needed up to 5n keys
 // against the draw's 3n before sampleScratch.
 func TestSampleScratch(t *testing.T) {
-	for _, nnz := range []int{ExactNNZ + 1, 1_000_000, 2_097_152, 2_500_000, 3_000_000, 7_230_960, 30_000_000, 1 << 40} {
+	for _, nnz := range []int{ExactNNZ + 1, 1_000_000, 2_097_152, 2_500_000, 3_000_000, 7_230_960, 30_000_000, math.MaxInt32} {
 		n := SampleNNZ(nnz)
 		need := 3 * n
 		if n <= tableKeys {
