@@ -210,7 +210,7 @@ func (info *Info) HeadLabelRanks(head string) []int {
 // LearntAtRank reports whether the head that answers for dev on this
 // machine learnt from times at rank (HeadLabelRanks).
 func (info *Info) LearntAtRank(dev hetero.Info, rank int) bool {
-	head, _ := info.HeadFor(dev.Class(), kernels.InnerLoops(), processorOf(dev))
+	head, _ := info.hostHead(dev.Class(), processorOf(dev))
 	return head >= 0 && slices.Contains(info.HeadLabelRanks(info.Heads[head].Name), rank)
 }
 

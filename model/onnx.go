@@ -289,7 +289,7 @@ func (g *GCN) ExportONNX() ([]byte, error) {
 		if len(ranks) == 0 {
 			continue
 		}
-		if _, err := parseRanks(joinInts(ranks)); err != nil {
+		if err := checkRanks(ranks); err != nil {
 			return nil, fmt.Errorf("label ranks of head %s: %w", h, err)
 		}
 		meta[metaLabelRanks+h] = joinInts(ranks)

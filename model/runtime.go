@@ -613,18 +613,29 @@ func checkFeatureRevision(op string, rev int) error {
 }
 
 // parseRanks reads a metadata list of ranks: positive decimals, comma
-// separated, in increasing order.
+// separated, in increasing order (checkRanks).
 func parseRanks(v string) ([]int, error) {
 	var ranks []int
 	for _, f := range strings.Split(v, ",") {
 		r, err := strconv.Atoi(f)
-		if err != nil || r < 1 {
+		if err != nil {
 			return nil, fmt.Errorf("%q is not a rank (a positive integer)", f)
-		}
-		if n := len(ranks); n > 0 && r <= ranks[n-1] {
-			return nil, fmt.Errorf("ranks %q are not in increasing order", v)
 		}
 		ranks = append(ranks, r)
 	}
-	return ranks, nil
+	return ranks, checkRanks(ranks)
+}
+
+// checkRanks reports whether ranks are positive and increasing, as a
+// model file lists them.
+func checkRanks(ranks []int) error {
+	for i, r := range ranks {
+		if r < 1 {
+			return fmt.Errorf("%q is not a rank (a positive integer)", strconv.Itoa(r))
+		}
+		if i > 0 && r <= ranks[i-1] {
+			return fmt.Errorf("ranks %q are not in increasing order", joinInts(ranks))
+		}
+	}
+	return nil
 }
