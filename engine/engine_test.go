@@ -750,14 +750,7 @@ func TestNoHeadMeasures(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	data, err := g.ExportONNX()
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := model.ParseONNX("cpu-only.onnx", data)
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := parsedModel(t, g, "cpu-only.onnx")
 	rng := rand.New(rand.NewPCG(8, 9))
 	x := randomTensor(rng, []int{20, 30, 10}, 800)
 	dec := &model.Decisions{Dir: t.TempDir()}
@@ -783,6 +776,20 @@ func TestNoHeadMeasures(t *testing.T) {
 	}
 }
 
+// parsedModel exports g and reads the file back as the model file name.
+func parsedModel(t *testing.T, g *model.GCN, name string) *model.ONNXModel {
+	t.Helper()
+	data, err := g.ExportONNX()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := model.ParseONNX(name, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
 // TestRankNote: a decision at a rank far from the ranks the answering
 // head learnt from carries a note saying so; one near them does not, nor
 // one the rule made.
@@ -792,14 +799,7 @@ func TestRankNote(t *testing.T) {
 		t.Fatal(err)
 	}
 	g.LabelRanks = map[string][]int{"cpu": {16}}
-	data, err := g.ExportONNX()
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := model.ParseONNX("rank16.onnx", data)
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := parsedModel(t, g, "rank16.onnx")
 	x := randomTensor(rand.New(rand.NewPCG(8, 9)), []int{20, 30, 10}, 800)
 	for _, c := range []struct {
 		pred model.SummaryPredictor

@@ -101,11 +101,18 @@ func writeModel(t *testing.T, trainMaxNNZ float64) string {
 		t.Fatal(err)
 	}
 	g.TrainMax[features.LogNNZ] = trainMaxNNZ
+	return writeGCN(t, g, "ttm.onnx")
+}
+
+// writeGCN exports g into a model file of that name in a temporary
+// directory and returns its path.
+func writeGCN(t *testing.T, g *model.GCN, name string) string {
+	t.Helper()
 	data, err := g.ExportONNX()
 	if err != nil {
 		t.Fatal(err)
 	}
-	path := filepath.Join(t.TempDir(), "ttm.onnx")
+	path := filepath.Join(t.TempDir(), name)
 	if err := os.WriteFile(path, data, 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -229,15 +236,7 @@ func TestModelInspect(t *testing.T) {
 		t.Fatal(err)
 	}
 	g.LabelRanks = map[string][]int{"cpu": {8, 64}}
-	data, err := g.ExportONNX()
-	if err != nil {
-		t.Fatal(err)
-	}
-	ranked := filepath.Join(t.TempDir(), "ranked.onnx")
-	if err := os.WriteFile(ranked, data, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if out, _, err = run(t, "model", "inspect", ranked); err != nil || !strings.Contains(out, "8 64 (the ranks its labels were timed at)") {
+	if out, _, err = run(t, "model", "inspect", writeGCN(t, g, "ranked.onnx")); err != nil || !strings.Contains(out, "8 64 (the ranks its labels were timed at)") {
 		t.Errorf("inspect a model with label ranks: %v\n%s", err, out)
 	}
 	bad := filepath.Join(t.TempDir(), "bad.onnx")
