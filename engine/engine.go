@@ -349,7 +349,10 @@ func (e *Engine) chooseFormats(in *input, op hetero.Op, mode int, dev hetero.Dev
 			}
 		}
 	}
-	if sf, ok := e.opts.Predictor.(model.SummaryFreePredictor); ok {
+	// A model with heads learnt at several ranks answers with the one
+	// nearest to the call's.
+	p := model.AtRank(e.opts.Predictor, in.rank)
+	if sf, ok := p.(model.SummaryFreePredictor); ok {
 		// The rule, or a model head that defers to it: no summary.
 		if pr, ok := sf.PredictWithoutSummary(op, mode, dev.Info()); ok && pr != nil {
 			if names := known(op, pr.Formats); len(names) > 0 {
@@ -362,7 +365,7 @@ func (e *Engine) chooseFormats(in *input, op hetero.Op, mode int, dev hetero.Dev
 	}
 	// A predictor that tells device classes apart (a GCN with one head
 	// per class) is given the device; others go by its kind.
-	pr, err := model.PredictOn(e.opts.Predictor, in.summary, op, mode, dev.Info())
+	pr, err := model.PredictOn(p, in.summary, op, mode, dev.Info())
 	var warnings []string
 	source := SourcePredicted
 	if errors.Is(err, model.ErrNoHead) {

@@ -800,6 +800,15 @@ func TestRankNote(t *testing.T) {
 	}
 	g.LabelRanks = map[string][]int{"cpu": {16}}
 	m := parsedModel(t, g, "rank16.onnx")
+	// The same with a head learnt at rank 64 beside it, which answers
+	// at 64 (model.Info.HeadAtRank), with nothing to note.
+	classes := hetero.MTTKRP.Formats()
+	g, err = model.NewGCN(model.DefaultConfig("mttkrp", model.Head{Name: "cpu", Classes: classes}, model.Head{Name: model.RankHead("cpu", 64), Classes: classes}), rand.New(rand.NewPCG(3, 4)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.LabelRanks = map[string][]int{"cpu": {16}, "cpu@r64": {64}}
+	ranked := parsedModel(t, g, "ranked.onnx")
 	x := randomTensor(rand.New(rand.NewPCG(8, 9)), []int{20, 30, 10}, 800)
 	for _, c := range []struct {
 		pred model.SummaryPredictor
@@ -811,6 +820,8 @@ func TestRankNote(t *testing.T) {
 		{model.GCNPredictor{Model: m}, 64, true},
 		{model.GCNPredictor{Model: m}, 4, true},
 		{model.RulePredictor{}, 64, false},
+		{model.GCNPredictor{Model: ranked}, 64, false},
+		{model.GCNPredictor{Model: ranked}, 4, true},
 	} {
 		e, err := New([]hetero.Device{hetero.NewCPU(0)}, Options{Predictor: c.pred})
 		if err != nil {

@@ -2,7 +2,9 @@ package model
 
 import (
 	"fmt"
+	"math"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/sparsetune/sparsetune/hetero"
@@ -54,16 +56,16 @@ func CPUFamily(model string) string {
 }
 
 // IsCPUHead reports whether name is a head, or device class, of the host
-// CPU: "cpu" or a CPUHead.
+// CPU: "cpu" or a CPUHead, or a RankHead of either.
 func IsCPUHead(name string) bool {
 	_, _, split := splitCPUHead(name)
-	return name == cpuClass || split
+	return BaseHead(name) == cpuClass || split
 }
 
 // splitCPUHead returns the inner loops and the family ("" if none) a
-// CPUHead names, and whether name is one.
+// CPUHead (or a RankHead of one) names, and whether name is one.
 func splitCPUHead(name string) (loops, family string, ok bool) {
-	rest, ok := strings.CutPrefix(name, cpuClass+"/")
+	rest, ok := strings.CutPrefix(BaseHead(name), cpuClass+"/")
 	if !ok {
 		return "", "", false
 	}
@@ -93,6 +95,7 @@ func (info *Info) HeadFor(class, loops, cpuModel string) (head int, warning stri
 
 func headFor(heads []Head, cpuLoops []string, class, loops, family string) (int, string) {
 	at := func(name string) int { return slices.IndexFunc(heads, func(h Head) bool { return h.Name == name }) }
+	class = BaseHead(class)
 	if !IsCPUHead(class) {
 		return at(class), ""
 	}
@@ -124,7 +127,7 @@ func headFor(heads []Head, cpuLoops []string, class, loops, family string) (int,
 	best, bestScore := -1, -1
 	for i, h := range heads {
 		l, f, ok := splitCPUHead(h.Name)
-		if !ok {
+		if !ok || BaseHead(h.Name) != h.Name {
 			continue
 		}
 		kinds = append(kinds, h.Name)
@@ -208,10 +211,106 @@ func (info *Info) HeadLabelRanks(head string) []int {
 }
 
 // LearntAtRank reports whether the head that answers for dev on this
-// machine learnt from times at rank (HeadLabelRanks).
+// machine at rank learnt from times at that rank (HeadLabelRanks).
 func (info *Info) LearntAtRank(dev hetero.Info, rank int) bool {
 	head, _ := info.hostHead(dev.Class(), processorOf(dev))
+	head = info.HeadAtRank(head, rank)
 	return head >= 0 && slices.Contains(info.HeadLabelRanks(info.Heads[head].Name), rank)
+}
+
+// Rank heads. The fastest format moves with the rank R of the dense
+// operands: on the held-out tensors of the Intel VM, MTTKRP's label at
+// rank 64 was rank 16's for only 68% of the modes, and a model that
+// learnt at 16 picked formats 0.914 of the fastest there (docs/model.md,
+// "The default model at other ranks"). The features do not hold the
+// rank, so a model learns it through its heads: rows of one device
+// class timed at several ranks train one head per rank, the rank most
+// rows were timed at under the class's own name and every other under
+// RankHead(class, rank) ("cpu/avx512+pext/amd@r64"). A prediction at
+// rank R asks the head of its class whose labels' rank is nearest to R
+// (HeadAtRank).
+
+// rankHeadSep separates a rank head's class from its rank.
+const rankHeadSep = "@r"
+
+// RankHead returns the name of the head of class that learnt from times
+// at rank.
+func RankHead(class string, rank int) string {
+	return class + rankHeadSep + strconv.Itoa(rank)
+}
+
+// BaseHead returns the class a RankHead learnt for, and any other name
+// as it is.
+func BaseHead(name string) string {
+	base, _, ok := splitRankHead(name)
+	if !ok {
+		return name
+	}
+	return base
+}
+
+// splitRankHead returns the class and rank a RankHead names, and whether
+// name is one.
+func splitRankHead(name string) (class string, rank int, ok bool) {
+	i := strings.LastIndex(name, rankHeadSep)
+	if i <= 0 {
+		return "", 0, false
+	}
+	r, err := strconv.Atoi(name[i+len(rankHeadSep):])
+	if err != nil || r <= 0 || strconv.Itoa(r) != name[i+len(rankHeadSep):] {
+		return "", 0, false
+	}
+	return name[:i], r, true
+}
+
+// HeadAtRank returns, of head (an index into Heads, as HeadFor returns)
+// and the other heads of its class, the one whose labels were timed at
+// the rank nearest to rank (HeadLabelRanks), by ratio: 32 is as near to
+// 16 as to 64. A tie goes to the class's own head, then to the lower
+// rank. A rank of 0 or less, or a head below 0, is returned as it is.
+func (info *Info) HeadAtRank(head, rank int) int {
+	if head < 0 || rank <= 0 {
+		return head
+	}
+	base := BaseHead(info.Heads[head].Name)
+	type key struct {
+		dist  float64
+		other bool // not the class's own head
+		rank  int
+	}
+	less := func(a, b key) bool {
+		if a.dist != b.dist {
+			return a.dist < b.dist
+		}
+		if a.other != b.other {
+			return !a.other
+		}
+		return a.rank < b.rank
+	}
+	best := -1
+	var bestKey key
+	for i, h := range info.Heads {
+		if BaseHead(h.Name) != base {
+			continue
+		}
+		d, r := rankDistance(info.HeadLabelRanks(h.Name), rank)
+		if k := (key{d, h.Name != base, r}); best < 0 || less(k, bestKey) {
+			best, bestKey = i, k
+		}
+	}
+	return best
+}
+
+// rankDistance returns the distance |log2(r/rank)| from rank to the
+// nearest of ranks, and that rank.
+func rankDistance(ranks []int, rank int) (float64, int) {
+	dist, at := math.Inf(1), 0
+	for _, r := range ranks {
+		if d := math.Abs(math.Log2(float64(r) / float64(rank))); d < dist || (d == dist && r < at) {
+			dist, at = d, r
+		}
+	}
+	return dist, at
 }
 
 // hostHead is HeadFor for this machine's inner loops and the processor

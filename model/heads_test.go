@@ -62,6 +62,13 @@ func TestHeadFor(t *testing.T) {
 		{families, nil, "cpu/avx512+pext", "avx2+pext", "", 1, true},
 		// A head of one family's loops beside heads per family.
 		{heads("cpu/avx2+pext", "cpu/avx512+pext/amd", "cpu/avx512+pext/intel"), nil, "cpu", "avx2+pext", intel, 0, false},
+		// Rank heads answer through their class's own head
+		// (HeadAtRank), never as the nearest head of another kind, and
+		// a rank head's class is looked up as its class.
+		{heads("cpu/avx512+pext/amd@r64", "cpu/avx2+pext/amd", "cpu/avx512+pext/amd"), nil, "cpu", "avx512+pext", amd, 2, false},
+		{heads("cpu/avx512+pext/amd@r64", "cpu/avx2+pext/amd"), nil, "cpu", "avx512+pext", amd, 1, true},
+		{heads("cpu@r64", "cpu"), nil, "cpu", "avx512+pext", amd, 1, false},
+		{families, nil, "cpu/avx512+pext/intel@r32", "avx2+pext", amd, 2, false},
 	} {
 		h, w := (&Info{Heads: c.heads, CPUInnerLoops: c.cpuLoops}).HeadFor(c.class, c.loops, c.cpu)
 		if h != c.want || (w != "") != c.warn {
@@ -70,6 +77,56 @@ func TestHeadFor(t *testing.T) {
 		if w != "" && (!strings.Contains(w, "tune-model") || !strings.Contains(w, c.loops) && !strings.HasPrefix(c.class, "cpu/")) {
 			t.Errorf("%s on %s: warning %q does not name this CPU's inner loops and tune-model", c.class, c.loops, w)
 		}
+	}
+}
+
+// TestRankHeads: a rank head's name gives back its class and rank, and
+// of a class's heads a prediction at rank R takes the one whose labels'
+// rank is nearest to R by ratio, the class's own head on a tie, else the
+// lower rank.
+func TestRankHeads(t *testing.T) {
+	for _, c := range []struct {
+		name, base string
+		cpu        bool
+	}{
+		{RankHead("cpu", 64), "cpu", true},
+		{RankHead("cpu/avx512+pext/amd", 32), "cpu/avx512+pext/amd", true},
+		{RankHead("cuda-gpu", 8), "cuda-gpu", false},
+		{"cuda-gpu", "cuda-gpu", false},
+		{"cpu@r", "cpu@r", false},       // no rank
+		{"cpu@r064", "cpu@r064", false}, // not as RankHead writes it
+		{"cpu@r-4", "cpu@r-4", false},
+		{"@r16", "@r16", false},
+	} {
+		if got := BaseHead(c.name); got != c.base || IsCPUHead(c.name) != c.cpu {
+			t.Errorf("%q: base %q, a cpu head: %v; want %q, %v", c.name, got, IsCPUHead(c.name), c.base, c.cpu)
+		}
+	}
+	if got := RankHead("cpu/avx2+pext", 64); got != "cpu/avx2+pext@r64" {
+		t.Errorf("RankHead: %q", got)
+	}
+	info := &Info{
+		Heads: []Head{{Name: "cuda-gpu"}, {Name: "cpu@r64"}, {Name: "cpu"}, {Name: "cpu@r4"}, {Name: "cuda-gpu@r32"}, {Name: "cpu@r32"}},
+		// The class's own head records none: rank 16.
+		LabelRanks: map[string][]int{"cpu@r64": {64}, "cpu@r4": {4}, "cuda-gpu@r32": {32}, "cpu@r32": {32}},
+	}
+	for _, c := range []struct{ head, rank, want int }{
+		{2, 0, 2}, {2, -1, 2}, {-1, 64, -1},
+		{2, 16, 2}, {2, 64, 1}, {2, 128, 1}, {2, 4, 3}, {2, 1, 3}, {2, 32, 5},
+		{2, 8, 2},  // as near to 4 as to 16: the class's own
+		{2, 48, 1}, // nearer 64 than 32 by ratio
+		{2, 20, 2},
+		{0, 32, 4}, {0, 16, 0}, {0, 24, 4}, {0, 20, 0}, // other classes' rank heads are not the cpu's
+		{1, 8, 2}, // from a rank head too
+	} {
+		if got := info.HeadAtRank(c.head, c.rank); got != c.want {
+			t.Errorf("HeadAtRank(%d, %d) = %d, want %d", c.head, c.rank, got, c.want)
+		}
+	}
+	// A tie between two rank heads goes to the lower rank.
+	info = &Info{Heads: []Head{{Name: "g"}, {Name: "g@r8"}, {Name: "g@r32"}}, LabelRanks: map[string][]int{"g": {1}, "g@r8": {8}, "g@r32": {32}}}
+	if got := info.HeadAtRank(0, 16); got != 1 {
+		t.Errorf("rank 16 between heads at 8 and 32: head %d, want 1", got)
 	}
 }
 

@@ -48,6 +48,10 @@ type Prediction struct {
 	// learnt (not the rule's). The fastest format moves with the rank:
 	// RankNote says when a rank is far from them.
 	LearntRanks []int `json:"learnt_ranks,omitempty"`
+	// Head names the model head that answered (Info.Heads), for a
+	// model's prediction: the device's class, a cpu head of its kind
+	// (CPUHead), or a head learnt at another rank (RankHead).
+	Head string `json:"head,omitempty"`
 }
 
 // RankNote returns a one-line note when a decision for rank R rests on
@@ -111,6 +115,23 @@ type SummaryPredictor interface {
 type DevicePredictor interface {
 	SummaryPredictor
 	PredictDevice(s *features.Summary, op hetero.Op, mode int, dev hetero.Info) (*Prediction, error)
+}
+
+// RankedPredictor is a predictor whose answer depends on the rank R of
+// the op's dense operands: a model with heads learnt at several ranks
+// (Info.HeadAtRank). A caller that knows the rank asks AtRank for the
+// predictor to use at it (see AtRank).
+type RankedPredictor interface {
+	AtRank(rank int) SummaryPredictor
+}
+
+// AtRank returns p's predictor for decisions at rank: p.AtRank(rank)
+// when p tells ranks apart (RankedPredictor), else p.
+func AtRank(p SummaryPredictor, rank int) SummaryPredictor {
+	if rp, ok := p.(RankedPredictor); ok {
+		return rp.AtRank(rank)
+	}
+	return p
 }
 
 // PredictOn predicts from s for the device dev: through PredictDevice
@@ -187,6 +208,16 @@ type GCNPredictor struct {
 	// PredictDevice sets for a CPU: a cpu head that learnt from other
 	// processors' times (Info.CPUModels) answers with a warning.
 	CPUModel string
+	// Rank is the rank R of the op's dense operands: of a class's heads
+	// learnt at several ranks, the one nearest to it answers
+	// (Info.HeadAtRank). 0 means the class's own head, whatever its rank.
+	Rank int
+}
+
+// AtRank returns the predictor for decisions at rank R (GCNPredictor.Rank).
+func (p GCNPredictor) AtRank(rank int) SummaryPredictor {
+	p.Rank = rank
+	return p
 }
 
 // Predict summarises x and runs the model (see PredictSummary).
@@ -206,6 +237,7 @@ func (p GCNPredictor) headFor(kind hetero.Kind) (int, string, error) {
 		class = cpuClass
 	}
 	head, warning := info.hostHead(class, p.CPUModel)
+	head = info.HeadAtRank(head, p.Rank)
 	if head < 0 {
 		return -1, "", fmt.Errorf("model %s has no head for device class %s (heads: %v): %w", info.Path, class, headNames(info.Heads), ErrNoHead)
 	}
@@ -221,11 +253,12 @@ func (p GCNPredictor) PredictWithoutSummary(op hetero.Op, mode int, dev hetero.I
 		return nil, false
 	}
 	head, warning := info.hostHead(dev.Class(), processorOf(dev))
+	head = info.HeadAtRank(head, p.Rank)
 	if p.Network || head < 0 || !slices.Contains(info.RuleHeads, info.Heads[head].Name) {
 		return nil, false
 	}
 	pr, _ := RulePredictor{}.PredictWithoutSummary(op, mode, dev)
-	pr.By = "rule"
+	pr.By, pr.Head = "rule", info.Heads[head].Name
 	if warning != "" {
 		pr.Warnings = append(pr.Warnings, warning)
 	}
@@ -247,6 +280,7 @@ func (p GCNPredictor) PredictDevice(s *features.Summary, op hetero.Op, mode int,
 func (p GCNPredictor) Load(dev hetero.Info) error {
 	info := &p.Model.Info
 	head, _ := info.hostHead(dev.Class(), processorOf(dev))
+	head = info.HeadAtRank(head, p.Rank)
 	if head < 0 || p.Network {
 		return nil
 	}
@@ -315,7 +349,7 @@ func (p GCNPredictor) PredictSummary(s *features.Summary, op hetero.Op, mode int
 		if err != nil {
 			return nil, err
 		}
-		pr.By = "rule"
+		pr.By, pr.Head = "rule", info.Heads[head].Name
 		if warning != "" {
 			pr.Warnings = append(pr.Warnings, warning)
 		}
@@ -379,7 +413,7 @@ func (p GCNPredictor) PredictSummary(s *features.Summary, op hetero.Op, mode int
 		pr.Formats = rank(info.Heads[head].Classes, probs)
 		v = in.Global
 	}
-	pr.LearntRanks = info.HeadLabelRanks(info.Heads[head].Name)
+	pr.LearntRanks, pr.Head = info.HeadLabelRanks(info.Heads[head].Name), info.Heads[head].Name
 	if warning != "" {
 		pr.Warnings = append(pr.Warnings, warning)
 	}

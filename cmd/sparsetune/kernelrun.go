@@ -688,6 +688,12 @@ func (l *lazyPredictor) PredictDevice(s *features.Summary, op hetero.Op, mode in
 	return model.PredictOn(l.get(), s, op, mode, dev)
 }
 
+// AtRank loads the predictor and returns its own for rank
+// (model.AtRank): the engine asks only when it is about to predict.
+func (l *lazyPredictor) AtRank(rank int) model.SummaryPredictor {
+	return model.AtRank(l.get(), rank)
+}
+
 func (l *lazyPredictor) PredictWithoutSummary(op hetero.Op, mode int, dev hetero.Info) (*model.Prediction, bool) {
 	if sf, ok := l.get().(model.SummaryFreePredictor); ok {
 		return sf.PredictWithoutSummary(op, mode, dev)

@@ -82,7 +82,7 @@ Without FILE, predict uses the embedded sample tensor.`,
 	f.String("runtime", "builtin", "gcn: how to run the ONNX file, builtin (float32 interpreter) or onnx-go")
 	f.Bool("retune", false, "measure: ignore the cached decision and measure again")
 	f.Bool("greedy", false, "measure: early cut (one run each, then full timing of the formats within 1.5x of the fastest)")
-	f.Int("rank", 16, "rank R of the dense operands: measure times at it; a learnt answer far from the rank its head learnt at says so")
+	f.Int("rank", 16, "rank R of the dense operands: measure times at it; a model with heads learnt at several ranks answers with the nearest, and a learnt answer far from its head's rank says so")
 	f.Int("iters", 5, "measure: timed runs per format")
 	for _, name := range []string{"op", "mode", "device", "predictor", "model", "runtime", "retune", "greedy", "rank", "iters"} {
 		_ = v.BindPFlag("predict."+name, f.Lookup(name))
@@ -175,6 +175,7 @@ type predictRow struct {
 	Mode             int            `json:"mode"`
 	Device           string         `json:"device"`
 	Predictor        string         `json:"predictor"`
+	Head             string         `json:"head,omitempty"` // the model head that answered, for gcn and network
 	Format           string         `json:"format"`
 	Formats          []model.Ranked `json:"formats"`
 	SampleSeconds    float64        `json:"sample_seconds"` // this row's share of the shared summary, when it used it
@@ -288,7 +289,7 @@ func runPredict(stdout, stderr io.Writer, name string, t *formats.COO, picks *fo
 		var p model.Predictor
 		switch c.predictor {
 		case "gcn", "network":
-			gp := model.GCNPredictor{Model: gcn, Class: dev.Info().Class(), Network: c.predictor == "network"}
+			gp := model.GCNPredictor{Model: gcn, Class: dev.Info().Class(), Network: c.predictor == "network", Rank: c.rank}
 			// The head's trees are part of the model's load, which the
 			// rows' times leave out.
 			if err := gp.Load(dev.Info()); err != nil {
@@ -374,7 +375,7 @@ func runPredict(stdout, stderr io.Writer, name string, t *formats.COO, picks *fo
 				// The model defers to the rule for this head (docs/model.md).
 				row.Predictor += "/" + pr.By
 			}
-			row.Format, row.Formats, row.Warnings = pr.Best(), pr.Formats, pr.Warnings
+			row.Format, row.Formats, row.Warnings, row.Head = pr.Best(), pr.Formats, pr.Warnings, pr.Head
 			if w := model.RankNote(pr.LearntRanks, c.rank); w != "" {
 				row.Warnings = append(row.Warnings, w)
 			}

@@ -172,6 +172,32 @@ func TestPredictGCN(t *testing.T) {
 			t.Errorf("--rank %s: err %v, stderr %q; want the rank note: %v", c.rank, err, errOut, c.note)
 		}
 	}
+	// A model with a head learnt at rank 64 beside its class's own
+	// answers with the head nearest the rank, and names it.
+	c := model.DefaultConfig("ttm", model.Head{Name: "cpu", Classes: hetero.SpTTM.Formats()}, model.Head{Name: model.RankHead("cpu", 64), Classes: hetero.SpTTM.Formats()})
+	c.Budget = graphenc.Budget{Rows: 16, Cols: 16}
+	g, err := model.NewGCN(c, rand.New(rand.NewPCG(1, 2)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.LabelRanks = map[string][]int{"cpu": {16}, "cpu@r64": {64}}
+	ranked := writeGCN(t, g, "ttm.onnx")
+	for _, c := range []struct {
+		rank, head string
+		note       bool
+	}{{"64", "cpu@r64", false}, {"128", "cpu@r64", true}, {"32", "cpu", true}, {"24", "cpu", false}, {"40", "cpu@r64", false}, {"16", "cpu", false}, {"4", "cpu", true}} {
+		out, errOut, err := run(t, "predict", small, "--predictor", "gcn", "--model", ranked, "--mode", "1", "--rank", c.rank, "--json")
+		var rows []predictRow
+		if err == nil {
+			err = json.Unmarshal([]byte(out), &rows)
+		}
+		if err == nil && len(rows) == 1 {
+			errOut += strings.Join(rows[0].Warnings, "\n")
+		}
+		if noted := strings.Contains(errOut, "learnt from times at rank"); err != nil || len(rows) != 1 || rows[0].Head != c.head || noted != c.note {
+			t.Errorf("ranked model at --rank %s: err %v, rows %+v, stderr %q; want head %s, the rank note: %v", c.rank, err, rows, errOut, c.head, c.note)
+		}
+	}
 	big := writeRandomTensor(t, []int{300, 200, 100}, 5000, 40) // log10 5000 = 3.7 > 3.5
 	out, errOut, err := run(t, "predict", big, "--predictor", "gcn", "--model", modelPath, "--mode", "1")
 	if err != nil || !strings.Contains(errOut, "warning: ttm mode 1: feature log_nnz = 3.699 is outside the training range") || !strings.Contains(out, "gcn") {
