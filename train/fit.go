@@ -260,7 +260,8 @@ func prepare(all []LabelRow, o *FitOptions, rep *Report) (*dataset, error) {
 		ranks := d.labelRanks(op, every)
 		for _, class := range slices.Sorted(maps.Keys(ranks)) {
 			if r := ranks[class]; len(r) > 1 {
-				o.Warn(fmt.Sprintf("the %s rows of %s were timed at ranks %v: the model has no input for the rank, so it learns one answer for all of them", op, class, r))
+				heads := splitRanks(d.rows, op, class)
+				o.Warn(fmt.Sprintf("the %s rows of %s were timed at ranks %v: one head per rank (%s), and a prediction asks the one nearest its rank", op, class, r, strings.Join(heads, ", ")))
 			}
 		}
 	}
@@ -396,6 +397,48 @@ func splitCPU(rows []LabelRow, byFamily bool) {
 			r.DeviceClass = model.CPUHead(r.Build.InnerLoops, family)
 		}
 	}
+}
+
+// splitRanks gives op's rows of class, timed at more than one rank, one
+// device class per rank: the rank most of them were timed at keeps the
+// class (a tie goes to the rank nearest to DefaultLabelRank, then to
+// the lower), and the rows of every other rank R take
+// model.RankHead(class, R). Each is a head of its own, since the
+// features do not hold the rank and the fastest format moves with it
+// (model.HeadAtRank). It returns the heads, each with its rank.
+func splitRanks(rows []LabelRow, op hetero.Op, class string) []string {
+	rankOf := func(r *LabelRow) int {
+		if r.Rank > 0 {
+			return r.Rank
+		}
+		return model.UnrecordedLabelRank
+	}
+	count := map[int]int{}
+	for i := range rows {
+		if r := &rows[i]; r.Op == op.String() && r.DeviceClass == class {
+			count[rankOf(r)]++
+		}
+	}
+	ranks := slices.Sorted(maps.Keys(count))
+	nearDefault := func(r int) float64 { return math.Abs(math.Log2(float64(r) / DefaultLabelRank)) }
+	base := ranks[0]
+	for _, r := range ranks[1:] {
+		if count[r] > count[base] || (count[r] == count[base] && nearDefault(r) < nearDefault(base)) {
+			base = r
+		}
+	}
+	for i := range rows {
+		if r := &rows[i]; r.Op == op.String() && r.DeviceClass == class && rankOf(r) != base {
+			r.DeviceClass = model.RankHead(class, rankOf(r))
+		}
+	}
+	heads := []string{fmt.Sprintf("%s at %d", class, base)}
+	for _, r := range ranks {
+		if r != base {
+			heads = append(heads, model.RankHead(class, r))
+		}
+	}
+	return heads
 }
 
 // opsAndClasses returns the ops of the rows (in hetero.Ops order) and,
@@ -1183,6 +1226,7 @@ func Evaluate(rows []LabelRow, models []*model.ONNXModel, o FitOptions) (*Report
 			// The head the model would answer with on the hardware
 			// that measured the row.
 			h, _ := m.Info.HeadFor(r.DeviceClass, r.Build.InnerLoops, r.DeviceModel)
+			h = m.Info.HeadAtRank(h, r.Rank)
 			if h < 0 {
 				missing[fmt.Sprintf("model %s has no head for device class %s", m.Info.Path, r.DeviceClass)]++
 				continue

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sparsetune/sparsetune/features"
 	"github.com/sparsetune/sparsetune/formats"
 	"github.com/sparsetune/sparsetune/hetero"
 	"github.com/sparsetune/sparsetune/kernels"
@@ -169,6 +170,129 @@ func TestFitWarnings(t *testing.T) {
 	}
 }
 
+// TestRankHeads trains on the tiny set's rows timed at two ranks: each
+// rank gets a head of its own, the exported model records each head's
+// rank, a prediction asks the head nearest its rank, and evaluation
+// scores each rank's rows by its head.
+func TestRankHeads(t *testing.T) {
+	rows, labelsDir := labelTinySet(t)
+	lo := cpuOptions()
+	lo.Rank = 2 * rows[0].Rank
+	out := filepath.Join(labelsDir, "labels-r8.jsonl")
+	if _, err := Label(context.Background(), filepath.Join(labelsDir, "set"), out, lo); err != nil {
+		t.Fatal(err)
+	}
+	more, err := ReadLabels(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	low, high := rows[0].Rank, lo.Rank
+	// As many rows at each rank: the one nearer DefaultLabelRank keeps
+	// the class's name.
+	all := append(slices.Clone(rows), more...)
+	var warnings []string
+	o := FitOptions{Dir: labelsDir, Folds: 1, Seed: 3, Model: model.DefaultFitOptions, Warn: func(w string) { warnings = append(warnings, w) }}
+	o.Model.Epochs = 2
+	rep, err := Fit(all, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lowHead := model.RankHead("cpu", low)
+	if want := fmt.Sprintf("were timed at ranks [%d %d]: one head per rank (cpu at %d, %s)", low, high, high, lowHead); !strings.Contains(strings.Join(warnings, "\n"), want) {
+		t.Errorf("warnings %q, want one containing %q", warnings, want)
+	}
+	for op, g := range rep.Models {
+		if want := map[string][]int{"cpu": {high}, lowHead: {low}}; !reflect.DeepEqual(g.LabelRanks, want) {
+			t.Errorf("%s model: label ranks %v, want %v", op, g.LabelRanks, want)
+		}
+		data, err := g.ExportONNX()
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := model.ParseONNX(op+".onnx", data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := headNames(m.Info.Heads); !slices.Equal(got, []string{"cpu", lowHead}) {
+			t.Fatalf("%s model: heads %v", op, got)
+		}
+		x, err := formats.ReadFile(filepath.Join(labelsDir, filepath.FromSlash(rows[0].Tensor)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := features.Summarize(x)
+		if err != nil {
+			t.Fatal(err)
+		}
+		hop, _ := hetero.ParseOp(op)
+		cpu := hetero.NewCPU(1).Info()
+		for _, c := range []struct{ rank, learnt int }{{0, high}, {low, low}, {high, high}, {low / 2, low}, {8 * high, high}} {
+			p := model.AtRank(model.GCNPredictor{Model: m}, c.rank)
+			pr, err := model.PredictOn(p, s, hop, 0, cpu)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := []int{c.learnt}; !slices.Equal(pr.LearntRanks, want) {
+				t.Errorf("%s at rank %d: answered by the head learnt at %v, want %v", op, c.rank, pr.LearntRanks, want)
+			}
+		}
+		if !m.Info.LearntAtRank(cpu, low) || m.Info.LearntAtRank(cpu, 4*high) {
+			t.Errorf("%s: LearntAtRank is not the rank head's", op)
+		}
+	}
+	// Evaluation scores the rows of one rank by the head learnt nearest
+	// it, though they are rows of the class "cpu".
+	var models []*model.ONNXModel
+	for op, g := range rep.Models {
+		data, err := g.ExportONNX()
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := model.ParseONNX(op+".onnx", data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		models = append(models, m)
+	}
+	ev, err := Evaluate(rows, models, FitOptions{Dir: labelsDir, Folds: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	differ := 0
+	for i, r := range ev.data.rows {
+		m := models[slices.IndexFunc(models, func(m *model.ONNXModel) bool { return m.Info.Op == r.Op })]
+		probs, err := m.Run(ev.data.inputs[i])
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := m.Info.HeadIndex(lowHead)
+		want := m.Info.Heads[h].Classes[argmax(probs[h])]
+		if got := ev.Picks[0].Formats[i]; got != want {
+			t.Errorf("row %d (%s mode %d, rank %d): evaluated pick %s, the %s head's %s", i+1, r.Op, r.Mode, r.Rank, got, lowHead, want)
+		}
+		if base := m.Info.HeadIndex("cpu"); m.Info.Heads[base].Classes[argmax(probs[base])] != want {
+			differ++
+		}
+	}
+	t.Logf("the heads at ranks %d and %d differ on %d of %d rows", low, high, differ, len(ev.data.rows))
+	// Each rank's rows are scored apart, by their own head.
+	classes := map[string]bool{}
+	for _, sc := range rep.Scores {
+		classes[sc.DeviceClass] = true
+	}
+	if !classes["cpu"] || !classes[lowHead] || len(classes) != 2 {
+		t.Errorf("scores for device classes %v, want cpu and %s", slices.Sorted(maps.Keys(classes)), lowHead)
+	}
+}
+
+func headNames(hs []model.Head) []string {
+	var n []string
+	for _, h := range hs {
+		n = append(n, h.Name)
+	}
+	return n
+}
+
 // labelTinySet labels the tiny set on the CPU and returns its rows and
 // the labels file's directory, which the rows' tensor paths are relative to.
 func labelTinySet(t *testing.T) ([]LabelRow, string) {
@@ -240,21 +364,6 @@ func TestFitPipeline(t *testing.T) {
 		if want := []int{rows[0].Rank}; rows[0].Rank < 1 || !slices.Equal(m.LabelRanks["cpu"], want) || len(m.LabelRanks) != 1 {
 			t.Errorf("%s model: label ranks %v, want %v for the cpu head", op, m.LabelRanks, want)
 		}
-	}
-	// Rows of one head timed at two ranks: the model cannot tell them
-	// apart, and training says so.
-	mixed := slices.Clone(rows)
-	mixed[0].Rank *= 2
-	var rankWarnings []string
-	po := FitOptions{Dir: o.Dir, Warn: func(w string) { rankWarnings = append(rankWarnings, w) }}
-	if err := po.defaults(); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := prepare(mixed, &po, &Report{}); err != nil {
-		t.Fatal(err)
-	}
-	if want := fmt.Sprintf("were timed at ranks [%d %d]", rows[0].Rank, mixed[0].Rank); !strings.Contains(strings.Join(rankWarnings, "\n"), want) {
-		t.Errorf("rows at two ranks: warnings %q, want one containing %q", rankWarnings, want)
 	}
 	if !slices.Equal(*stages, []string{"features", "fold", "trees", "final"}) {
 		t.Errorf("progress stages %v", *stages)
