@@ -59,8 +59,9 @@ network on them defers to the rule, as in train.
 learnt rank-16 times; on the machine measured, its MTTKRP picks hold
 from rank 4 to 16 and not at 32 or 64, where CSF takes over
 (docs/model.md, "The default model at other ranks"). Each rank has its
-own labels file in --work, and the installed model answers for every
-rank: tune at the one you use most.
+own labels file in --work, and a tuning learns every rank tuned there so
+far, one head per rank (docs/train.md): tune at each rank you decompose
+at, and a decision asks the head nearest its rank.
 
 The whole run aims at --budget: labelling stops at 70% of it and the rows
 measured so far are used. The set and the labels live in --work (default
@@ -126,13 +127,41 @@ func tuneVerdict(old, tuned float64, rows int, learnt bool) string {
 }
 
 // tuneLabels returns the labels file of a tuning at rank in work: one
-// file per rank, so that a tuning trains on the times of its own rank
-// only, and the rank-16 file keeps the name it always had.
+// file per rank, each resumed by the tunings at its rank, and the rank-16
+// file keeps the name it always had.
 func tuneLabels(work string, rank int) string {
 	if rank == train.DefaultLabelRank {
 		return filepath.Join(work, "labels.jsonl")
 	}
 	return filepath.Join(work, fmt.Sprintf("labels-r%d.jsonl", rank))
+}
+
+// tuneRows reads the labels of every rank tuned in work so far (the
+// files tuneLabels names): a tuning learns them all, one head per rank
+// (train's rank heads), so that tuning at a second rank does not forget
+// the first.
+func tuneRows(work string) ([]train.LabelRow, error) {
+	files, err := filepath.Glob(filepath.Join(work, "labels-r*.jsonl"))
+	if err != nil {
+		return nil, err
+	}
+	if at16 := tuneLabels(work, train.DefaultLabelRank); fileExists(at16) {
+		files = append([]string{at16}, files...)
+	}
+	var rows []train.LabelRow
+	for _, f := range files {
+		r, err := train.ReadLabels(f)
+		if err != nil {
+			return nil, err
+		}
+		rows = append(rows, r...)
+	}
+	return rows, nil
+}
+
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
 }
 
 func runTuneModel(cmd *cobra.Command, v *viper.Viper) error {
@@ -227,8 +256,8 @@ func runTuneModel(cmd *cobra.Command, v *viper.Viper) error {
 		return err
 	}
 
-	// 3. Hold out a quarter of the sources.
-	rows, err := train.ReadLabels(labels)
+	// 3. Hold out a quarter of the sources, of every rank's rows.
+	rows, err := tuneRows(work)
 	if err != nil {
 		return err
 	}
@@ -238,6 +267,16 @@ func runTuneModel(cmd *cobra.Command, v *viper.Viper) error {
 	heldOut, err := holdOut(filepath.Join(work, "holdout.json"), rows, seed)
 	if err != nil {
 		return err
+	}
+	var ranks []int
+	for _, r := range rows {
+		if !slices.Contains(ranks, r.Rank) {
+			ranks = append(ranks, r.Rank)
+		}
+	}
+	slices.Sort(ranks)
+	if len(ranks) > 1 {
+		step("the rows of ranks %v, tuned in %s so far, train one head per rank", ranks, work)
 	}
 	var tune, held []train.LabelRow
 	for _, r := range rows {
@@ -274,11 +313,11 @@ func runTuneModel(cmd *cobra.Command, v *viper.Viper) error {
 		}
 		before, initial[op.String()] = append(before, m), g
 		// A model whose head for every device labelled here learnt from
-		// that device's own times, at this rank, is replaced only by a
-		// better one (tuneVerdict); at another rank it learnt other
+		// that device's own times, at every rank tuned, is replaced only
+		// by a better one (tuneVerdict); at another rank it learnt other
 		// answers, as far as the labels go.
 		learnt[op.String()] = !slices.ContainsFunc(devices, func(d hetero.Device) bool {
-			return !m.Info.LearntOn(d.Info()) || !m.Info.LearntAtRank(d.Info(), rank)
+			return !m.Info.LearntOn(d.Info()) || slices.ContainsFunc(ranks, func(r int) bool { return !m.Info.LearntAtRank(d.Info(), r) })
 		})
 		if learnt[op.String()] {
 			fmt.Fprintf(stderr, "note: the %s model in effect learnt from this machine's own times (%s): a tuned model replaces it only where it scores better on the held-out rows\n", op, m.Info.Path)

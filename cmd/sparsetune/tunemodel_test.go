@@ -5,6 +5,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -132,6 +133,24 @@ func TestTuneModel(t *testing.T) {
 		want := !ruled && cpu.Info().Model != ""
 		if learnt := m.Info.LearntOn(cpu.Info()); learnt != want || strings.Contains(errOut, note) != learnt {
 			t.Errorf("%s: the tuned model learnt this CPU (%q): %v, want %v (its cpu head answers with the rule: %v); the run after --force says so: %v\n%s", op, cpu.Info().Model, learnt, want, ruled, strings.Contains(errOut, note), errOut)
+		}
+	}
+	// A tuning at a second rank learns both: the rank-16 rows keep the
+	// cpu head, and the rank-8 rows train a head of their own.
+	if out, errOut, err = run(t, append(args, "--rank", "8", "--force")...); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(errOut, "the rows of ranks [8 16], tuned in "+work+" so far, train one head per rank") {
+		t.Errorf("a tuning at rank 8 after one at 16 does not say it learns both:\n%s", errOut)
+	}
+	for _, op := range hetero.Ops {
+		m, err := model.DefaultModel(op)
+		if err != nil {
+			t.Fatal(err)
+		}
+		at8 := model.RankHead("cpu", 8)
+		if want := map[string][]int{"cpu": {16}, at8: {8}}; !reflect.DeepEqual(m.Info.LabelRanks, want) || m.Info.HeadIndex(at8) < 0 {
+			t.Errorf("%s: after tunings at ranks 16 and 8, heads %v learnt at %v, want %v", op, m.Info.Heads, m.Info.LabelRanks, want)
 		}
 	}
 	if _, _, err := run(t, "tune-model", "--count", "12"); err == nil || !strings.Contains(err.Error(), "needs --from DIR") {
