@@ -277,8 +277,9 @@ func TestTuneVerdict(t *testing.T) {
 }
 
 // TestTuneLabels: each rank has its own labels file in the work
-// directory, so that a tuning trains on its own rank's times only; rank
-// 16's keeps the name of the files tunings wrote before --rank.
+// directory, resumed by the tunings at that rank (and read by every
+// tuning: tuneRows); rank 16's keeps the name of the files tunings wrote
+// before --rank.
 func TestTuneLabels(t *testing.T) {
 	for _, c := range []struct {
 		rank int
