@@ -201,17 +201,10 @@ func TestRankHeads(t *testing.T) {
 	if want := fmt.Sprintf("were timed at ranks [%d %d]: one head per rank (cpu at %d, %s)", low, high, high, lowHead); !strings.Contains(strings.Join(warnings, "\n"), want) {
 		t.Errorf("warnings %q, want one containing %q", warnings, want)
 	}
-	for op, g := range rep.Models {
-		if want := map[string][]int{"cpu": {high}, lowHead: {low}}; !reflect.DeepEqual(g.LabelRanks, want) {
-			t.Errorf("%s model: label ranks %v, want %v", op, g.LabelRanks, want)
-		}
-		data, err := g.ExportONNX()
-		if err != nil {
-			t.Fatal(err)
-		}
-		m, err := model.ParseONNX(op+".onnx", data)
-		if err != nil {
-			t.Fatal(err)
+	exported := exportedModels(t, rep)
+	for op, m := range exported {
+		if want := map[string][]int{"cpu": {high}, lowHead: {low}}; !reflect.DeepEqual(m.Info.LabelRanks, want) {
+			t.Errorf("%s model: label ranks %v, want %v", op, m.Info.LabelRanks, want)
 		}
 		if got := headNames(m.Info.Heads); !slices.Equal(got, []string{"cpu", lowHead}) {
 			t.Fatalf("%s model: heads %v", op, got)
@@ -242,18 +235,7 @@ func TestRankHeads(t *testing.T) {
 	}
 	// Evaluation scores the rows of one rank by the head learnt nearest
 	// it, though they are rows of the class "cpu".
-	var models []*model.ONNXModel
-	for op, g := range rep.Models {
-		data, err := g.ExportONNX()
-		if err != nil {
-			t.Fatal(err)
-		}
-		m, err := model.ParseONNX(op+".onnx", data)
-		if err != nil {
-			t.Fatal(err)
-		}
-		models = append(models, m)
-	}
+	models := slices.Collect(maps.Values(exported))
 	ev, err := Evaluate(rows, models, FitOptions{Dir: labelsDir, Folds: 1})
 	if err != nil {
 		t.Fatal(err)
@@ -283,6 +265,25 @@ func TestRankHeads(t *testing.T) {
 	if !classes["cpu"] || !classes[lowHead] || len(classes) != 2 {
 		t.Errorf("scores for device classes %v, want cpu and %s", slices.Sorted(maps.Keys(classes)), lowHead)
 	}
+}
+
+// exportedModels exports each of rep's models and parses the file back,
+// as prediction loads one: op → model.
+func exportedModels(t *testing.T, rep *Report) map[string]*model.ONNXModel {
+	t.Helper()
+	out := map[string]*model.ONNXModel{}
+	for op, g := range rep.Models {
+		data, err := g.ExportONNX()
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := model.ParseONNX(op+".onnx", data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[op] = m
+	}
+	return out
 }
 
 func headNames(hs []model.Head) []string {
@@ -391,15 +392,7 @@ func TestFitPipeline(t *testing.T) {
 	// The exported models score the same rows through the ONNX runtime,
 	// on inputs computed as prediction computes them.
 	var models []*model.ONNXModel
-	for op, g := range rep.Models {
-		data, err := g.ExportONNX()
-		if err != nil {
-			t.Fatal(err)
-		}
-		m, err := model.ParseONNX(op+".onnx", data)
-		if err != nil {
-			t.Fatal(err)
-		}
+	for op, m := range exportedModels(t, rep) {
 		if m.Info.HeadIndex("cpu") < 0 {
 			t.Fatalf("%s: heads %v", op, m.Info.Heads)
 		}
