@@ -15,6 +15,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -137,16 +138,27 @@ func tuneLabels(work string, rank int) string {
 }
 
 // tuneRows reads the labels of every rank tuned in work so far (the
-// files tuneLabels names): a tuning learns them all, one head per rank
-// (train's rank heads), so that tuning at a second rank does not forget
-// the first.
+// files tuneLabels names, rank 16's first): a tuning learns them all,
+// one head per rank (train's rank heads), so that tuning at a second
+// rank does not forget the first. The directory is listed rather than
+// globbed, so that a work path holding a glob's metacharacters still
+// finds its files.
 func tuneRows(work string) ([]train.LabelRow, error) {
-	files, err := filepath.Glob(filepath.Join(work, "labels-r*.jsonl"))
+	entries, err := os.ReadDir(work)
 	if err != nil {
 		return nil, err
 	}
-	if at16 := tuneLabels(work, train.DefaultLabelRank); fileExists(at16) {
-		files = append([]string{at16}, files...)
+	at16 := filepath.Base(tuneLabels(work, train.DefaultLabelRank))
+	var files []string
+	for _, e := range entries {
+		name, path := e.Name(), filepath.Join(work, e.Name())
+		rank, _ := strings.CutSuffix(strings.TrimPrefix(name, "labels-r"), ".jsonl")
+		switch r, err := strconv.Atoi(rank); {
+		case name == at16:
+			files = append([]string{path}, files...)
+		case err == nil && name == filepath.Base(tuneLabels(work, r)):
+			files = append(files, path)
+		}
 	}
 	var rows []train.LabelRow
 	for _, f := range files {
@@ -157,11 +169,6 @@ func tuneRows(work string) ([]train.LabelRow, error) {
 		rows = append(rows, r...)
 	}
 	return rows, nil
-}
-
-func fileExists(path string) bool {
-	_, err := os.Stat(path)
-	return err == nil
 }
 
 func runTuneModel(cmd *cobra.Command, v *viper.Viper) error {
