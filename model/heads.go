@@ -188,7 +188,7 @@ func (info *Info) LearntOn(dev hetero.Info) bool {
 	if dev.Kind != hetero.CPU || dev.Model == "" {
 		return false
 	}
-	head, warning := info.hostHead(dev.Class(), dev.Model)
+	head, warning := info.hostHead(dev.Class(), dev.Model, 0)
 	if head < 0 || warning != "" {
 		return false
 	}
@@ -213,8 +213,7 @@ func (info *Info) HeadLabelRanks(head string) []int {
 // LearntAtRank reports whether the head that answers for dev on this
 // machine at rank learnt from times at that rank (HeadLabelRanks).
 func (info *Info) LearntAtRank(dev hetero.Info, rank int) bool {
-	head, _ := info.hostHead(dev.Class(), processorOf(dev))
-	head = info.HeadAtRank(head, rank)
+	head, _ := info.hostHead(dev.Class(), processorOf(dev), rank)
 	return head >= 0 && slices.Contains(info.HeadLabelRanks(info.Heads[head].Name), rank)
 }
 
@@ -302,11 +301,12 @@ func (info *Info) HeadAtRank(head, rank int) int {
 }
 
 // rankDistance returns the distance |log2(r/rank)| from rank to the
-// nearest of ranks, and that rank.
+// nearest of ranks (increasing, as a model file lists them: the lower
+// of two as near), and that rank.
 func rankDistance(ranks []int, rank int) (float64, int) {
 	dist, at := math.Inf(1), 0
 	for _, r := range ranks {
-		if d := math.Abs(math.Log2(float64(r) / float64(rank))); d < dist || (d == dist && r < at) {
+		if d := math.Abs(math.Log2(float64(r) / float64(rank))); d < dist {
 			dist, at = d, r
 		}
 	}
@@ -314,7 +314,8 @@ func rankDistance(ranks []int, rank int) (float64, int) {
 }
 
 // hostHead is HeadFor for this machine's inner loops and the processor
-// cpuModel.
-func (info *Info) hostHead(class, cpuModel string) (int, string) {
-	return info.HeadFor(class, kernels.InnerLoops(), cpuModel)
+// cpuModel, at rank (HeadAtRank; 0: the class's own head).
+func (info *Info) hostHead(class, cpuModel string, rank int) (int, string) {
+	head, warning := info.HeadFor(class, kernels.InnerLoops(), cpuModel)
+	return info.HeadAtRank(head, rank), warning
 }

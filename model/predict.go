@@ -236,8 +236,7 @@ func (p GCNPredictor) headFor(kind hetero.Kind) (int, string, error) {
 		}
 		class = cpuClass
 	}
-	head, warning := info.hostHead(class, p.CPUModel)
-	head = info.HeadAtRank(head, p.Rank)
+	head, warning := info.hostHead(class, p.CPUModel, p.Rank)
 	if head < 0 {
 		return -1, "", fmt.Errorf("model %s has no head for device class %s (heads: %v): %w", info.Path, class, headNames(info.Heads), ErrNoHead)
 	}
@@ -252,8 +251,7 @@ func (p GCNPredictor) PredictWithoutSummary(op hetero.Op, mode int, dev hetero.I
 	if op.String() != info.Op {
 		return nil, false
 	}
-	head, warning := info.hostHead(dev.Class(), processorOf(dev))
-	head = info.HeadAtRank(head, p.Rank)
+	head, warning := info.hostHead(dev.Class(), processorOf(dev), p.Rank)
 	if p.Network || head < 0 || !slices.Contains(info.RuleHeads, info.Heads[head].Name) {
 		return nil, false
 	}
@@ -279,8 +277,7 @@ func (p GCNPredictor) PredictDevice(s *features.Summary, op hetero.Op, mode int,
 // left to the prediction to report.
 func (p GCNPredictor) Load(dev hetero.Info) error {
 	info := &p.Model.Info
-	head, _ := info.hostHead(dev.Class(), processorOf(dev))
-	head = info.HeadAtRank(head, p.Rank)
+	head, _ := info.hostHead(dev.Class(), processorOf(dev), p.Rank)
 	if head < 0 || p.Network {
 		return nil
 	}
