@@ -132,7 +132,7 @@ func TestDefaultModelsHeldOut(t *testing.T) {
 		// cpu/avx512+pext/amd@r8 head answers: 0.863 / 0.977 and 0.871 /
 		// 0.985 (the rank-16 head's 0.798 / 0.964 and 0.823 / 0.966;
 		// always CSF 0.757 / 0.919 and 0.756 / 0.920; 0.927 / 0.992 and
-		// 0.906 / 0.992 with -short; docs/model.md, "The rank-8 head").
+		// 0.906 / 0.992 with -short; docs/model.md, "Heads at ranks 8 and 32").
 		{"labels-avx512-r8.jsonl.gz", []floor{
 			{"mttkrp", "cpu", 0.82, 0.965},
 		}},
