@@ -105,7 +105,7 @@ type GCN struct {
 	// whose times trained it; entries for other names are not written.
 	// Which format is fastest differs between microarchitectures that run
 	// the same inner loops: a prediction on another processor carries a
-	// warning (GCNPredictor.CPUModel).
+	// warning (GCNPredictor.DeviceModel).
 	CPUModels map[string][]string
 	// LabelRanks are, per head, the ranks (columns of the dense
 	// operands) at which its labels were timed, in increasing order;

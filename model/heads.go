@@ -73,24 +73,106 @@ func splitCPUHead(name string) (loops, family string, ok bool) {
 	return loops, family, true
 }
 
+// The heads of an OpenCL CPU device. PoCL compiles its kernels for the
+// processor it names in the device's name, "pthread-<processor>-<brand>"
+// ("pthread-haswell-AMD EPYC", "pthread-skylake-avx512-AMD EPYC"), and
+// the fastest format is not the same for every processor it compiles
+// for: of 1,040 held-out MTTKRP modes timed under PoCL's haswell build
+// on an AVX2 VM and, three days and some kernel changes later, under
+// its skylake-avx512 build on an AVX-512 one, 75% had the same (docs/model.md,
+// "A PoCL head per target"), and a head trained on the first picked
+// 0.91 of the second's fastest where always-CSF picked 0.94. So a
+// model trained on OpenCL CPU labels of more than one target has a head
+// per target, DeviceHead(class, target): "opencl-cpu/haswell",
+// "opencl-cpu/skylake-avx512". One trained on a single target keeps the
+// head "opencl-cpu".
+
+// openCLCPUClass is a PoCL device's class (hetero.Info.Class).
+const openCLCPUClass = "opencl-cpu"
+
+// DeviceTarget returns the processor an accelerator of class compiles
+// its kernels for, as its heads name it, from the device's model
+// (hetero.Info.Model, a labels row's device_model): the processor
+// words of a PoCL device's name ("skylake-avx512" of
+// "pthread-skylake-avx512-AMD EPYC [CPU]"), which LLVM spells in lower
+// case, unlike the brand that follows. It is "" for any other device.
+func DeviceTarget(class, model string) string {
+	rest, ok := strings.CutPrefix(model, "pthread-")
+	if class != openCLCPUClass || !ok {
+		return ""
+	}
+	var words []string
+	for w := range strings.SplitSeq(rest, "-") {
+		if w == "" || w != strings.ToLower(w) {
+			break
+		}
+		words = append(words, w)
+	}
+	return strings.Join(words, "-")
+}
+
+// DeviceHead returns the name of the head of an accelerator class for
+// labels measured on a device compiling for target (DeviceTarget), or
+// class when target is "".
+func DeviceHead(class, target string) string {
+	if target == "" {
+		return class
+	}
+	return class + "/" + target
+}
+
 // HeadFor returns the index of the head that answers for a device of
-// class on a machine whose CPU kernels run the inner loops loops on the
-// processor cpuModel (hetero.Info.Model; "" when unknown), or -1 when
-// the model has none, and a warning when the head's labels were
-// measured on other hardware: other inner loops, or another family of
-// processors.
+// class on a machine whose CPU kernels run the inner loops loops, the
+// device's model being model (hetero.Info.Model: the processor of a
+// CPU; "" when unknown), or -1 when the model has none, and a warning
+// when the head's labels were measured on other hardware: other inner
+// loops, or another family of processors, or another PoCL target.
 //
-// A device class other than the CPU's has the head of its name. The CPU
-// has, in order: the head of its inner loops and family
-// (CPUHead(loops, CPUFamily(cpuModel))); the head of its inner loops for
+// An accelerator has the head of its class and target (DeviceHead),
+// else the head of its class, else another target's head of its class,
+// with a warning; a class that names a target already ("opencl-cpu/haswell",
+// a labels row's after training split them) is looked up as is first.
+// The CPU has, in order: the head of its inner loops and family
+// (CPUHead(loops, CPUFamily(model))); the head of its inner loops for
 // every family (CPUHead(loops, "")); a single "cpu" head, with a warning
 // unless Info.CPUInnerLoops holds loops; else the nearest cpu head, with
 // a warning: the same inner loops on another family first, then the
 // same family and vector width, then the same vector width. A class that
 // is already a CPUHead is looked up as is, and otherwise as the CPU with
 // the inner loops (and family) it names.
-func (info *Info) HeadFor(class, loops, cpuModel string) (head int, warning string) {
-	return headFor(info.Heads, info.CPUInnerLoops, class, loops, CPUFamily(cpuModel))
+func (info *Info) HeadFor(class, loops, model string) (head int, warning string) {
+	if !IsCPUHead(class) {
+		return deviceHead(info.Heads, BaseHead(class), model)
+	}
+	return headFor(info.Heads, info.CPUInnerLoops, class, loops, CPUFamily(model))
+}
+
+// deviceHead is HeadFor for an accelerator class.
+func deviceHead(heads []Head, class, model string) (int, string) {
+	at := func(name string) int { return slices.IndexFunc(heads, func(h Head) bool { return h.Name == name }) }
+	if h := at(class); h >= 0 {
+		return h, ""
+	}
+	base, target, _ := strings.Cut(class, "/")
+	if target == "" {
+		target = DeviceTarget(base, model)
+	}
+	if h := at(DeviceHead(base, target)); h >= 0 {
+		return h, ""
+	}
+	if h := at(base); h >= 0 {
+		return h, ""
+	}
+	for i, h := range heads {
+		if b, t, ok := strings.Cut(h.Name, "/"); ok && b == base && BaseHead(h.Name) == h.Name {
+			this := "another"
+			if target != "" {
+				this = target
+			}
+			return i, fmt.Sprintf("the model's %s head learnt from times measured on a device compiling for %s, and this one compiles for %s, on which the fastest format often differs: sparsetune tune-model trains on this machine's own times", h.Name, t, this)
+		}
+	}
+	return -1, ""
 }
 
 func headFor(heads []Head, cpuLoops []string, class, loops, family string) (int, string) {
@@ -213,7 +295,7 @@ func (info *Info) HeadLabelRanks(head string) []int {
 // LearntAtRank reports whether the head that answers for dev on this
 // machine at rank learnt from times at that rank (HeadLabelRanks).
 func (info *Info) LearntAtRank(dev hetero.Info, rank int) bool {
-	head, _ := info.hostHead(dev.Class(), processorOf(dev), rank)
+	head, _ := info.hostHead(dev.Class(), dev.Model, rank)
 	return head >= 0 && slices.Contains(info.HeadLabelRanks(info.Heads[head].Name), rank)
 }
 
@@ -313,9 +395,9 @@ func rankDistance(ranks []int, rank int) (float64, int) {
 	return dist, at
 }
 
-// hostHead is HeadFor for this machine's inner loops and the processor
-// cpuModel, at rank (HeadAtRank; 0: the class's own head).
-func (info *Info) hostHead(class, cpuModel string, rank int) (int, string) {
-	head, warning := info.HeadFor(class, kernels.InnerLoops(), cpuModel)
+// hostHead is HeadFor for this machine's inner loops and the device
+// model, at rank (HeadAtRank; 0: the class's own head).
+func (info *Info) hostHead(class, model string, rank int) (int, string) {
+	head, warning := info.HeadFor(class, kernels.InnerLoops(), model)
 	return info.HeadAtRank(head, rank), warning
 }

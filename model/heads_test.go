@@ -152,6 +152,66 @@ func TestCPUFamily(t *testing.T) {
 	}
 }
 
+// TestDeviceHeads: a PoCL device answers with the head of the processor
+// it compiles for, else its class's single head, else another
+// processor's head with a warning; other accelerators by their class.
+func TestDeviceHeads(t *testing.T) {
+	for _, c := range []struct{ class, model, want string }{
+		{"opencl-cpu", "pthread-skylake-avx512-AMD EPYC [CPU]", "skylake-avx512"},
+		{"opencl-cpu", "pthread-haswell-AMD EPYC [CPU]", "haswell"},
+		{"opencl-cpu", "pthread-x86-64-v3-Intel(R) Xeon(R) Processor", "x86-64-v3"},
+		{"opencl-cpu", "pthread-znver3", "znver3"},
+		{"opencl-cpu", "pthread", ""},
+		{"opencl-cpu", "Intel(R) Core(TM) i7 CPU", ""},
+		{"opencl-gpu", "pthread-haswell-AMD EPYC [CPU]", ""},
+		{"cuda-gpu", "NVIDIA H200", ""},
+	} {
+		if got := DeviceTarget(c.class, c.model); got != c.want {
+			t.Errorf("DeviceTarget(%q, %q) = %q, want %q", c.class, c.model, got, c.want)
+		}
+	}
+	heads := func(names ...string) *Info {
+		var hs []Head
+		for _, n := range names {
+			hs = append(hs, Head{Name: n, Classes: []string{"coo", "csf"}})
+		}
+		return &Info{Heads: hs}
+	}
+	const skylake, haswell, other = "pthread-skylake-avx512-AMD EPYC [CPU]", "pthread-haswell-AMD EPYC [CPU]", "pthread-znver4-AMD EPYC [CPU]"
+	targets := heads("cpu", "opencl-cpu/haswell", "opencl-cpu/skylake-avx512", "opencl-cpu/skylake-avx512@r64", "cuda-gpu")
+	for _, c := range []struct {
+		info         *Info
+		class, model string
+		want         int
+		warn         bool
+	}{
+		{targets, "opencl-cpu", skylake, 2, false},
+		{targets, "opencl-cpu", haswell, 1, false},
+		{targets, "opencl-cpu", other, 1, true}, // another processor's head, said so
+		{targets, "opencl-cpu", "", 1, true},
+		{targets, "opencl-cpu/skylake-avx512", haswell, 2, false}, // a labels row's class after training split it
+		{targets, "opencl-cpu/skylake-avx512@r64", "", 2, false},
+		{targets, "cuda-gpu", "NVIDIA H200", 4, false},
+		{targets, "opencl-gpu", "", -1, false},
+		{heads("cpu", "opencl-cpu"), "opencl-cpu", skylake, 1, false}, // one head for every processor
+		{heads("cpu", "opencl-cpu"), "opencl-cpu/haswell", haswell, 1, false},
+		{heads("cpu", "cuda-gpu"), "opencl-cpu", skylake, -1, false},
+	} {
+		h, w := c.info.HeadFor(c.class, "avx512+pext", c.model)
+		if h != c.want || (w != "") != c.warn {
+			t.Errorf("heads %v: %s, %q: head %d, warning %q; want head %d, a warning: %v", headNames(c.info.Heads), c.class, c.model, h, w, c.want, c.warn)
+		}
+		if w != "" && !strings.Contains(w, "tune-model") {
+			t.Errorf("%s, %q: warning %q does not name tune-model", c.class, c.model, w)
+		}
+	}
+	// A rank asked for reaches the target head's rank twin.
+	targets.LabelRanks = map[string][]int{"opencl-cpu/skylake-avx512": {16}, "opencl-cpu/skylake-avx512@r64": {64}}
+	if h, _ := targets.hostHead("opencl-cpu", skylake, 64); h != 3 {
+		t.Errorf("opencl-cpu on %s at rank 64: head %d, want 3", skylake, h)
+	}
+}
+
 // asked records how a predictor was asked.
 type asked struct {
 	RulePredictor

@@ -797,7 +797,7 @@ func TestProcessorWarning(t *testing.T) {
 		if warned(pr) != c.want {
 			t.Errorf("models %v on %q, rule heads %v: warnings %q, want the processor warning: %v", c.models, c.host, c.ruleHeads, pr.Warnings, c.want)
 		}
-		gp := GCNPredictor{Model: m, Class: "gpu", CPUModel: c.host}
+		gp := GCNPredictor{Model: m, Class: "gpu", DeviceModel: c.host}
 		if pr, err := gp.PredictSummary(s, hetero.SpTTM, 0, hetero.GPU); err != nil || warned(pr) {
 			t.Errorf("gpu head: warnings %q, %v", pr.Warnings, err)
 		}

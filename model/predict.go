@@ -204,10 +204,12 @@ type GCNPredictor struct {
 	// where the file answers with the rule (Info.RuleHeads) or with trees
 	// (Info.TreeHeads): for comparing them.
 	Network bool
-	// CPUModel is the host processor (hetero.Info.Model), which
-	// PredictDevice sets for a CPU: a cpu head that learnt from other
-	// processors' times (Info.CPUModels) answers with a warning.
-	CPUModel string
+	// DeviceModel is the device's model (hetero.Info.Model), which
+	// PredictDevice sets: a CPU's processor, a cpu head that learnt from
+	// other processors' times (Info.CPUModels) answering with a warning,
+	// or the name a PoCL device gives the processor it compiles for,
+	// which picks its head (DeviceTarget).
+	DeviceModel string
 	// Rank is the rank R of the op's dense operands: of a class's heads
 	// learnt at several ranks, the one nearest to it answers
 	// (Info.HeadAtRank). 0 means the class's own head, whatever its rank.
@@ -236,7 +238,7 @@ func (p GCNPredictor) headFor(kind hetero.Kind) (int, string, error) {
 		}
 		class = cpuClass
 	}
-	head, warning := info.hostHead(class, p.CPUModel, p.Rank)
+	head, warning := info.hostHead(class, p.DeviceModel, p.Rank)
 	if head < 0 {
 		return -1, "", fmt.Errorf("model %s has no head for device class %s (heads: %v): %w", info.Path, class, headNames(info.Heads), ErrNoHead)
 	}
@@ -251,7 +253,7 @@ func (p GCNPredictor) PredictWithoutSummary(op hetero.Op, mode int, dev hetero.I
 	if op.String() != info.Op {
 		return nil, false
 	}
-	head, warning := info.hostHead(dev.Class(), processorOf(dev), p.Rank)
+	head, warning := info.hostHead(dev.Class(), dev.Model, p.Rank)
 	if p.Network || head < 0 || !slices.Contains(info.RuleHeads, info.Heads[head].Name) {
 		return nil, false
 	}
@@ -266,7 +268,7 @@ func (p GCNPredictor) PredictWithoutSummary(op hetero.Op, mode int, dev hetero.I
 // PredictDevice runs the head of the device's class, whatever the
 // predictor's Class: one GCNPredictor serves every device of a run.
 func (p GCNPredictor) PredictDevice(s *features.Summary, op hetero.Op, mode int, dev hetero.Info) (*Prediction, error) {
-	p.Class, p.CPUModel = dev.Class(), processorOf(dev)
+	p.Class, p.DeviceModel = dev.Class(), dev.Model
 	return p.PredictSummary(s, op, mode, dev.Kind)
 }
 
@@ -277,21 +279,12 @@ func (p GCNPredictor) PredictDevice(s *features.Summary, op hetero.Op, mode int,
 // left to the prediction to report.
 func (p GCNPredictor) Load(dev hetero.Info) error {
 	info := &p.Model.Info
-	head, _ := info.hostHead(dev.Class(), processorOf(dev), p.Rank)
+	head, _ := info.hostHead(dev.Class(), dev.Model, p.Rank)
 	if head < 0 || p.Network {
 		return nil
 	}
 	_, err := info.Trees(info.Heads[head].Name)
 	return err
-}
-
-// processorOf returns the host processor of a CPU device, whose cpu
-// heads tell processors apart, and "" for an accelerator.
-func processorOf(dev hetero.Info) string {
-	if dev.Kind == hetero.CPU {
-		return dev.Model
-	}
-	return ""
 }
 
 // SummaryInput computes the model input of op along mode (0-based) from a
@@ -356,7 +349,7 @@ func (p GCNPredictor) PredictSummary(s *features.Summary, op hetero.Op, mode int
 	// learnt is (docs/model.md, "On a machine it never saw"). A head
 	// chosen with a warning has said so already.
 	if warning == "" {
-		warning = info.otherCPU(head, p.CPUModel)
+		warning = info.otherCPU(head, p.DeviceModel)
 	}
 	var pr *Prediction
 	var v features.Vector

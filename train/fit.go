@@ -248,6 +248,14 @@ func prepare(all []LabelRow, o *FitOptions, rep *Report) (*dataset, error) {
 	if families := cpuFamilies(d.rows); len(d.cpuLoops) > 1 || len(families) > 1 {
 		splitCPU(d.rows, len(families) > 1)
 	}
+	split := splitTargets(d.rows, o.Init)
+	for _, class := range slices.Sorted(maps.Keys(split)) {
+		if heads := split[class]; len(heads) > 1 {
+			o.Warn(fmt.Sprintf("the %s rows were measured on devices compiling for %d processors: one head per processor (%s)", class, len(heads), strings.Join(heads, ", ")))
+		} else {
+			o.Warn(fmt.Sprintf("the %s rows were measured on one processor, and the model tuned has a head per processor: their head is %s", class, heads[0]))
+		}
+	}
 	d.cpuModels = cpuModelsOf(d.rows)
 	if len(d.rows) == 0 {
 		return nil, errors.New("no labelled rows")
@@ -397,6 +405,51 @@ func splitCPU(rows []LabelRow, byFamily bool) {
 			r.DeviceClass = model.CPUHead(r.Build.InnerLoops, family)
 		}
 	}
+}
+
+// splitTargets gives the rows of an accelerator class measured on
+// devices compiling for more than one processor (model.DeviceTarget: a
+// PoCL device's) one device class per processor, model.DeviceHead
+// ("opencl-cpu/haswell"): each is different hardware, with its own head
+// and its own scores. It does so for a class of one processor too when
+// a model of init (fine-tuning) has heads per processor for it, so that
+// the tuned head is the namesake of the one it starts from. Rows of
+// another class, or of no known processor, keep their class. It returns
+// the heads made, by class.
+func splitTargets(rows []LabelRow, init map[string]*model.GCN) map[string][]string {
+	targets := map[string][]string{}
+	for _, r := range rows {
+		if t := model.DeviceTarget(r.DeviceClass, r.DeviceModel); t != "" && !slices.Contains(targets[r.DeviceClass], t) {
+			targets[r.DeviceClass] = append(targets[r.DeviceClass], t)
+		}
+	}
+	perTarget := func(class string) bool {
+		if len(targets[class]) > 1 {
+			return true
+		}
+		for _, g := range init {
+			if slices.ContainsFunc(g.Config.Heads, func(h model.Head) bool { return strings.HasPrefix(h.Name, class+"/") }) {
+				return true
+			}
+		}
+		return false
+	}
+	split := map[string][]string{}
+	for class, ts := range targets {
+		if perTarget(class) {
+			for _, t := range ts {
+				split[class] = append(split[class], model.DeviceHead(class, t))
+			}
+			slices.Sort(split[class])
+		}
+	}
+	for i := range rows {
+		r := &rows[i]
+		if _, ok := split[r.DeviceClass]; ok {
+			r.DeviceClass = model.DeviceHead(r.DeviceClass, model.DeviceTarget(r.DeviceClass, r.DeviceModel))
+		}
+	}
+	return split
 }
 
 // splitRanks gives op's rows of class, timed at more than one rank, one

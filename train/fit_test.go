@@ -571,6 +571,40 @@ func TestHeads(t *testing.T) {
 	}
 }
 
+// TestSplitTargets: PoCL rows of two processors get a head each; of one,
+// they keep their class unless the model tuned has heads per processor.
+func TestSplitTargets(t *testing.T) {
+	const skylake, haswell = "pthread-skylake-avx512-AMD EPYC [CPU]", "pthread-haswell-AMD EPYC [CPU]"
+	row := func(class, model string) LabelRow {
+		r := validRow()
+		r.DeviceClass, r.DeviceModel = class, model
+		return r
+	}
+	classes := func(rows []LabelRow) []string {
+		var c []string
+		for _, r := range rows {
+			c = append(c, r.DeviceClass)
+		}
+		return c
+	}
+	two := []LabelRow{row("opencl-cpu", skylake), row("opencl-cpu", haswell), row("opencl-cpu", "pthread"), row("cpu", "AMD EPYC"), row("cuda-gpu", "NVIDIA H200")}
+	split := splitTargets(two, nil)
+	if want := []string{"opencl-cpu/skylake-avx512", "opencl-cpu/haswell", "opencl-cpu", "cpu", "cuda-gpu"}; !slices.Equal(classes(two), want) {
+		t.Errorf("two processors: classes %v, want %v", classes(two), want)
+	}
+	if want := map[string][]string{"opencl-cpu": {"opencl-cpu/haswell", "opencl-cpu/skylake-avx512"}}; !reflect.DeepEqual(split, want) {
+		t.Errorf("two processors: split %v, want %v", split, want)
+	}
+	one := []LabelRow{row("opencl-cpu", skylake), row("opencl-cpu", skylake)}
+	if split := splitTargets(one, nil); len(split) != 0 || !slices.Equal(classes(one), []string{"opencl-cpu", "opencl-cpu"}) {
+		t.Errorf("one processor: classes %v, split %v; want them kept", classes(one), split)
+	}
+	init := map[string]*model.GCN{"mttkrp": {Config: model.Config{Heads: []model.Head{{Name: "cpu"}, {Name: "opencl-cpu/haswell"}}}}}
+	if split := splitTargets(one, init); len(split) != 1 || !slices.Equal(classes(one), []string{"opencl-cpu/skylake-avx512", "opencl-cpu/skylake-avx512"}) {
+		t.Errorf("one processor, tuning a model with heads per processor: classes %v, split %v", classes(one), split)
+	}
+}
+
 // TestRuleHeads: a head defers to the rule only where the rule's oracle
 // ratio and accuracy are both no lower than the network's.
 func TestRuleHeads(t *testing.T) {
