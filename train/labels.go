@@ -144,10 +144,11 @@ func MixedBuilds(rows []LabelRow) []string {
 
 // labelKey identifies a row for resuming and for duplicates: the tensor
 // (by path or fingerprint), op, mode, device, its class and rank, and for
-// a cpu row the inner loops and the processor that measured it: the same
-// tensor labelled on CPUs whose kernels run other inner loops, or on
-// another processor, is other hardware's row, not a duplicate
-// (model.CPUHead).
+// a cpu row the inner loops and the processor that measured it, for a
+// PoCL row the processor PoCL compiled for: the same tensor labelled on
+// CPUs whose kernels run other inner loops, or on another processor, is
+// other hardware's row, not a duplicate (model.CPUHead,
+// model.DeviceHead).
 type labelKey struct {
 	tensor, op       string
 	mode             int
@@ -157,22 +158,24 @@ type labelKey struct {
 }
 
 func (r *LabelRow) key() labelKey {
-	loops, processor := r.cpuHardware()
+	loops, processor := r.hardware()
 	return labelKey{r.Tensor, r.Op, r.Mode, r.Device, r.DeviceClass, r.Rank, loops, processor}
 }
 
 func (r *LabelRow) fingerprintKey() labelKey {
-	loops, processor := r.cpuHardware()
+	loops, processor := r.hardware()
 	return labelKey{"#" + r.Fingerprint, r.Op, r.Mode, r.Device, r.DeviceClass, r.Rank, loops, processor}
 }
 
-// cpuHardware returns the inner loops of a cpu row's build and its
-// processor, "" for other devices.
-func (r *LabelRow) cpuHardware() (loops, processor string) {
+// hardware returns the inner loops of a cpu row's build and its
+// processor; for an accelerator's row no loops, and the processor its
+// kernels were compiled for where the device names one
+// (model.DeviceTarget: PoCL's), else "".
+func (r *LabelRow) hardware() (loops, processor string) {
 	if model.IsCPUHead(r.DeviceClass) {
 		return r.Build.InnerLoops, r.DeviceModel
 	}
-	return "", ""
+	return "", model.DeviceTarget(r.DeviceClass, r.DeviceModel)
 }
 
 // ReadLabels reads a labels file strictly: every line must be a complete,

@@ -134,6 +134,19 @@ func TestReadLabels(t *testing.T) {
 			}
 		}
 	}
+	// A PoCL row measured under another processor PoCL compiles for is
+	// another device's row (model.DeviceTarget); under the same one, on
+	// another host, a duplicate.
+	for other, dup := range map[string]bool{"pthread-haswell-AMD EPYC [CPU]": false, "pthread-skylake-avx512-Intel(R) Xeon(R) Processor": true} {
+		a := validRow()
+		a.Device, a.DeviceClass, a.DeviceModel = "opencl:0", "opencl-cpu", "pthread-skylake-avx512-AMD EPYC [CPU]"
+		b := a
+		b.DeviceModel = other
+		_, err := ReadLabels(writeLines(t, marshalRow(t, a), marshalRow(t, b)))
+		if got := err != nil && strings.Contains(err.Error(), "duplicate of line 1"); got != dup || (err != nil && !got) {
+			t.Errorf("PoCL rows of %s and %s: %v; a duplicate: %v", a.DeviceModel, b.DeviceModel, err, dup)
+		}
+	}
 	// Every candidate skipped: no label, no near ties.
 	r := validRow()
 	r.Times, r.MinTimes, r.Runs, r.TransferSeconds, r.Label, r.NearTies = nil, nil, nil, nil, "", nil
