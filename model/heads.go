@@ -142,14 +142,14 @@ func DeviceHead(class, target string) string {
 // the inner loops (and family) it names.
 func (info *Info) HeadFor(class, loops, model string) (head int, warning string) {
 	if !IsCPUHead(class) {
-		return deviceHead(info.Heads, BaseHead(class), model)
+		return info.deviceHead(BaseHead(class), model)
 	}
 	return headFor(info.Heads, info.CPUInnerLoops, class, loops, CPUFamily(model))
 }
 
 // deviceHead is HeadFor for an accelerator class.
-func deviceHead(heads []Head, class, model string) (int, string) {
-	at := func(name string) int { return slices.IndexFunc(heads, func(h Head) bool { return h.Name == name }) }
+func (info *Info) deviceHead(class, model string) (int, string) {
+	at := info.HeadIndex
 	if h := at(class); h >= 0 {
 		return h, ""
 	}
@@ -163,7 +163,7 @@ func deviceHead(heads []Head, class, model string) (int, string) {
 	if h := at(base); h >= 0 {
 		return h, ""
 	}
-	for i, h := range heads {
+	for i, h := range info.Heads {
 		if b, t, ok := strings.Cut(h.Name, "/"); ok && b == base && BaseHead(h.Name) == h.Name {
 			this := "another"
 			if target != "" {
