@@ -605,22 +605,25 @@ func TestSplitTargets(t *testing.T) {
 	}
 }
 
-// TestRuleHeads: a head defers to the rule only where the rule's oracle
-// ratio and accuracy are both no lower than the network's.
+// TestRuleHeads: a head defers to the rule unless the network's oracle
+// ratio leads the rule's by RuleMargin or more, whatever their
+// accuracies.
 func TestRuleHeads(t *testing.T) {
 	sc := func(op, class, pred string, acc, oracle float64) Score {
 		return Score{Op: op, DeviceClass: class, Predictor: pred, N: 10, Accuracy: acc, OracleRatio: oracle}
 	}
 	scores := []Score{
 		sc("ttm", "cpu", PredictorGCN, 0.827, 0.946), sc("ttm", "cpu", PredictorRule, 0.832, 0.948), // rule ahead
-		sc("ttm", "cuda-gpu", PredictorGCN, 0.586, 0.926), sc("ttm", "cuda-gpu", PredictorRule, 0.584, 0.921),
+		sc("ttm", "cuda-gpu", PredictorGCN, 0.649, 0.988), sc("ttm", "cuda-gpu", PredictorRule, 0.619, 0.975), // the network faster
+		sc("ttm", "opencl-cpu", PredictorGCN, 0.912, 0.9834), sc("ttm", "opencl-cpu", PredictorRule, 0.905, 0.9829), // more accurate, no faster
+		sc("ttm", "opencl-gpu", PredictorGCN, 0.586, 0.926), sc("ttm", "opencl-gpu", PredictorRule, 0.584, 0.9211), // a lead under the margin
 		sc("mttkrp", "cpu", PredictorGCN, 0.70, 0.93), sc("mttkrp", "cpu", PredictorRule, 0.71, 0.93), // tie, rule more accurate
 		sc("mttkrp", "opencl-cpu", PredictorGCN, 0.71, 0.93), sc("mttkrp", "opencl-cpu", PredictorRule, 0.71, 0.93), // full tie: the free rule
-		sc("mttkrp", "opencl-gpu", PredictorGCN, 0.60, 0.93), sc("mttkrp", "opencl-gpu", PredictorRule, 0.71, 0.92), // more accurate, slower picks
+		sc("mttkrp", "opencl-gpu", PredictorGCN, 0.60, 0.93), sc("mttkrp", "opencl-gpu", PredictorRule, 0.71, 0.92), // less accurate, faster picks
 		sc("mttkrp", "cuda-gpu", PredictorGCN, 0.9, 0.98), sc("mttkrp", "cuda-gpu", "tree", 0.95, 0.99), // only a baseline ahead
 	}
 	got := RuleHeads(scores)
-	want := map[string][]string{"ttm": {"cpu"}, "mttkrp": {"cpu", "opencl-cpu"}}
+	want := map[string][]string{"ttm": {"cpu", "opencl-cpu", "opencl-gpu"}, "mttkrp": {"cpu", "opencl-cpu"}}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("RuleHeads = %v, want %v", got, want)
 	}

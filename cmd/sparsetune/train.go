@@ -213,7 +213,7 @@ func runTrain(cmd *cobra.Command, v *viper.Viper) error {
 		}
 	}
 	for _, op := range slices.Sorted(maps.Keys(rep.RuleHeads)) {
-		fmt.Fprintf(w, "%s model: the hand rule scores above the gcn for %s: those heads answer with the rule\n", op, strings.Join(rep.RuleHeads[op], ", "))
+		fmt.Fprintf(w, "%s model: the gcn's oracle ratio does not lead the hand rule's by %g for %s: those heads answer with the rule\n", op, train.RuleMargin, strings.Join(rep.RuleHeads[op], ", "))
 	}
 	for _, op := range slices.Sorted(maps.Keys(rep.TreeHeads)) {
 		fmt.Fprintf(w, "%s model: the boosted trees, alone or blended with the gcn, score level with or above the gcn for %s: those heads answer with the trees\n", op, strings.Join(rep.TreeHeads[op], ", "))
