@@ -85,15 +85,26 @@ func TestDefaultModelsHeldOut(t *testing.T) {
 			{"ttm", "opencl-cpu", 0.92, 0.98},
 		}},
 		// PoCL on the AVX-512 EPYC VM (Zen 5), compiling for
-		// skylake-avx512, unseen5-7: 0.912 / 0.989 (MTTKRP, the
-		// opencl-cpu/skylake-avx512 head; 0.741 / 0.908 by the single
+		// skylake-avx512, unseen5-7: 0.920 / 0.990 (MTTKRP, the
+		// opencl-cpu/skylake-avx512 head; 0.902 / 0.989 with -short, the
+		// rows up to its size limit; 0.741 / 0.908 by the single
 		// opencl-cpu head learnt from haswell rows, always CSF 0.787 /
-		// 0.939), 0.889 / 0.977 (SpTTM, the rule; 0.856 / 0.967 with
-		// -short, the rows up to its size limit). A failure here means
-		// a PoCL device no longer gets its own processor's head
-		// (model.DeviceTarget).
+		// 0.939), 0.889 / 0.977 (SpTTM: the opencl-cpu/skylake-avx512
+		// head answers with the rule, CSR, since its network, 0.898 /
+		// 0.977, is no faster; 0.856 / 0.967 with -short). A failure
+		// here means a PoCL device no longer gets its own processor's
+		// head (model.DeviceTarget).
 		{"labels-pocl-avx512.jsonl.gz", []floor{
 			{"mttkrp", "opencl-cpu", 0.87, 0.975},
+			{"ttm", "opencl-cpu", 0.83, 0.96},
+		}},
+		// unseen5 timed again the same way: 0.950 / 0.993 (MTTKRP;
+		// 0.953 / 0.993 with -short), 0.914 / 0.989 (SpTTM, the rule;
+		// the network 0.903 / 0.982, which this file's oracle-ratio
+		// check failed while it answered: docs/model.md, "SpTTM on the
+		// AVX-512 VM's PoCL, and the rule's margin").
+		{"labels-pocl-avx512-repeat.jsonl.gz", []floor{
+			{"mttkrp", "opencl-cpu", 0.88, 0.975},
 			{"ttm", "opencl-cpu", 0.83, 0.96},
 		}},
 		// The AVX-512 EPYC VM: 0.953 / 0.993 (SpTTM, cpu: the rule). Its
