@@ -79,8 +79,9 @@ type GCN struct {
 	// TrainMin and TrainMax bound the global features seen in training: a
 	// tensor outside them gets a prediction and a warning.
 	TrainMin, TrainMax features.Vector
-	// RuleHeads are the heads for which evaluation found the hand rule
-	// (RuleChoice) better than the network: the model file records them,
+	// RuleHeads are the heads for which evaluation did not find the
+	// network's picks faster than the hand rule's (RuleChoice; by
+	// train.RuleMargin): the model file records them,
 	// and GCNPredictor answers for them with the rule.
 	RuleHeads []string
 	// Trees are the heads, by name, for which evaluation found boosted

@@ -40,9 +40,9 @@ const (
 	metaStd          = "sparsetune.feature_std"
 	metaTrainMin     = "sparsetune.train_min"
 	metaTrainMax     = "sparsetune.train_max"
-	// metaRuleHeads (optional) lists the heads for which evaluation found
-	// the hand rule better than the network: a prediction for them is
-	// the rule's (GCN.RuleHeads).
+	// metaRuleHeads (optional) lists the heads for which evaluation did
+	// not find the network's picks faster than the hand rule's: a
+	// prediction for them is the rule's (GCN.RuleHeads).
 	metaRuleHeads = "sparsetune.rule_heads"
 	// metaCPUInnerLoops (optional) lists the inner loops of the builds
 	// that measured the cpu head's labels (GCN.CPUInnerLoops).

@@ -35,7 +35,8 @@ const (
 // decision its features, encoding and inference, and a lead smaller
 // than this is below what users feel and what the labels resolve: the
 // same head scored 0.977 and 0.982 on two timings of the same tensors
-// (docs/model.md, "SpTTM on the AVX-512 VM's PoCL").
+// (docs/model.md, "SpTTM on the AVX-512 VM's PoCL, and the rule's
+// margin").
 const RuleMargin = 0.005
 
 // RuleHeads returns, per op and sorted, the device classes for which the
