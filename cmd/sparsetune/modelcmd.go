@@ -85,7 +85,7 @@ ranges, and its format version.`,
 				}
 			}
 			if len(info.RuleHeads) > 0 {
-				fmt.Fprintf(tw, "rule heads\t%s (the hand rule scored above the gcn: predictions for them are the rule's)\n", strings.Join(info.RuleHeads, ", "))
+				fmt.Fprintf(tw, "rule heads\t%s (the gcn's picks were not faster than the hand rule's: predictions for them are the rule's)\n", strings.Join(info.RuleHeads, ", "))
 			}
 			fmt.Fprintf(tw, "node features\t%s\n", strings.Join(info.NodeFeatures, ", "))
 			fmt.Fprintf(tw, "\nglobal feature\tmean\tstd\ttraining min\tmax\n")

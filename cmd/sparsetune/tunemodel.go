@@ -53,8 +53,8 @@ The tuned model is installed only if its oracle ratio on the held-out rows
 is not below the old one's (by more than 0.002), on at least 50 of them;
 where the model in effect already learnt this machine's own times (its
 head records this processor), only if it is above it by more than 0.002
-(--force installs it anyway). A head whose hand rule scored above the
-network on them defers to the rule, as in train.
+(--force installs it anyway). A head whose network's picks were not
+faster than the hand rule's on them defers to the rule, as in train.
 
 --rank times the kernels at the rank you decompose at. The default model
 learnt rank-16 times; on the machine measured, its MTTKRP picks hold
