@@ -80,7 +80,7 @@ func TestDefaultModelsHeldOut(t *testing.T) {
 		// PoCL).
 		{"labels.jsonl.gz", []floor{
 			{"mttkrp", "cpu", 0.85, 0.975},
-			{"mttkrp", "opencl-cpu", 0.90, 0.98}, // the opencl-cpu/haswell head since the thirty-second session: 0.932 / 0.992
+			{"mttkrp", "opencl-cpu", 0.90, 0.98}, // the opencl-cpu/haswell head since the thirty-second session: 0.926 / 0.990
 			{"ttm", "cpu", 0.92, 0.98},
 			{"ttm", "opencl-cpu", 0.92, 0.98},
 		}},
@@ -221,8 +221,8 @@ func TestDefaultModelsHeldOut(t *testing.T) {
 					t.Errorf("%s: the default model scores %.3f accuracy, %.3f oracle ratio on %d held-out rows: below %.2f / %.2f", key, def.Accuracy, def.OracleRatio, def.N, head.accuracy, head.ratio)
 				}
 				// Where the network answers, it must not lose to the rule
-				// it replaced.
-				if def.OracleRatio < rule.OracleRatio-0.005 {
+				// it replaced by the margin it had to win by (RuleHeads).
+				if def.OracleRatio < rule.OracleRatio-RuleMargin {
 					t.Errorf("%s: the default model's oracle ratio %.3f is below the rule's %.3f", key, def.OracleRatio, rule.OracleRatio)
 				}
 			}
