@@ -12,6 +12,7 @@ import (
 	"github.com/sparsetune/sparsetune/graphenc"
 	"github.com/sparsetune/sparsetune/hetero"
 	"github.com/sparsetune/sparsetune/internal/radix"
+	"github.com/sparsetune/sparsetune/internal/warm"
 )
 
 // ExactNNZ is the most nonzeros a Summary reads in full. Beyond it, a
@@ -144,7 +145,9 @@ func PickPositions(nnz int) []uint64 {
 	}
 	buf := getScratch(sampleScratch(n))
 	defer putScratch(buf)
-	return slices.Clone(samplePositions(nnz, buf[:3*n]))
+	pos := warm.Uint64s(n)
+	copy(pos, samplePositions(nnz, buf[:3*n]))
+	return pos
 }
 
 // sampleScratch is the keys of scratch drawing a sample of n positions
@@ -183,7 +186,7 @@ func SummarizePicked(x *formats.COO, p *formats.Picks) (*Summary, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.Sample = &formats.COO{Dims: s.Dims, Inds: p.Inds, Vals: make([]float32, n)}
+	s.Sample = &formats.COO{Dims: s.Dims, Inds: p.Inds, Vals: warm.Float32s(n)}
 	if err := s.checkSample(p.Pos); err != nil {
 		return nil, err
 	}
@@ -237,8 +240,8 @@ func summarize(x *formats.COO, n int) (*Summary, error) {
 	buf := getScratch(sampleScratch(n))
 	defer putScratch(buf)
 	pos := samplePositions(nnz, buf[:3*n])
-	s.Sample = &formats.COO{Dims: s.Dims, Inds: make([][]uint32, order), Vals: make([]float32, n)}
-	flat := make([]uint32, order*n) // one allocation: fresh memory costs a page fault per 4 KiB
+	s.Sample = &formats.COO{Dims: s.Dims, Inds: make([][]uint32, order), Vals: warm.Float32s(n)}
+	flat := warm.Uint32s(order * n) // one allocation: fresh memory costs a page fault per 4 KiB
 	for m := range order {
 		s.Sample.Inds[m] = flat[m*n : (m+1)*n : (m+1)*n]
 	}
@@ -291,7 +294,7 @@ func (s *Summary) modeRanks(m int) formats.Ranks {
 		if inBitmapSpan(len(ind), dim) {
 			set, prefix, buf := bitmapScratch(dim)
 			defer putScratch(buf)
-			r := formats.Ranks{Of: make([]uint32, len(ind)), N: bitmapPrefix(ind, set, prefix)}
+			r := formats.Ranks{Of: warm.Uint32s(len(ind)), N: bitmapPrefix(ind, set, prefix)}
 			for k, i := range ind {
 				r.Of[k] = bitmapRank(i, set, prefix)
 			}
@@ -372,7 +375,7 @@ func bitmapScratch(dim int) (set, prefix, buf []uint64) {
 // below it in its word. Every step is a sequential pass or a count without
 // a branch.
 func bitmapCounts(ind []uint32, set, prefix []uint64) []uint32 {
-	counts := make([]uint32, bitmapPrefix(ind, set, prefix))
+	counts := warm.Uint32s(bitmapPrefix(ind, set, prefix))
 	for _, i := range ind {
 		counts[bitmapRank(i, set, prefix)]++
 	}
@@ -484,7 +487,7 @@ func getScratch(n int) []uint64 {
 	if b, ok := scratch.Get().(*[]uint64); ok && cap(*b) >= n {
 		return (*b)[:n]
 	}
-	return make([]uint64, n)
+	return warm.Uint64s(n)
 }
 
 // putScratch makes b free for reuse.
@@ -619,7 +622,7 @@ func tableCounts(keys, table []uint64) []uint32 {
 	// were a quarter of the count's time (1,024 keys drawn from 1,000
 	// groups, Zipf-distributed, a different draw each call: 8.0 → 5.8
 	// µs). out has one spare entry for the last store.
-	out := make([]uint32, distinct+1)
+	out := warm.Uint32s(distinct + 1)
 	n := 0
 	for _, sl := range table {
 		out[n] = uint32(sl & (1<<countBits - 1))
@@ -1004,7 +1007,7 @@ func runLengths(keys, tmp []uint64, width int) []uint32 {
 			distinct++
 		}
 	}
-	out := make([]uint32, 0, distinct)
+	out := warm.Uint32s(distinct)[:0]
 	run := uint32(1)
 	for j := 1; j < n; j++ {
 		if keys[j] == keys[j-1] {

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"io"
 	"strconv"
+
+	"github.com/sparsetune/sparsetune/internal/warm"
 )
 
 // FROSTT .tns text: one nonzero per line, the order's 1-based indices then
@@ -101,6 +103,12 @@ func readTNS(r io.Reader, name string, pk *picker) (*COO, error) {
 			if c.err != nil {
 				return nil, c.err
 			}
+		}
+		// The blocks' text is parsed and no longer needed, and every
+		// byte of it has been read here: memory a decision's scratch can
+		// take without a page fault (package warm).
+		for _, b := range blocks {
+			warm.Give(b)
 		}
 		chunks = append(chunks, round...)
 	}

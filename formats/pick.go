@@ -3,6 +3,8 @@ package formats
 import (
 	"slices"
 	"time"
+
+	"github.com/sparsetune/sparsetune/internal/warm"
 )
 
 // Picks holds the indices of some of a tensor's nonzeros, read by a reader
@@ -47,7 +49,7 @@ func (p *picker) start(nnz, order, slots int) {
 		return
 	}
 	n := len(pos)
-	flat := make([]uint32, order*n) // one allocation: a page fault per 4 KiB
+	flat := warm.Uint32s(order * n) // one allocation, of memory a reader let go of where it can
 	picks := &Picks{NNZ: nnz, Pos: pos, Inds: make([][]uint32, order)}
 	for m := range order {
 		picks.Inds[m] = flat[m*n : (m+1)*n : (m+1)*n]

@@ -4,6 +4,7 @@ import (
 	"math/bits"
 
 	"github.com/sparsetune/sparsetune/internal/radix"
+	"github.com/sparsetune/sparsetune/internal/warm"
 )
 
 // Ranks numbers the non-empty indices of a mode in increasing order: Of[k]
@@ -43,16 +44,16 @@ func RankIndices(ind []uint32, dim int) (r Ranks, bad int) {
 	if k := IndexBeyond(ind, dim); k >= 0 {
 		return Ranks{}, k
 	}
-	r.Of = make([]uint32, len(ind))
+	r.Of = warm.Uint32s(len(ind))
 	if uint64(dim) > uint64(bitmapSpan)*uint64(max(len(ind), 1<<12)) {
 		r.N = sortedRanks(ind, dim, r.Of)
 		return r, -1
 	}
-	words := make([]uint64, (dim+63)/64)
+	words := warm.Uint64s((dim + 63) / 64)
 	for _, i := range ind {
 		words[i>>6] |= 1 << (i & 63)
 	}
-	prefix := make([]uint32, len(words))
+	prefix := warm.Uint32s(len(words))
 	for w, v := range words {
 		prefix[w] = uint32(r.N)
 		r.N += bits.OnesCount64(v)
@@ -93,7 +94,7 @@ func sortedRanks(ind []uint32, dim int, of []uint32) int {
 		return 0
 	}
 	shift := bits.Len(uint(n - 1))
-	keys := make([]uint64, 2*n)
+	keys := warm.Uint64s(2 * n)
 	for k, i := range ind {
 		keys[k] = uint64(i)<<shift | uint64(k)
 	}

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/sparsetune/sparsetune/internal/warm"
 )
 
 // These tests cover what TestReadTNS and TestReadErrors (files_test.go) do
@@ -392,3 +394,33 @@ func TestErrorsStayShort(t *testing.T) {
 
 func readTNSString(s string) error { _, err := ReadTNS(strings.NewReader(s), "x.tns"); return err }
 func readMTXString(s string) error { _, err := ReadMTX(strings.NewReader(s), "x.mtx"); return err }
+
+// TestTNSGivesBlocks checks that the text reader hands its parsed blocks
+// to package warm, and that it no longer reads them: the tensor comes out
+// the same when everything the pool lends is overwritten after the read.
+func TestTNSGivesBlocks(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	x := genCOO(rng, []int{300, 400, 50}, 40_000)
+	x.Append([]uint32{299, 399, 49}, 1)
+	text, _ := tnsText(rng, x)
+	if len(text) < 4*warm.MinGift {
+		t.Fatalf("the text is %d bytes, too short for a block the pool keeps", len(text))
+	}
+	warm.Reset() // as in a fresh process: earlier tests spent the pool
+	defer warm.Reset()
+	y, err := ReadTNS(bytes.NewReader(text), "gift.tns")
+	if err != nil {
+		t.Fatal(err)
+	}
+	free := warm.Free()
+	if free < warm.MinGift {
+		t.Fatalf("after reading %d bytes of text the pool has %d bytes, want at least %d", len(text), free, warm.MinGift)
+	}
+	junk := warm.Uint32s(free / 4)
+	for i := range junk {
+		junk[i] = 0xdeadbeef
+	}
+	if !y.Equal(x) {
+		t.Fatal("the tensor read changed when the memory given away was overwritten")
+	}
+}

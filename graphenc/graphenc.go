@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/sparsetune/sparsetune/formats"
+	"github.com/sparsetune/sparsetune/internal/warm"
 )
 
 // Shape is the slice shape a tensor is lowered onto: the mode whose index
@@ -272,7 +273,7 @@ func (e *Encoder) assignment(mode, budget int, r formats.Ranks) *nodeAssignment 
 	e.mu.Unlock()
 	a.once.Do(func() {
 		a.first = nodeFirsts(r.N, budget)
-		a.ofRank = make([]uint32, r.N)
+		a.ofRank = warm.Uint32s(r.N)
 		for b := range len(a.first) - 1 {
 			for k := a.first[b]; k < a.first[b+1]; k++ {
 				a.ofRank[k] = uint32(b)
@@ -339,9 +340,9 @@ func (e *Encoder) encode(shape Shape, b Budget) (*Graph, error) {
 	nnz := x.NNZ()
 	dr, dc := x.Dims[shape.Rows], x.Dims[shape.Cols]
 	g := &Graph{Shape: shape, Budget: b, Dims: [2]int{dr, dc}, NNZ: nnz,
-		Adj: make([]float32, b.Rows*b.Cols), RowFeat: make([]float32, b.Rows*NodeFeatures),
-		ColFeat: make([]float32, b.Cols*NodeFeatures), RowMask: make([]float32, b.Rows), ColMask: make([]float32, b.Cols),
-		Weights: make([]uint64, b.Rows*b.Cols)}
+		Adj: warm.Float32s(b.Rows * b.Cols), RowFeat: warm.Float32s(b.Rows * NodeFeatures),
+		ColFeat: warm.Float32s(b.Cols * NodeFeatures), RowMask: warm.Float32s(b.Rows), ColMask: warm.Float32s(b.Cols),
+		Weights: warm.Uint64s(b.Rows * b.Cols)}
 
 	// Pass 1: the rank of every nonzero's row and column among the
 	// non-empty ones (checking the indices), and the node of each rank.
@@ -375,7 +376,7 @@ func (e *Encoder) encode(shape Shape, b Budget) (*Graph, error) {
 		// no partial sums to allocate and copy.
 		pt := part{w: g.Weights, rows: newNodeStats(g.RowNodes), cols: newNodeStats(g.ColNodes)}
 		if p > 0 {
-			pt.w = make([]uint64, len(g.Weights))
+			pt.w = warm.Uint64s(len(g.Weights))
 		}
 		lo, hi := p*nnz/workers, (p+1)*nnz/workers
 		edges(pt.w, pt.rows, pt.cols, b.Cols, ri[lo:hi], ci[lo:hi], rr.r.Of[lo:hi], cr.r.Of[lo:hi], ra.ofRank, ca.ofRank)

@@ -1,0 +1,25 @@
+// Package warm lends small buffers out of memory the process has already
+// used and no longer needs.
+//
+// Why: the first touch of a page of fresh memory is a page fault, and on
+// some hosts a costly one. On the 2-core Firecracker VMs this project is
+// measured on, a 4 KiB page costs 14-20 µs the first time user code
+// writes it, against about 25 ns the second (docs/model.md, "Where a
+// fresh page's cost lies"). A format decision in a fresh process
+// (sparsetune predict) needs a few dozen KiB of scratch: its sample's
+// positions and indices, and the tables that count them. Taken fresh,
+// those pages cost more than all the decision's arithmetic; taken from
+// memory a reader has just parsed and let go of, they cost nothing.
+//
+// A reader that is done with a buffer it filled and read (formats' text
+// reader, with its blocks of file text) hands it over with Give; code
+// that needs short-lived scratch takes slices with Uint64s, Uint32s and
+// Float32s, which are carved from the memory given, cleared, and fall
+// back to fresh memory when none is left. Slices taken are never given
+// back: each keeps its part of the buffer alive, as any slice does, and
+// the collector frees the buffer when the last of them and the pool let
+// go of it.
+//
+// Only plain numbers may live in the memory lent: it is typed as bytes,
+// so the collector does not look for pointers in it.
+package warm

@@ -1,0 +1,120 @@
+package warm
+
+import (
+	"sync"
+	"unsafe"
+)
+
+// The sizes of buffer Give keeps. Below MinGift, what a decision takes
+// would soon run past the end. Above MaxGift, the buffer would pin too
+// much: every slice lent out keeps the whole buffer it was cut from
+// alive, so a summary kept for later keeps up to MaxGift with it. A
+// decision on 10^7 nonzeros takes about 250 KiB (its sample of about
+// 5,000 nonzeros, their positions and the tables counting them), on 10^6
+// about 60 KiB.
+const (
+	MinGift = 64 << 10
+	MaxGift = 2 << 20
+)
+
+// MaxLentGifts is how many gifts slices are cut from in a process's life;
+// Give refuses more. It bounds what the pool can pin to MaxLentGifts ×
+// MaxGift bytes whatever slices are kept: a training run keeps the graph
+// of each of thousands of tensors it reads, and a graph cut from each
+// reader's gift would keep every gift alive. The pool is for a process's
+// first decisions anyway: after them the heap has pages the collector
+// frees and reuses.
+const MaxLentGifts = 4
+
+// pool is the memory given and not yet lent.
+var pool struct {
+	sync.Mutex
+	free  []byte
+	lent  bool // a slice was cut from the gift free is the rest of
+	gifts int  // gifts slices were cut from
+}
+
+// Give hands b to the pool, if it holds MinGift to MaxGift bytes and
+// more than the pool has left. Every byte of b must have been written or
+// read by this process (so that its pages are in), and the caller must
+// not use b again: its bytes will be overwritten by whoever takes them.
+// What a slice lent from b pins is b's whole allocation, which cap(b)
+// measures from b on: give a buffer, not a small part of a large one.
+//
+// Once slices have been cut from MaxLentGifts gifts, Give keeps no more.
+func Give(b []byte) {
+	if len(b) < MinGift || cap(b) > MaxGift {
+		return
+	}
+	pool.Lock()
+	if len(b) > len(pool.free) && pool.gifts < MaxLentGifts {
+		pool.free, pool.lent = b, false
+	}
+	pool.Unlock()
+}
+
+// Reset empties the pool and forgets the gifts lent from, as in a new
+// process. Slices already lent stay valid. It is for tests.
+func Reset() {
+	pool.Lock()
+	pool.free, pool.lent, pool.gifts = nil, false, 0
+	pool.Unlock()
+}
+
+// Free returns how many bytes the pool can still lend.
+func Free() int {
+	pool.Lock()
+	defer pool.Unlock()
+	return len(pool.free)
+}
+
+// take returns n bytes aligned to 8 from the pool, cleared, or nil if it
+// has fewer.
+func take(n int) unsafe.Pointer {
+	if n <= 0 {
+		return nil
+	}
+	pool.Lock()
+	defer pool.Unlock()
+	b := pool.free
+	// Align to 8 bytes, the widest element lent.
+	skip := int(-uintptr(unsafe.Pointer(unsafe.SliceData(b))) & 7)
+	if len(b) < skip+n {
+		return nil
+	}
+	part := b[skip : skip+n : skip+n]
+	pool.free = b[skip+n:]
+	if !pool.lent {
+		pool.lent = true
+		pool.gifts++
+	}
+	clear(part)
+	return unsafe.Pointer(unsafe.SliceData(part))
+}
+
+// Uint64s returns n zeroed uint64s, from the pool when it has room, else
+// freshly allocated.
+func Uint64s(n int) []uint64 {
+	if p := take(8 * n); p != nil {
+		return unsafe.Slice((*uint64)(p), n)
+	}
+	return make([]uint64, n)
+}
+
+// Uint32s returns n zeroed uint32s, from the pool when it has room, else
+// freshly allocated.
+func Uint32s(n int) []uint32 {
+	if p := take(4 * n); p != nil {
+		return unsafe.Slice((*uint32)(p), n)
+	}
+	return make([]uint32, n)
+}
+
+// Float32s returns n zeroed float32s, from the pool when it has room,
+// else freshly allocated.
+func Float32s(n int) []float32 {
+	if p := take(4 * n); p != nil {
+		return unsafe.Slice((*float32)(p), n)
+	}
+	return make([]float32, n)
+}
