@@ -6,6 +6,7 @@ import (
 	"math"
 	"slices"
 
+	"github.com/sparsetune/sparsetune/internal/warm"
 	"github.com/sparsetune/sparsetune/kernels"
 	"github.com/sparsetune/sparsetune/model/onnxpb"
 )
@@ -245,6 +246,13 @@ type keptCSR struct {
 	nz       int
 }
 
+// newMachine makes a machine for p. Its buffers come from package warm
+// where it can lend them: made fresh, they were only mapped on the
+// machine's first run, a page fault per 4 KiB, and on the VMs this
+// project is measured on a fault costs 14-20 µs, about 0.05 ms of a fresh
+// process's first decision by the network (docs/model.md, "A decision's
+// scratch from the text it read"). sparsetune predict loads the model
+// after it reads the tensor, whose reader gave the pool its text.
 func (p *program) newMachine() *machine {
 	m := &machine{p: p, vals: make([][]float32, len(p.shapes))}
 	bWide, cWide := 0, 0
@@ -256,7 +264,7 @@ func (p *program) newMachine() *machine {
 			}
 		}
 	}
-	m.bWide, m.cWide = make([]float32, bWide), make([]float32, cWide)
+	m.bWide, m.cWide = warm.Float32s(bWide), warm.Float32s(cWide)
 	uses := make([]int, len(p.shapes))
 	for _, st := range p.steps {
 		if st.op == opMatMul {
@@ -287,7 +295,7 @@ func (p *program) newMachine() *machine {
 	for v, u := range uses {
 		if u > 1 {
 			n := p.shapes[v][0] * p.shapes[v][1]
-			m.kept[v] = &keptCSR{ptr: make([]uint32, p.shapes[v][0]+1), col: make([]uint32, n), vals: make([]float32, n)}
+			m.kept[v] = &keptCSR{ptr: warm.Uint32s(p.shapes[v][0] + 1), col: warm.Uint32s(n), vals: warm.Float32s(n)}
 		}
 	}
 	for i, s := range p.shapes {
@@ -295,13 +303,13 @@ func (p *program) newMachine() *machine {
 		case p.consts[i] != nil:
 			m.vals[i] = p.consts[i]
 		case p.slot[i] < 0:
-			m.vals[i] = make([]float32, s[0]*s[1])
+			m.vals[i] = warm.Float32s(s[0] * s[1])
 		}
 	}
 	// The intermediate values share their slots' buffers.
 	slots := make([][]float32, len(p.slotSize))
 	for k, n := range p.slotSize {
-		slots[k] = make([]float32, n)
+		slots[k] = warm.Float32s(n)
 	}
 	for i, k := range p.slot {
 		if k >= 0 {
