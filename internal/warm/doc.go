@@ -13,12 +13,13 @@
 //
 // A reader that is done with a buffer it filled and read (formats' text
 // reader, with its blocks of file text) hands it over with Give; code
-// that needs short-lived scratch takes slices with Uint64s, Uint32s and
-// Float32s, which are carved from the memory given, cleared, and fall
-// back to fresh memory when none is left. Slices taken are never given
-// back: each keeps its part of the buffer alive, as any slice does, and
-// the collector frees the buffer when the last of them and the pool let
-// go of it.
+// that needs a buffer (a decision's sample, counts, ranks and graph, the
+// network's values) takes slices with Uint64s, Uint32s and Float32s,
+// which are carved from the memory given, cleared, and fall back to fresh
+// memory when none is left. Slices taken are never given back: each keeps
+// the whole buffer it was cut from alive, as any slice does, so the pool
+// keeps buffers of at most MaxGift bytes and lends from at most
+// MaxLentGifts of them in a process's life.
 //
 // Only plain numbers may live in the memory lent: it is typed as bytes,
 // so the collector does not look for pointers in it.
