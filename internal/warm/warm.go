@@ -71,17 +71,18 @@ func Free() int {
 }
 
 // take returns n bytes aligned to 8 from the pool, cleared, or nil if it
-// has fewer.
+// has fewer. The bytes are cleared after the lock is let go: they are the
+// caller's alone by then, and concurrent takers need not wait on it.
 func take(n int) unsafe.Pointer {
 	if n <= 0 {
 		return nil
 	}
 	pool.Lock()
-	defer pool.Unlock()
 	b := pool.free
 	// Align to 8 bytes, the widest element lent.
 	skip := int(-uintptr(unsafe.Pointer(unsafe.SliceData(b))) & 7)
 	if len(b) < skip+n {
+		pool.Unlock()
 		return nil
 	}
 	part := b[skip : skip+n : skip+n]
@@ -90,33 +91,33 @@ func take(n int) unsafe.Pointer {
 		pool.lent = true
 		pool.gifts++
 	}
+	pool.Unlock()
 	clear(part)
 	return unsafe.Pointer(unsafe.SliceData(part))
 }
 
+// number is what the pool lends: plain numbers, no wider than 8 bytes,
+// with nothing the collector must find in them.
+type number interface{ uint32 | uint64 | float32 }
+
+// lend returns n zeroed elements, from the pool when it has room, else
+// freshly allocated.
+func lend[T number](n int) []T {
+	var zero T
+	if p := take(int(unsafe.Sizeof(zero)) * n); p != nil {
+		return unsafe.Slice((*T)(p), n)
+	}
+	return make([]T, n)
+}
+
 // Uint64s returns n zeroed uint64s, from the pool when it has room, else
 // freshly allocated.
-func Uint64s(n int) []uint64 {
-	if p := take(8 * n); p != nil {
-		return unsafe.Slice((*uint64)(p), n)
-	}
-	return make([]uint64, n)
-}
+func Uint64s(n int) []uint64 { return lend[uint64](n) }
 
 // Uint32s returns n zeroed uint32s, from the pool when it has room, else
 // freshly allocated.
-func Uint32s(n int) []uint32 {
-	if p := take(4 * n); p != nil {
-		return unsafe.Slice((*uint32)(p), n)
-	}
-	return make([]uint32, n)
-}
+func Uint32s(n int) []uint32 { return lend[uint32](n) }
 
 // Float32s returns n zeroed float32s, from the pool when it has room,
 // else freshly allocated.
-func Float32s(n int) []float32 {
-	if p := take(4 * n); p != nil {
-		return unsafe.Slice((*float32)(p), n)
-	}
-	return make([]float32, n)
-}
+func Float32s(n int) []float32 { return lend[float32](n) }
