@@ -241,7 +241,7 @@ func summarize(x *formats.COO, n int) (*Summary, error) {
 	defer putScratch(buf)
 	pos := samplePositions(nnz, buf[:3*n])
 	s.Sample = &formats.COO{Dims: s.Dims, Inds: make([][]uint32, order), Vals: warm.Float32s(n)}
-	flat := warm.Uint32s(order * n) // one allocation: fresh memory costs a page fault per 4 KiB
+	flat := warm.Uint32s(order * n) // one allocation, of memory a reader let go of where it can
 	for m := range order {
 		s.Sample.Inds[m] = flat[m*n : (m+1)*n : (m+1)*n]
 	}
