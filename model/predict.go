@@ -138,9 +138,18 @@ func AtRank(p SummaryPredictor, rank int) SummaryPredictor {
 // when p tells device classes apart, else by dev's kind. Callers that
 // predict for several devices with one predictor use it, so that each
 // device gets its own head.
+//
+// A GCNPredictor is told apart by its type before any interface is asked
+// for: an assertion to an interface makes the runtime build the method
+// table of the pair on first use, in memory it takes fresh, a page fault
+// in the first decision of a fresh process (docs/model.md, "Where a
+// fresh decision's time goes").
 func PredictOn(p SummaryPredictor, s *features.Summary, op hetero.Op, mode int, dev hetero.Info) (*Prediction, error) {
-	if dp, ok := p.(DevicePredictor); ok {
-		return dp.PredictDevice(s, op, mode, dev)
+	switch q := p.(type) {
+	case GCNPredictor:
+		return q.PredictDevice(s, op, mode, dev)
+	case DevicePredictor:
+		return q.PredictDevice(s, op, mode, dev)
 	}
 	return p.PredictSummary(s, op, mode, dev.Kind)
 }

@@ -286,7 +286,17 @@ func runPredict(stdout, stderr io.Writer, name string, t *formats.COO, picks *fo
 			return err
 		}
 		kind := dev.Info().Kind
-		var p model.Predictor
+		// The predictor, and the ways it can answer, taken from its type
+		// here rather than asked by type assertions in each row: an
+		// assertion to an interface makes the runtime build the method
+		// table of the pair on first use, in memory it takes fresh, and
+		// in a fresh process that page fault was a tenth of the first
+		// decision (docs/model.md, "Where a fresh decision's time goes").
+		var (
+			p  model.Predictor
+			sp model.SummaryPredictor     // nil: p reads the tensor itself (Predict)
+			sf model.SummaryFreePredictor // nil: p always needs the summary
+		)
 		switch c.predictor {
 		case "gcn", "network":
 			gp := model.GCNPredictor{Model: gcn, Class: dev.Info().Class(), Network: c.predictor == "network", Rank: c.rank}
@@ -295,12 +305,14 @@ func runPredict(stdout, stderr io.Writer, name string, t *formats.COO, picks *fo
 			if err := gp.Load(dev.Info()); err != nil {
 				return err
 			}
-			p = gp
+			p, sp, sf = gp, gp, gp
 		case "tree", "knn":
-			p = baseline
+			p, sp = baseline, baseline
 		case "rule":
-			p = model.RulePredictor{}
+			r := model.RulePredictor{}
+			p, sp, sf = r, r, r
 		case "measure":
+			// It measures the tensor: no summary.
 			p = model.MeasureAll{Device: dev, Rank: c.rank, Iters: c.iters, Greedy: c.greedy}
 		}
 		for mode := range t.Order() {
@@ -328,13 +340,13 @@ func runPredict(stdout, stderr io.Writer, name string, t *formats.COO, picks *fo
 				if c.predictor == "measure" {
 					fmt.Fprintf(stderr, "measuring %s mode %d on %s...\n", c.op, mode+1, row.Device)
 				}
-				sf, free := p.(model.SummaryFreePredictor)
-				if free {
+				free := false
+				if sf != nil {
 					pr, free = sf.PredictWithoutSummary(c.op, mode, dev.Info())
 				}
-				switch sp, ok := p.(model.SummaryPredictor); {
+				switch {
 				case free:
-				case ok && c.predictor != "measure":
+				case sp != nil:
 					if err = summarize(); err == nil {
 						// A predictor that tells devices apart is told
 						// which (the class, and a CPU's processor), as
