@@ -287,11 +287,12 @@ func runPredict(stdout, stderr io.Writer, name string, t *formats.COO, picks *fo
 		}
 		kind := dev.Info().Kind
 		// The predictor, and the ways it can answer, taken from its type
-		// here rather than asked by type assertions in each row: an
-		// assertion to an interface makes the runtime build the method
-		// table of the pair on first use, in memory it takes fresh, and
-		// in a fresh process that page fault was a tenth of the first
-		// decision (docs/model.md, "Where a fresh decision's time goes").
+		// here, conversions whose method tables the compiler makes,
+		// rather than asked by type assertions in each row: an assertion
+		// to an interface makes the runtime build the pair's table on
+		// first use, in memory it takes fresh, and in a fresh process
+		// that page fault was a tenth of the first decision
+		// (docs/model.md, "Where a fresh decision's time goes").
 		var (
 			p  model.Predictor
 			sp model.SummaryPredictor     // nil: p reads the tensor itself (Predict)
