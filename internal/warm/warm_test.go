@@ -6,8 +6,6 @@ import (
 	"unsafe"
 )
 
-func reset() { Reset() }
-
 // within reports whether the n bytes at p lie inside b.
 func within(p unsafe.Pointer, n int, b []byte) bool {
 	lo := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
@@ -24,8 +22,8 @@ func gift(n int) []byte {
 }
 
 func TestTakeFromGift(t *testing.T) {
-	reset()
-	defer reset()
+	Reset()
+	defer Reset()
 	b := gift(MinGift)
 	Give(b)
 	if got := Free(); got != len(b) {
@@ -85,8 +83,8 @@ func TestGiveKeepsOnlyFittingGifts(t *testing.T) {
 		{"larger than what is left", MinGift, gift(2 * MinGift), true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			reset()
-			defer reset()
+			Reset()
+			defer Reset()
 			if c.held > 0 {
 				Give(gift(c.held))
 			}
@@ -103,8 +101,8 @@ func TestGiveKeepsOnlyFittingGifts(t *testing.T) {
 }
 
 func TestFreshWhenSpent(t *testing.T) {
-	reset()
-	defer reset()
+	Reset()
+	defer Reset()
 	b := gift(MinGift)
 	Give(b)
 	big := Uint64s(MinGift/8 + 1)
@@ -133,8 +131,8 @@ func TestFreshWhenSpent(t *testing.T) {
 // goroutines never overlap: each writes its own mark to all of its
 // slices, then finds every mark intact.
 func TestConcurrentTakes(t *testing.T) {
-	reset()
-	defer reset()
+	Reset()
+	defer Reset()
 	Give(gift(MaxGift))
 	const workers, takes = 8, 200
 	var wg sync.WaitGroup
@@ -172,8 +170,8 @@ func TestConcurrentTakes(t *testing.T) {
 // cut from MaxLentGifts of them, and that gifts nothing was cut from do
 // not count.
 func TestLentGiftsBounded(t *testing.T) {
-	reset()
-	defer reset()
+	Reset()
+	defer Reset()
 	for range 3 {
 		Give(gift(MinGift)) // replaced before anything is cut from it
 	}
