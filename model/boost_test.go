@@ -208,7 +208,8 @@ func TestSealedTreesReadWhenNeeded(t *testing.T) {
 }
 
 // TestSealedTreesConcurrent: goroutines that first ask for a sealed
-// file's trees at once read them once and agree (run with -race).
+// file's trees, packed or from their node, and its network at once read
+// the graph and the trees once and agree (run with -race).
 func TestSealedTreesConcurrent(t *testing.T) {
 	g, tr := treesGCN(t, TreeOptions{Rounds: 5, Depth: 3})
 	m := exportParsed(t, g, "trees.onnx")
@@ -219,8 +220,12 @@ func TestSealedTreesConcurrent(t *testing.T) {
 	errs := make([]error, 8)
 	for i := range errs {
 		wg.Go(func() {
-			if i%2 == 1 {
+			switch i % 4 {
+			case 1:
 				_, errs[i] = m.Info.AllTrees()
+				return
+			case 3:
+				_, errs[i] = GCNPredictor{Model: m, Class: "gpu"}.PredictSummary(s, hetero.SpTTM, 0, hetero.GPU)
 				return
 			}
 			pr, err := GCNPredictor{Model: m}.PredictDevice(s, hetero.SpTTM, 0, hetero.Info{Name: "cpu", Kind: hetero.CPU})

@@ -1,6 +1,7 @@
 package model
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
 	"slices"
@@ -86,8 +87,11 @@ func BenchmarkEmbeddedModel(b *testing.B) {
 }
 
 // The embedded models are sealed, so a process reads only the trees of
-// the heads it predicts with: every head's trees must therefore read
-// here, where a load reads none of them.
+// the heads it predicts with, where they lie packed, and its graph when
+// it first needs it; and their checksum is not computed at load
+// (EmbeddedModel): so the checksum is checked here, and every head's
+// trees are read from their node and packed again, which must give the
+// bytes the file holds, and the graph is read.
 func TestEmbeddedModelsWhole(t *testing.T) {
 	for _, op := range hetero.Ops {
 		m, err := EmbeddedModel(op)
@@ -97,12 +101,30 @@ func TestEmbeddedModelsWhole(t *testing.T) {
 		if !m.Info.Sealed {
 			t.Errorf("%s: the embedded model has no checksum (sparsetune model seal adds one)", op)
 		}
+		data := defaultTTM
+		if op == hetero.MTTKRP {
+			data = defaultMTTKRP
+		}
+		if _, err := ParseONNX("checked", data); err != nil {
+			t.Errorf("%s: %v", op, err)
+		}
+		if err := m.Check(); err != nil {
+			t.Fatalf("%s: %v", op, err)
+		}
 		trees, err := m.Info.AllTrees()
 		if err != nil {
 			t.Fatalf("%s: %v", op, err)
 		}
-		if len(trees) != len(m.Info.TreeHeads) || m.Info.TreeNodes == 0 && len(trees) > 0 {
-			t.Errorf("%s: trees of %d heads, %d nodes, for tree heads %v", op, len(trees), m.Info.TreeNodes, m.Info.TreeHeads)
+		if len(trees) != len(m.Info.TreeHeads) || m.Info.TreeNodes == 0 && len(trees) > 0 || m.Info.Weights == 0 {
+			t.Errorf("%s: trees of %d heads, %d nodes, for tree heads %v; %d weights", op, len(trees), m.Info.TreeNodes, m.Info.TreeHeads, m.Info.Weights)
+		}
+		if !slices.Equal(m.Info.PackedTrees, m.Info.TreeHeads) {
+			t.Errorf("%s: packed trees for %v, tree heads %v (sparsetune model seal packs them)", op, m.Info.PackedTrees, m.Info.TreeHeads)
+		}
+		for _, h := range m.Info.PackedTrees {
+			if p := packTrees(trees[h]); p == nil || !bytes.Equal(p.all, m.Info.trees.heads[h].packed) {
+				t.Errorf("%s: head %s: the packed trees differ from its node", op, h)
+			}
 		}
 	}
 }

@@ -132,6 +132,9 @@ func TestSlotsNeverOverlapLiveValues(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		if err := m.graph(); err != nil {
+			t.Fatal(err)
+		}
 		p := m.prog
 		last := make([]int, len(p.shapes))
 		for i := range last {

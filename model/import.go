@@ -5,6 +5,8 @@ import (
 	"maps"
 	"slices"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/sparsetune/sparsetune/features"
 	"github.com/sparsetune/sparsetune/model/onnxpb"
 )
@@ -16,8 +18,11 @@ import (
 // and the readout scales in each head's first matrix. The weights come
 // back at the file's float32 precision.
 func (m *ONNXModel) GCN() (*GCN, error) {
-	_, mp, _, err := parseInfo(m.data)
-	if err != nil {
+	if err := m.graph(); err != nil {
+		return nil, fmt.Errorf("model %s: %w", m.Info.Path, err)
+	}
+	var mp onnxpb.ModelProto
+	if err := proto.Unmarshal(m.network, &mp); err != nil {
 		return nil, fmt.Errorf("model %s: %w", m.Info.Path, err)
 	}
 	in := &m.Info

@@ -141,7 +141,9 @@ func formatFloats(v []float64) string {
 // broadcasting: biases are stored expanded, masks widened by rank-1
 // MatMuls, and the constant scales of the layers folded into the weights.
 // The bytes are deterministic, and end in a checksum of the bytes before
-// it (seal), which loading checks.
+// it (seal), which loading checks. Each head's trees are written twice:
+// as an ai.onnx.ml node, which other runtimes can run, and packed for
+// scoring (metaPackedTrees), which this package reads in place.
 func (g *GCN) ExportONNX() ([]byte, error) {
 	c := g.Config
 	if err := c.validate(); err != nil {
@@ -346,6 +348,10 @@ func (g *GCN) ExportONNX() ([]byte, error) {
 	}
 	data, err := proto.MarshalOptions{Deterministic: true}.Marshal(m)
 	if err != nil {
+		return nil, err
+	}
+	names, packs := packableHeads(treeHeads, g.Trees)
+	if data, err = withPackedTrees(data, names, packs); err != nil {
 		return nil, err
 	}
 	return seal(data), nil

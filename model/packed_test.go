@@ -1,14 +1,20 @@
 package model
 
 import (
+	"bytes"
 	"encoding/binary"
 	"math"
 	"math/rand/v2"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/sparsetune/sparsetune/features"
+	"github.com/sparsetune/sparsetune/hetero"
+	"github.com/sparsetune/sparsetune/model/onnxpb"
 )
 
 // TestViewPacked: the bytes packTrees writes read back as the same
@@ -139,4 +145,120 @@ func FuzzViewPacked(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestPackedTreesInModelFile: an exported file carries its trees packed,
+// and a prediction its trees answer reads them where they lie, with the
+// trees' probabilities, leaving the graph unread until the network runs;
+// a file without a checksum has them checked against their node at load;
+// bytes not where the metadata says, packed trees that differ from their
+// node, and damaged packed bytes in a sealed file are each refused with
+// an error naming the file, and a sealed file whose graph is broken
+// still answers from its packed trees and fails where the graph is
+// needed.
+func TestPackedTreesInModelFile(t *testing.T) {
+	g, tr := treesGCN(t, TreeOptions{Rounds: 20, Depth: 4})
+	data, err := g.ExportONNX()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := familySummary(t)
+	cpu := hetero.Info{Name: "cpu", Kind: hetero.CPU}
+	v, _ := s.Global(hetero.SpTTM, 0)
+	want := rank(tr.Classes, tr.Probs(v[:]))
+
+	m, err := ParseONNX("sealed.onnx", data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(m.Info.PackedTrees, []string{"cpu"}) {
+		t.Fatalf("packed trees %v, want [cpu]", m.Info.PackedTrees)
+	}
+	p := GCNPredictor{Model: m}
+	pr, err := p.PredictDevice(s, hetero.SpTTM, 0, cpu)
+	if err != nil || pr.By != "boosted" || !reflect.DeepEqual(pr.Formats, want) {
+		t.Fatalf("prediction from the packed trees: %v, by %q, %v; the trees give %v", err, pr.By, pr.Formats, want)
+	}
+	if m.prog != nil || m.Info.Weights != 0 {
+		t.Error("a prediction the trees answered read the graph")
+	}
+	p.Class = "gpu"
+	if _, err := p.PredictSummary(s, hetero.SpTTM, 0, hetero.GPU); err != nil || m.prog == nil || m.Info.Weights == 0 {
+		t.Errorf("the network's head: %v; the graph read: %v", err, m.prog != nil)
+	}
+
+	// Without its checksum (the bytes before it, as they are).
+	body := data[:m.Info.body]
+	if u, err := ParseONNX("unsealed.onnx", body); err != nil || u.Info.Sealed || u.prog == nil {
+		t.Errorf("the file without its checksum: %v", err)
+	}
+	packed := m.Info.trees.heads["cpu"].packed
+	at := int(cap(data) - cap(packed))
+	// A threshold of the packed trees changed: the node says otherwise.
+	edited := slices.Clone(body)
+	node := at + packedHeader + (4*len(tr.Classes)+7)&^7 + 8*len(tr.Roots)
+	edited[node] ^= 1
+	if _, err := ParseONNX("edited.onnx", edited); err == nil || !strings.Contains(err.Error(), "initializer trees_packed_cpu: the packed trees differ from node trees_cpu") || !strings.HasPrefix(err.Error(), "model edited.onnx: ") {
+		t.Errorf("unsealed file with edited packed trees: %v", err)
+	}
+	// Written again by protobuf with a longer doc string: every offset
+	// after it moves.
+	var mp onnxpb.ModelProto
+	if err := proto.Unmarshal(body, &mp); err != nil {
+		t.Fatal(err)
+	}
+	mp.DocString = proto.String(mp.GetDocString() + ", edited")
+	moved, err := proto.Marshal(&mp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ParseONNX("moved.onnx", moved); err == nil || !strings.Contains(err.Error(), "initializer trees_packed_cpu is not where metadata sparsetune.packed_trees says") {
+		t.Errorf("file written again: %v", err)
+	}
+	// Sealed with damaged packed trees: the load does not read them; the
+	// head's first prediction does, and refuses them.
+	damaged := slices.Clone(body)
+	damaged[node+5] ^= 0x10 // a child index
+	dm, err := ParseONNX("damaged.onnx", seal(damaged))
+	if err != nil {
+		t.Fatalf("sealed file with damaged packed trees: %v, want them left for their first use", err)
+	}
+	if _, err := (GCNPredictor{Model: dm}).PredictDevice(s, hetero.SpTTM, 0, cpu); err == nil || !strings.Contains(err.Error(), "head cpu: packed trees: ") || !strings.HasPrefix(err.Error(), "model damaged.onnx: ") {
+		t.Errorf("prediction from damaged packed trees: %v", err)
+	}
+	if err := dm.Check(); err == nil || !strings.Contains(err.Error(), "packed trees: ") {
+		t.Errorf("Check of damaged packed trees: %v", err)
+	}
+	// Sealed with a broken graph (an input renamed in place): the trees
+	// answer; the network and Check say what is wrong.
+	broken := slices.Clone(body)
+	// The graph's input (GraphProto field 11, a ValueInfoProto whose
+	// name comes first), not a node's.
+	i := 0
+	for {
+		k := bytes.Index(broken[i+1:], []byte("\n\x03adj"))
+		if k < 0 {
+			t.Fatal("no graph input adj")
+		}
+		if i += k + 1; i >= 2 && broken[i-2] == 11<<3|2 {
+			break
+		}
+	}
+	broken[i+4] = 'k'
+	bm, err := ParseONNX("broken.onnx", seal(broken))
+	if err != nil {
+		t.Fatalf("sealed file with a broken graph: %v, want it left for its first use", err)
+	}
+	bp := GCNPredictor{Model: bm}
+	if pr, err := bp.PredictDevice(s, hetero.SpTTM, 0, cpu); err != nil || !reflect.DeepEqual(pr.Formats, want) {
+		t.Errorf("the trees of a file with a broken graph: %v", err)
+	}
+	bp.Class = "gpu"
+	const graphErr = `model broken.onnx: graph input 1 is "adk", expected "adj"`
+	if _, err := bp.PredictSummary(s, hetero.SpTTM, 0, hetero.GPU); err == nil || err.Error() != graphErr {
+		t.Errorf("the network of a file with a broken graph: %v, want %q", err, graphErr)
+	}
+	if err := bm.Check(); err == nil || err.Error() != graphErr {
+		t.Errorf("Check of a file with a broken graph: %v, want %q", err, graphErr)
+	}
 }

@@ -292,7 +292,7 @@ func (p GCNPredictor) Load(dev hetero.Info) error {
 	if head < 0 || p.Network {
 		return nil
 	}
-	_, err := info.Trees(info.Heads[head].Name)
+	_, err := info.scorer(info.Heads[head].Name)
 	return err
 }
 
@@ -362,7 +362,7 @@ func (p GCNPredictor) PredictSummary(s *features.Summary, op hetero.Op, mode int
 	}
 	var pr *Prediction
 	var v features.Vector
-	t, err := info.Trees(info.Heads[head].Name)
+	t, err := info.scorer(info.Heads[head].Name)
 	if err != nil {
 		return nil, err
 	}
@@ -396,7 +396,7 @@ func (p GCNPredictor) PredictSummary(s *features.Summary, op hetero.Op, mode int
 			pr.Infer += time.Since(start)
 			pr.By = "blend"
 		}
-		pr.Formats = rank(t.Classes, probs)
+		pr.Formats = rank(info.Heads[head].Classes, probs)
 	} else {
 		in, feat, enc, err := SummaryInput(s, op, mode, info.Budget)
 		if err != nil {

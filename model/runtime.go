@@ -12,6 +12,7 @@ import (
 
 	onnx "github.com/owulveryck/onnx-go"
 	"github.com/owulveryck/onnx-go/backend/x/gorgonnx"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 	"gorgonia.org/tensor"
 
@@ -49,9 +50,14 @@ type Info struct {
 	// a checksum, else by AllTrees.
 	TreeHeads []string `json:"tree_heads,omitempty"`
 	TreeNodes int      `json:"tree_nodes,omitempty"`
+	// PackedTrees are the heads whose trees the file also carries laid
+	// out for scoring (metaPackedTrees), which a prediction reads where
+	// they lie; files of builds before them have none.
+	PackedTrees []string `json:"packed_trees,omitempty"`
 	// Sealed says that the file ends in a checksum of its bytes, which
 	// matched (ExportONNX writes one; a file of an older build has none).
 	Sealed bool     `json:"sealed"`
+	body   int      // the file's length before its checksum
 	trees  *treeSet // shared by copies of the Info
 	// BlendMargins are the heads with trees that ask the network too
 	// when the trees are unsure, and how sure is sure (GCN.BlendMargins).
@@ -87,6 +93,23 @@ func (in *Info) Trees(head string) (*Trees, error) {
 	return t, nil
 }
 
+// scorer returns how a prediction scores the named head's trees
+// (headTrees.scorer), nil for a head without trees.
+func (in *Info) scorer(head string) (treeScorer, error) {
+	if in.trees == nil { // an Info not read from a file
+		return nil, nil
+	}
+	h := in.trees.heads[head]
+	if h == nil {
+		return nil, nil
+	}
+	sc, err := h.scorer()
+	if err != nil {
+		return nil, fmt.Errorf("model %s: %w", in.Path, err)
+	}
+	return sc, nil
+}
+
 // AllTrees reads the trees of every head that has them (TreeHeads) and
 // returns them by head, and counts their nodes in TreeNodes.
 func (in *Info) AllTrees() (map[string]*Trees, error) {
@@ -118,14 +141,20 @@ func (in *Info) HeadIndex(name string) int {
 // safe for concurrent use: gorgonia's tape machine is not, so each
 // goroutine gets its own instance of the graph from a free list.
 type ONNXModel struct {
-	Info Info
-	data []byte
+	Info    Info
+	data    []byte
+	runtime string
+
+	// The graph, read by graph: at load for a file without a checksum,
+	// at the first use of the network or of a head's trees' node for a
+	// sealed one.
+	graphOnce sync.Once
+	graphErr  error
 	// network is data without the trees (splitTrees): the graph the
 	// network's runtimes run, which this package evaluates itself.
 	network []byte
+	prog    *program
 
-	runtime  string
-	prog     *program
 	mu       sync.Mutex
 	free     []*onnxInstance
 	machines []*machine
@@ -152,26 +181,79 @@ func LoadONNX(path string) (*ONNXModel, error) {
 }
 
 // ParseONNX validates a model file's bytes; name is used in errors. It
-// checks the protobuf, the metadata and that the graph's inputs and
-// outputs have the shapes the metadata implies, and compiles the graph for
+// checks the checksum, the metadata and, for a file without a checksum,
+// the protobuf, that the graph's inputs and outputs have the shapes the
+// metadata implies, and every head's trees, and compiles the graph for
 // the builtin runtime, so a file it cannot run fails here rather than at
-// the first prediction. UseRuntime switches to onnx-go.
+// the first prediction. A sealed file, whose bytes are known to be its
+// writer's, has its graph read and checked when first needed: a
+// prediction that its trees answer from their packed bytes reads only
+// those and the metadata. UseRuntime switches to onnx-go.
 func ParseONNX(name string, data []byte) (*ONNXModel, error) {
-	info, mp, network, err := parseInfo(data)
+	return parseONNX(name, data, false)
+}
+
+// parseONNX is ParseONNX, that does not compute the checksum of a file
+// trusted to be its writer's: one embedded in the executable.
+func parseONNX(name string, data []byte, trusted bool) (*ONNXModel, error) {
+	info, err := parseHeader(data, trusted)
 	if err != nil {
 		return nil, fmt.Errorf("model %s: %w", name, err)
 	}
 	info.Path = name
-	prog, err := compile(mp.Graph)
-	if err != nil {
-		return nil, fmt.Errorf("model %s: %w", name, err)
+	m := &ONNXModel{Info: *info, data: data, runtime: "builtin"}
+	if !info.Sealed {
+		if err := m.graph(); err != nil {
+			return nil, fmt.Errorf("model %s: %w", name, err)
+		}
+		return m, nil
 	}
-	if len(prog.inputs) != len(inputNames) || len(prog.outputs) != len(info.Heads) {
-		return nil, fmt.Errorf("model %s: graph has %d inputs and %d outputs, expected %d and %d", name, len(prog.inputs), len(prog.outputs), len(inputNames), len(info.Heads))
+	m.Info.trees.graph = m.graph
+	return m, nil
+}
+
+// graph reads and checks the file's graph (parseGraph) and compiles it
+// for the builtin runtime, once.
+func (m *ONNXModel) graph() error {
+	m.graphOnce.Do(func() {
+		mp, network, err := parseGraph(m.data, &m.Info)
+		if err != nil {
+			m.graphErr = err
+			return
+		}
+		prog, err := compile(mp.Graph)
+		if err != nil {
+			m.graphErr = err
+			return
+		}
+		if len(prog.inputs) != len(inputNames) || len(prog.outputs) != len(m.Info.Heads) {
+			m.graphErr = fmt.Errorf("graph has %d inputs and %d outputs, expected %d and %d", len(prog.inputs), len(prog.outputs), len(inputNames), len(m.Info.Heads))
+			return
+		}
+		// One machine (the buffers of every value) is made now: the
+		// first prediction should not pay for allocating and faulting
+		// them in.
+		m.network, m.prog, m.machines = network, prog, []*machine{prog.newMachine()}
+	})
+	return m.graphErr
+}
+
+// Check reads and checks what a load of a sealed file leaves for its
+// first use: the graph, and every head's trees. A file that passes
+// answers every prediction it has a head for.
+func (m *ONNXModel) Check() error {
+	if err := m.graph(); err != nil {
+		return fmt.Errorf("model %s: %w", m.Info.Path, err)
 	}
-	// One machine (the buffers of every value) is made now: the first
-	// prediction should not pay for allocating and faulting them in.
-	return &ONNXModel{Info: *info, data: data, network: network, runtime: "builtin", prog: prog, machines: []*machine{prog.newMachine()}}, nil
+	if _, err := m.Info.AllTrees(); err != nil {
+		return err
+	}
+	for _, h := range m.Info.TreeHeads {
+		if _, err := m.Info.trees.heads[h].scorer(); err != nil {
+			return fmt.Errorf("model %s: %w", m.Info.Path, err)
+		}
+	}
+	return nil
 }
 
 // UseRuntime selects how Run executes the graph, one of Runtimes. For
@@ -201,27 +283,91 @@ func (m *ONNXModel) UseRuntime(name string) error {
 // Runtime returns the runtime Run uses.
 func (m *ONNXModel) Runtime() string { return m.runtime }
 
-// parseInfo reads and checks a model file's metadata, network and trees.
-// It returns the network's graph and the file without the trees.
-func parseInfo(data []byte) (*Info, *onnxpb.ModelProto, []byte, error) {
-	network, treeNodes, treeOutputs, err := splitTrees(data)
-	if err != nil {
-		return nil, nil, nil, fmt.Errorf("not an ONNX protobuf: %v", err)
-	}
-	sealed, err := checkSeal(data)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	var mp onnxpb.ModelProto
-	if err := proto.Unmarshal(network, &mp); err != nil {
-		return nil, nil, nil, fmt.Errorf("not an ONNX protobuf: %v", err)
-	}
-	if mp.Graph == nil {
-		return nil, nil, nil, errors.New("not an ONNX model: no graph")
-	}
+// Field numbers of the ModelProto fields parseHeader reads.
+const (
+	fieldModelIRVersion   = 1 // ModelProto.ir_version
+	fieldModelOpsetImport = 8 // ModelProto.opset_import
+	fieldOpsetDomain      = 1 // OperatorSetIdProto.domain
+	fieldOpsetVersion     = 2 // OperatorSetIdProto.version
+)
+
+// parseHeader reads and checks what a model file says of itself outside
+// its graph: the IR version, the opsets, the metadata and the checksum
+// (not computed when trusted: the embedded models, which are part of the
+// executable). It reads the file's top-level fields straight from its
+// bytes and steps over the graph, most of the file, unread: a sealed
+// file's graph is read when first needed (ONNXModel.graph), so that a
+// prediction answered by a head's trees touches only the metadata and
+// those trees' packed bytes.
+func parseHeader(data []byte, trusted bool) (*Info, error) {
+	info := &Info{Bytes: len(data)}
 	meta := map[string]string{}
-	for _, p := range mp.MetadataProps {
-		meta[p.GetKey()] = p.GetValue()
+	graphs, checksumAt := 0, -1
+	var checksum string
+	err := forEachRawField(data, func(num protowire.Number, typ protowire.Type, v, raw []byte) error {
+		if checksumAt >= 0 {
+			return fmt.Errorf("metadata %s is not the file's last field: the bytes after it would not be checked", metaChecksum)
+		}
+		switch {
+		case num == fieldModelIRVersion && typ == protowire.VarintType:
+			x, _ := protowire.ConsumeVarint(v)
+			info.IRVersion = int64(x)
+		case num == fieldModelOpsetImport && typ == protowire.BytesType:
+			var domain string
+			var version uint64
+			err := forEachField(v, func(n protowire.Number, t protowire.Type, fv []byte) error {
+				switch {
+				case n == fieldOpsetDomain && t == protowire.BytesType:
+					domain = string(fv)
+				case n == fieldOpsetVersion && t == protowire.VarintType:
+					version, _ = protowire.ConsumeVarint(fv)
+				}
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+			if domain == "" {
+				info.Opset = int64(version)
+			}
+		case num == fieldModelGraph && typ == protowire.BytesType:
+			graphs++
+		case num == fieldModelMetadata && typ == protowire.BytesType:
+			var key, value string
+			err := forEachField(v, func(n protowire.Number, t protowire.Type, fv []byte) error {
+				switch {
+				case n == fieldStringEntryKey && t == protowire.BytesType:
+					key = string(fv)
+				case n == fieldStringEntryVal && t == protowire.BytesType:
+					value = string(fv)
+				}
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+			if key == metaChecksum {
+				// raw is a suffix of data's bytes from the field on.
+				checksumAt, checksum = cap(data)-cap(raw), value
+				return nil
+			}
+			meta[key] = value
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("not an ONNX protobuf: %v", err)
+	}
+	if graphs == 0 {
+		return nil, errors.New("not an ONNX model: no graph")
+	}
+	if checksumAt >= 0 {
+		info.Sealed = true
+		if !trusted {
+			if got := checksumOf(data[:checksumAt]); !strings.EqualFold(checksum, got) {
+				return nil, fmt.Errorf("checksum mismatch: the file says %q, its bytes give %q: it was damaged or edited after it was written (write it again: sparsetune train or tune-model)", checksum, got)
+			}
+		}
 	}
 	get := func(key string) (string, error) {
 		v, ok := meta[key]
@@ -230,88 +376,82 @@ func parseInfo(data []byte) (*Info, *onnxpb.ModelProto, []byte, error) {
 		}
 		return v, nil
 	}
-	info := &Info{IRVersion: mp.GetIrVersion(), Bytes: len(data), Sealed: sealed}
-	for _, o := range mp.OpsetImport {
-		if o.GetDomain() == "" {
-			info.Opset = o.GetVersion()
-		}
-	}
 	v, err := get(metaVersion)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, err
 	}
 	if info.FormatVersion, err = strconv.Atoi(v); err != nil || info.FormatVersion != FormatVersion {
-		return nil, nil, nil, fmt.Errorf("model format version %q, this build reads version %d", v, FormatVersion)
+		return nil, fmt.Errorf("model format version %q, this build reads version %d", v, FormatVersion)
 	}
 	if info.Op, err = get(metaOp); err != nil {
-		return nil, nil, nil, err
+		return nil, err
 	}
 	if info.Op != "ttm" && info.Op != "mttkrp" {
-		return nil, nil, nil, fmt.Errorf("metadata %s = %q, expected ttm or mttkrp", metaOp, info.Op)
+		return nil, fmt.Errorf("metadata %s = %q, expected ttm or mttkrp", metaOp, info.Op)
 	}
 	if v, err = get(metaBudget); err != nil {
-		return nil, nil, nil, err
+		return nil, err
 	}
 	if _, err := fmt.Sscanf(v, "%dx%d", &info.Budget.Rows, &info.Budget.Cols); err != nil || info.Budget.Rows < 1 || info.Budget.Cols < 1 {
-		return nil, nil, nil, fmt.Errorf("metadata %s = %q, expected ROWSxCOLS", metaBudget, v)
+		return nil, fmt.Errorf("metadata %s = %q, expected ROWSxCOLS", metaBudget, v)
 	}
 	if v, err = get(metaHidden); err != nil {
-		return nil, nil, nil, err
+		return nil, err
 	}
 	if info.Hidden, err = strconv.Atoi(v); err != nil || info.Hidden < 1 {
-		return nil, nil, nil, fmt.Errorf("metadata %s = %q, expected a positive integer", metaHidden, v)
+		return nil, fmt.Errorf("metadata %s = %q, expected a positive integer", metaHidden, v)
 	}
 	if v, err = get(metaMLP); err != nil {
-		return nil, nil, nil, err
+		return nil, err
 	}
 	if _, err := fmt.Sscanf(v, "%d,%d", &info.MLP[0], &info.MLP[1]); err != nil {
-		return nil, nil, nil, fmt.Errorf("metadata %s = %q, expected two widths", metaMLP, v)
+		return nil, fmt.Errorf("metadata %s = %q, expected two widths", metaMLP, v)
 	}
 	if v, err = get(metaFeatures); err != nil {
-		return nil, nil, nil, err
+		return nil, err
 	}
 	info.Features = strings.Split(v, ",")
 	if !slices.Equal(info.Features, features.Names[:]) {
-		return nil, nil, nil, fmt.Errorf("metadata %s lists %d global features that differ from this build's %d (%s)", metaFeatures, len(info.Features), features.Count, strings.Join(features.Names[:], ","))
+		return nil, fmt.Errorf("metadata %s lists %d global features that differ from this build's %d (%s)", metaFeatures, len(info.Features), features.Count, strings.Join(features.Names[:], ","))
 	}
 	if v, err = get(metaNodeFeatures); err != nil {
-		return nil, nil, nil, err
+		return nil, err
 	}
 	info.NodeFeatures = strings.Split(v, ",")
 	if !slices.Equal(info.NodeFeatures, graphenc.NodeFeatureNames[:]) {
-		return nil, nil, nil, fmt.Errorf("metadata %s = %q, this build computes %s", metaNodeFeatures, v, strings.Join(graphenc.NodeFeatureNames[:], ","))
+		return nil, fmt.Errorf("metadata %s = %q, this build computes %s", metaNodeFeatures, v, strings.Join(graphenc.NodeFeatureNames[:], ","))
 	}
 	for _, vec := range []struct {
 		key string
 		dst *features.Vector
 	}{{metaMean, &info.Mean}, {metaStd, &info.Std}, {metaTrainMin, &info.TrainMin}, {metaTrainMax, &info.TrainMax}} {
 		if v, err = get(vec.key); err != nil {
-			return nil, nil, nil, err
+			return nil, err
 		}
 		parts := strings.Split(v, ",")
 		if len(parts) != features.Count {
-			return nil, nil, nil, fmt.Errorf("metadata %s has %d values, expected %d", vec.key, len(parts), features.Count)
+			return nil, fmt.Errorf("metadata %s has %d values, expected %d", vec.key, len(parts), features.Count)
 		}
 		for i, p := range parts {
 			if vec.dst[i], err = strconv.ParseFloat(p, 64); err != nil {
-				return nil, nil, nil, fmt.Errorf("metadata %s value %d: %q is not a number", vec.key, i+1, p)
+				return nil, fmt.Errorf("metadata %s value %d: %q is not a number", vec.key, i+1, p)
 			}
 		}
 	}
 	if v, err = get(metaHeads); err != nil {
-		return nil, nil, nil, err
+		return nil, err
 	}
 	for _, h := range strings.Split(v, ",") {
 		cl, err := get(metaClasses + h)
 		if err != nil {
-			return nil, nil, nil, err
+			return nil, err
 		}
 		info.Heads = append(info.Heads, Head{Name: h, Classes: strings.Split(cl, ",")})
 	}
 	if v, ok := meta[metaRuleHeads]; ok {
 		for _, h := range strings.Split(v, ",") {
 			if info.HeadIndex(h) < 0 {
-				return nil, nil, nil, fmt.Errorf("metadata %s names %q, which is not a head (%s)", metaRuleHeads, h, strings.Join(headNames(info.Heads), ","))
+				return nil, fmt.Errorf("metadata %s names %q, which is not a head (%s)", metaRuleHeads, h, strings.Join(headNames(info.Heads), ","))
 			}
 			info.RuleHeads = append(info.RuleHeads, h)
 		}
@@ -329,7 +469,7 @@ func parseInfo(data []byte) (*Info, *onnxpb.ModelProto, []byte, error) {
 			continue
 		}
 		if info.HeadIndex(h) < 0 || !IsCPUHead(h) {
-			return nil, nil, nil, fmt.Errorf("metadata %s: %q is not a cpu head (%s)", k, h, strings.Join(headNames(info.Heads), ","))
+			return nil, fmt.Errorf("metadata %s: %q is not a cpu head (%s)", k, h, strings.Join(headNames(info.Heads), ","))
 		}
 		if info.CPUModels == nil {
 			info.CPUModels = map[string][]string{}
@@ -342,11 +482,11 @@ func parseInfo(data []byte) (*Info, *onnxpb.ModelProto, []byte, error) {
 			continue
 		}
 		if info.HeadIndex(h) < 0 {
-			return nil, nil, nil, fmt.Errorf("metadata %s: %q is not a head (%s)", k, h, strings.Join(headNames(info.Heads), ","))
+			return nil, fmt.Errorf("metadata %s: %q is not a head (%s)", k, h, strings.Join(headNames(info.Heads), ","))
 		}
 		ranks, err := parseRanks(meta[k])
 		if err != nil {
-			return nil, nil, nil, fmt.Errorf("metadata %s: %w", k, err)
+			return nil, fmt.Errorf("metadata %s: %w", k, err)
 		}
 		if info.LabelRanks == nil {
 			info.LabelRanks = map[string][]int{}
@@ -356,62 +496,96 @@ func parseInfo(data []byte) (*Info, *onnxpb.ModelProto, []byte, error) {
 	info.FeatureRevision = 1
 	if v, ok := meta[metaFeatureRevision]; ok {
 		if info.FeatureRevision, err = strconv.Atoi(v); err != nil || info.FeatureRevision < 1 {
-			return nil, nil, nil, fmt.Errorf("metadata %s: %q is not a feature revision", metaFeatureRevision, v)
+			return nil, fmt.Errorf("metadata %s: %q is not a feature revision", metaFeatureRevision, v)
 		}
 	}
 	if err := checkFeatureRevision(info.Op, info.FeatureRevision); err != nil {
-		return nil, nil, nil, err
+		return nil, err
 	}
+	if info.trees, err = treeHeads(meta[metaTreeHeads], info.Heads, info.RuleHeads); err != nil {
+		return nil, err
+	}
+	for _, h := range info.Heads {
+		if info.trees.heads[h.Name] != nil {
+			info.TreeHeads = append(info.TreeHeads, h.Name)
+		}
+	}
+	if info.BlendMargins, err = parseBlendMargins(meta[metaBlendMargins], info.TreeHeads); err != nil {
+		return nil, err
+	}
+	info.body = len(data)
+	if checksumAt >= 0 {
+		info.body = checksumAt
+	}
+	if err := info.trees.locatePacked(meta[metaPackedTrees], data[:info.body]); err != nil {
+		return nil, err
+	}
+	for _, h := range info.TreeHeads {
+		if info.trees.heads[h].packed != nil {
+			info.PackedTrees = append(info.PackedTrees, h)
+		}
+	}
+	return info, nil
+}
 
+// parseGraph reads and checks the graph of the model file data against
+// its metadata, read by parseHeader into info: the network's inputs and
+// outputs, the trees' nodes and outputs, and the packed trees. It
+// returns the network's graph and the file without the trees (the
+// network's runtimes are given it), and counts the network's weights in
+// info. A file without a checksum has every head's trees read and
+// compared with their packed bytes now; a sealed file, whose bytes are
+// its writer's, has each head's read at their first use.
+func parseGraph(data []byte, info *Info) (*onnxpb.ModelProto, []byte, error) {
+	network, treeNodes, treeOutputs, packed, err := splitTrees(data)
+	if err != nil {
+		return nil, nil, fmt.Errorf("not an ONNX protobuf: %v", err)
+	}
+	var mp onnxpb.ModelProto
+	if err := proto.Unmarshal(network, &mp); err != nil {
+		return nil, nil, fmt.Errorf("not an ONNX protobuf: %v", err)
+	}
+	if mp.Graph == nil {
+		return nil, nil, errors.New("not an ONNX model: no graph")
+	}
 	// The graph must have the inputs and outputs the metadata implies.
 	br, bc, nf := info.Budget.Rows, info.Budget.Cols, features.Count
 	wantIn := [][2]int{{br, bc}, {br, graphenc.NodeFeatures}, {bc, graphenc.NodeFeatures}, {1, br}, {1, bc}, {1, nf}}
 	if len(mp.Graph.Input) < len(inputNames) {
-		return nil, nil, nil, fmt.Errorf("graph has %d inputs, expected %d (%s)", len(mp.Graph.Input), len(inputNames), strings.Join(inputNames, ", "))
+		return nil, nil, fmt.Errorf("graph has %d inputs, expected %d (%s)", len(mp.Graph.Input), len(inputNames), strings.Join(inputNames, ", "))
 	}
 	for i, name := range inputNames {
 		vi := mp.Graph.Input[i]
 		if vi.GetName() != name {
-			return nil, nil, nil, fmt.Errorf("graph input %d is %q, expected %q", i+1, vi.GetName(), name)
+			return nil, nil, fmt.Errorf("graph input %d is %q, expected %q", i+1, vi.GetName(), name)
 		}
 		if got := shapeOf(vi); !slices.Equal(got, wantIn[i][:]) {
-			return nil, nil, nil, fmt.Errorf("input %s has shape %v, expected %v for a %dx%d budget", name, got, wantIn[i], br, bc)
+			return nil, nil, fmt.Errorf("input %s has shape %v, expected %v for a %dx%d budget", name, got, wantIn[i], br, bc)
 		}
 	}
-	info.trees = &treeSet{}
-	if info.trees.heads, err = parseTrees(treeNodes, treeOutputs, meta[metaTreeHeads], info.Heads, !sealed); err != nil {
-		return nil, nil, nil, err
+	if err := info.trees.parseNodes(treeNodes, treeOutputs, packed, !info.Sealed); err != nil {
+		return nil, nil, err
 	}
-	for _, h := range info.Heads {
-		if info.trees.heads[h.Name] != nil {
-			if slices.Contains(info.RuleHeads, h.Name) {
-				return nil, nil, nil, fmt.Errorf("head %s is listed both in %s and in %s", h.Name, metaRuleHeads, metaTreeHeads)
-			}
-			info.TreeHeads = append(info.TreeHeads, h.Name)
-		}
-	}
-	if !sealed {
-		// parseTrees has read them all: this only counts their nodes.
+	if !info.Sealed {
+		// parseNodes has read them all: this only counts their nodes.
 		if _, err := info.AllTrees(); err != nil {
-			return nil, nil, nil, err
+			return nil, nil, err
 		}
-	}
-	if info.BlendMargins, err = parseBlendMargins(meta[metaBlendMargins], info.TreeHeads); err != nil {
-		return nil, nil, nil, err
 	}
 	if len(mp.Graph.Output) != len(info.Heads) {
-		return nil, nil, nil, fmt.Errorf("graph has %d outputs besides the trees', expected one per head (%d)", len(mp.Graph.Output), len(info.Heads))
+		return nil, nil, fmt.Errorf("graph has %d outputs besides the trees', expected one per head (%d)", len(mp.Graph.Output), len(info.Heads))
 	}
 	for k, h := range info.Heads {
 		vi := mp.Graph.Output[k]
 		if want := []int{1, len(h.Classes)}; vi.GetName() != outputName(h.Name) || !slices.Equal(shapeOf(vi), want) {
-			return nil, nil, nil, fmt.Errorf("output %d is %q of shape %v, expected %q of shape %v", k+1, vi.GetName(), shapeOf(vi), outputName(h.Name), want)
+			return nil, nil, fmt.Errorf("output %d is %q of shape %v, expected %q of shape %v", k+1, vi.GetName(), shapeOf(vi), outputName(h.Name), want)
 		}
 	}
+	info.Weights = 0
 	for _, t := range mp.Graph.Initializer {
 		info.Weights += len(t.FloatData)
 	}
-	return info, &mp, network, nil
+	return &mp, network, nil
 }
 
 func shapeOf(vi *onnxpb.ValueInfoProto) []int {
@@ -434,6 +608,9 @@ func (m *ONNXModel) newInstance() (inst *onnxInstance, err error) {
 			inst, err = nil, fmt.Errorf("onnx-go cannot run this graph: %v", r)
 		}
 	}()
+	if err := m.graph(); err != nil {
+		return nil, err
+	}
 	backend := gorgonnx.NewGraph()
 	model := onnx.NewModel(backend)
 	// onnx-go is given the file without the trees, which it cannot run.
@@ -501,6 +678,9 @@ func (m *ONNXModel) run(in *Input, head int) (probs [][]float64, err error) {
 	c := Config{Budget: m.Info.Budget}
 	if err := c.checkInput(in); err != nil {
 		return nil, err
+	}
+	if err := m.graph(); err != nil {
+		return nil, fmt.Errorf("model %s: %w", m.Info.Path, err)
 	}
 	if m.runtime == "onnx-go" {
 		return m.runONNXGo(in)

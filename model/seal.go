@@ -3,7 +3,6 @@ package model
 import (
 	"fmt"
 	"hash/crc32"
-	"strings"
 
 	"google.golang.org/protobuf/encoding/protowire"
 )
@@ -49,55 +48,40 @@ func seal(data []byte) []byte {
 	return protowire.AppendBytes(out, entry)
 }
 
-// checkSeal reports whether data ends in a checksum entry, and an error
-// if the entry does not match the bytes before it or if a checksum entry
-// is anywhere but last (where nothing would check what follows it).
-func checkSeal(data []byte) (sealed bool, err error) {
-	var want string
-	at := -1
-	err = forEachRawField(data, func(num protowire.Number, typ protowire.Type, v, raw []byte) error {
-		if at >= 0 {
-			return fmt.Errorf("metadata %s is not the file's last field: the bytes after it would not be checked", metaChecksum)
-		}
-		if num != fieldModelMetadata || typ != protowire.BytesType {
-			return nil
-		}
-		key, err := stringField(v, fieldStringEntryKey)
-		if err != nil || key != metaChecksum {
-			return err
-		}
-		// raw is the last field (the next one is an error), so it ends
-		// where data does.
-		at = len(data) - len(raw)
-		want, err = stringField(v, fieldStringEntryVal)
-		return err
-	})
-	if err != nil {
-		return false, err
-	}
-	if at < 0 {
-		return false, nil
-	}
-	got := checksumOf(data[:at])
-	if !strings.EqualFold(want, got) {
-		return false, fmt.Errorf("checksum mismatch: the file says %q, its bytes give %q: it was damaged or edited after it was written (write it again: sparsetune train or tune-model)", want, got)
-	}
-	return true, nil
-}
-
-// Seal returns a model file written without a checksum (by a build
-// before checksums) with one, after checking the whole file as a load
-// of an unsealed file does; a sealed file comes back as it is. name is
-// the file's in errors. It cannot tell a file damaged since it was
-// written from a sound one: seal only files that have been predicting as
-// they should.
+// Seal returns a model file written by an older build in this build's
+// layout, after checking the whole file as a load of an unsealed file
+// does: with its trees packed for scoring (metaPackedTrees) if it has
+// none, and sealed with a checksum. A file in that layout already comes
+// back as it is. name is the file's in errors. It cannot tell a file
+// damaged since it was written from a sound one: seal only files that
+// have been predicting as they should.
 func Seal(name string, data []byte) ([]byte, error) {
 	m, err := ParseONNX(name, data)
 	if err != nil {
 		return nil, err
 	}
-	if m.Info.Sealed {
+	if err := m.Check(); err != nil {
+		return nil, err
+	}
+	in := &m.Info
+	body := data
+	if in.Sealed {
+		body = data[:in.body]
+	}
+	trees, err := in.AllTrees()
+	if err != nil {
+		return nil, err
+	}
+	var heads []string
+	if len(in.PackedTrees) == 0 { // a file of a build before packed trees
+		heads = in.TreeHeads
+	}
+	names, packs := packableHeads(heads, trees)
+	if in.Sealed && len(names) == 0 {
 		return data, nil
 	}
-	return seal(data), nil
+	if body, err = withPackedTrees(body, names, packs); err != nil {
+		return nil, fmt.Errorf("model %s: %w", name, err)
+	}
+	return seal(body), nil
 }

@@ -1,7 +1,9 @@
 package model
 
 import (
+	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -32,7 +34,17 @@ const (
 	// metaBlendMargins (optional) lists HEAD=MARGIN for the heads with
 	// trees that ask their network too when unsure (GCN.BlendMargins).
 	metaBlendMargins = "sparsetune.blend_margins"
+	// metaPackedTrees (optional) says where the file carries heads'
+	// trees packed for scoring (packedTrees) as well as in their nodes:
+	// HEAD=OFFSET:LENGTH, in head order, the bytes of the file that are
+	// the raw_data of the initializer packedTreesName(HEAD), of type
+	// UINT8, which no node reads. A sealed file's trees are scored there,
+	// as they lie; the network's runtimes never see the initializers.
+	metaPackedTrees   = "sparsetune.packed_trees"
+	packedTreesPrefix = "trees_packed_"
 )
+
+func packedTreesName(head string) string { return packedTreesPrefix + head }
 
 // formatBlendMargins writes margins as metaBlendMargins holds them, in
 // head order.
@@ -261,100 +273,213 @@ func parseTreesNode(n *mlNode) (*Trees, error) {
 type treeSet struct {
 	mu    sync.Mutex // held by AllTrees
 	heads map[string]*headTrees
+	order []string // the heads as metaTreeHeads lists them
+	// graph reads the file's graph (ONNXModel.graph), which gives each
+	// head its node's bytes; nil once it has been read at load.
+	graph func() error
 }
 
-// headTrees are one head's trees in a model file, read from the node's
-// bytes when first asked for (Info.Trees). A file of the expected shape
-// but with trees this reader refuses (a hand-edited node) then fails at
-// that head's first prediction, with the same error a load that reads
-// every head would give.
+// headTrees are one head's trees in a model file: its node, read when
+// first asked for (Info.Trees), and the same trees packed for scoring
+// when the file carries them (metaPackedTrees), used where they lie. A
+// file of the expected shape but with trees this reader refuses (a
+// hand-edited node) then fails at that head's first prediction, with
+// the same error a load that reads every head would give.
 type headTrees struct {
-	once    sync.Once
-	raw     []byte   // the node's bytes, until read
+	set     *treeSet
+	name    string
 	classes []string // the head's
-	t       *Trees
-	err     error
+
+	once sync.Once
+	raw  []byte // the node's bytes (parseNodes), until read
+	t    *Trees
+	err  error
+
+	packed   []byte // the packed layout's bytes in the file, or nil
+	viewOnce sync.Once
+	view     *packedTrees
+	viewErr  error
 }
 
+// get returns the head's trees, reading the file's graph first if it
+// has not been.
 func (h *headTrees) get() (*Trees, error) {
-	h.once.Do(func() {
-		n, err := decodeMLNode(h.raw, true)
-		if err == nil {
-			h.t, err = parseTreesNode(n)
+	if h.set.graph != nil {
+		if err := h.set.graph(); err != nil {
+			return nil, err
 		}
-		if err == nil && !slices.Equal(h.t.Classes, h.classes) {
-			h.t, err = nil, fmt.Errorf("node %s: classes %v, the head's are %v", n.name, h.t.Classes, h.classes)
-		}
-		h.err, h.raw = err, nil
-	})
+	}
+	h.once.Do(h.read)
 	return h.t, h.err
 }
 
-// parseTrees checks the ai.onnx.ml nodes splitTrees cut out of a model
-// file against the heads the metadata lists as answered by trees (value
-// of metaTreeHeads): each such head has one TreeEnsembleClassifier node
-// on the input "global" with its two outputs, there is no other
-// ai.onnx.ml node, and the outputs cut out are exactly the trees' two per
-// head. Each head's trees are read by headTrees.get.
+// read parses the head's node, once (get).
+func (h *headTrees) read() {
+	n, err := decodeMLNode(h.raw, true)
+	if err == nil {
+		h.t, err = parseTreesNode(n)
+	}
+	if err == nil && !slices.Equal(h.t.Classes, h.classes) {
+		h.t, err = nil, fmt.Errorf("node %s: classes %v, the head's are %v", n.name, h.t.Classes, h.classes)
+	}
+	h.err, h.raw = err, nil
+}
+
+// treeScorer is what a prediction needs of a head's trees.
+type treeScorer interface {
+	Probs(x []float64) []float64
+}
+
+// scorer returns the head's trees as a prediction scores them: their
+// packed bytes where the file lies, checked once (viewPacked), when it
+// carries them, else the trees read from their node.
+func (h *headTrees) scorer() (treeScorer, error) {
+	if h.packed == nil {
+		t, err := h.get()
+		if err != nil {
+			return nil, err
+		}
+		return t, nil
+	}
+	h.viewOnce.Do(func() { h.view, h.viewErr = viewPacked(h.packed, len(h.classes), features.Count) })
+	if h.viewErr != nil {
+		return nil, fmt.Errorf("head %s: %w", h.name, h.viewErr)
+	}
+	return h.view, nil
+}
+
+// treeHeads returns the trees of the heads that the value of
+// metaTreeHeads lists, each of them a head that does not defer to the
+// rule, none read yet.
+func treeHeads(list string, heads []Head, ruleHeads []string) (*treeSet, error) {
+	set := &treeSet{heads: map[string]*headTrees{}}
+	if list == "" {
+		return set, nil
+	}
+	for _, h := range strings.Split(list, ",") {
+		k := slices.IndexFunc(heads, func(x Head) bool { return x.Name == h })
+		switch {
+		case k < 0:
+			return nil, fmt.Errorf("metadata %s names %q, which is not a head (%s)", metaTreeHeads, h, strings.Join(headNames(heads), ","))
+		case slices.Contains(ruleHeads, h):
+			return nil, fmt.Errorf("head %s is listed both in %s and in %s", h, metaRuleHeads, metaTreeHeads)
+		case set.heads[h] != nil:
+			return nil, fmt.Errorf("metadata %s names %q twice", metaTreeHeads, h)
+		}
+		set.heads[h] = &headTrees{set: set, name: h, classes: heads[k].Classes}
+		set.order = append(set.order, h)
+	}
+	return set, nil
+}
+
+// locatePacked reads the value of metaPackedTrees, HEAD=OFFSET:LENGTH
+// for heads with trees, and gives each its bytes of data (the file
+// before its checksum).
+func (s *treeSet) locatePacked(v string, data []byte) error {
+	if v == "" {
+		return nil
+	}
+	for _, part := range strings.Split(v, ",") {
+		h, where, _ := strings.Cut(part, "=")
+		offs, lens, _ := strings.Cut(where, ":")
+		off, err1 := strconv.ParseUint(offs, 10, 31)
+		n, err2 := strconv.ParseUint(lens, 10, 31)
+		ht := s.heads[h]
+		switch {
+		case err1 != nil || err2 != nil || off+n > uint64(len(data)):
+			return fmt.Errorf("metadata %s: %q, expected HEAD=OFFSET:LENGTH inside the file's %d bytes", metaPackedTrees, part, len(data))
+		case ht == nil:
+			return fmt.Errorf("metadata %s names %q, which has no trees", metaPackedTrees, h)
+		case ht.packed != nil:
+			return fmt.Errorf("metadata %s names %q twice", metaPackedTrees, h)
+		}
+		ht.packed = data[off : off+n : off+n]
+	}
+	return nil
+}
+
+// parseNodes checks the ai.onnx.ml nodes and packed trees splitTrees cut
+// out of a model file against the heads the metadata lists as answered
+// by trees: each such head has one TreeEnsembleClassifier node on the
+// input "global" with its two outputs, there is no other ai.onnx.ml
+// node, the outputs cut out are exactly the trees' two per head, and
+// each packed initializer is where metaPackedTrees says, for a head it
+// names. Each head's node is read by headTrees.get.
 //
 // With all, every head's trees are read now, one goroutine each: that is
 // most of a file's load (74,176 tree nodes in the embedded MTTKRP file),
-// and errors are reported as a reading in head order would. Without it
-// (a sealed file, whose bytes are the writer's), a process reads only the
-// heads it predicts with.
-func parseTrees(raw [][]byte, outputs []string, list string, heads []Head, all bool) (map[string]*headTrees, error) {
+// and errors are reported as a reading in head order would; and each
+// head's packed bytes must be what packTrees makes of its node. Without
+// it (a sealed file, whose bytes are the writer's), a process reads only
+// the heads it predicts with.
+func (s *treeSet) parseNodes(raw [][]byte, outputs []string, packed map[string][]byte, all bool) error {
 	nodes := map[string]*mlNode{}
 	raws := map[string][]byte{}
 	for _, b := range raw {
 		n, err := decodeMLNode(b, false)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if n.opType != treesOpType {
-			return nil, fmt.Errorf("node %s: operator %s.%s (the trees are TreeEnsembleClassifier nodes)", n.name, mlDomain, n.opType)
+			return fmt.Errorf("node %s: operator %s.%s (the trees are TreeEnsembleClassifier nodes)", n.name, mlDomain, n.opType)
 		}
 		nodes[n.name], raws[n.name] = n, b
 	}
-	out := map[string]*headTrees{}
-	var want, order []string
-	if list != "" {
-		for _, h := range strings.Split(list, ",") {
-			k := slices.IndexFunc(heads, func(x Head) bool { return x.Name == h })
-			if k < 0 {
-				return nil, fmt.Errorf("metadata %s names %q, which is not a head (%s)", metaTreeHeads, h, strings.Join(headNames(heads), ","))
-			}
-			n := nodes[treesNodeName(h)]
-			if n == nil {
-				return nil, fmt.Errorf("metadata %s names %q, but the graph has no node %s", metaTreeHeads, h, treesNodeName(h))
-			}
-			if !slices.Equal(n.input, []string{"global"}) || !slices.Equal(n.output, []string{treesLabelName(h), treesOutputName(h)}) {
-				return nil, fmt.Errorf("node %s: inputs %v and outputs %v, expected [global] and [%s %s]", n.name, n.input, n.output, treesLabelName(h), treesOutputName(h))
-			}
-			out[h] = &headTrees{raw: raws[n.name], classes: heads[k].Classes}
-			order = append(order, h)
-			delete(nodes, n.name)
-			want = append(want, treesLabelName(h), treesOutputName(h))
+	var want []string
+	for _, h := range s.order {
+		n := nodes[treesNodeName(h)]
+		if n == nil {
+			return fmt.Errorf("metadata %s names %q, but the graph has no node %s", metaTreeHeads, h, treesNodeName(h))
 		}
+		if !slices.Equal(n.input, []string{"global"}) || !slices.Equal(n.output, []string{treesLabelName(h), treesOutputName(h)}) {
+			return fmt.Errorf("node %s: inputs %v and outputs %v, expected [global] and [%s %s]", n.name, n.input, n.output, treesLabelName(h), treesOutputName(h))
+		}
+		s.heads[h].raw = raws[n.name]
+		delete(nodes, n.name)
+		want = append(want, treesLabelName(h), treesOutputName(h))
 	}
 	for name := range nodes {
-		return nil, fmt.Errorf("node %s: trees of a head that metadata %s does not list", name, metaTreeHeads)
+		return fmt.Errorf("node %s: trees of a head that metadata %s does not list", name, metaTreeHeads)
 	}
 	if !slices.Equal(outputs, want) {
-		return nil, fmt.Errorf("graph outputs %v for the trees, expected %v", outputs, want)
+		return fmt.Errorf("graph outputs %v for the trees, expected %v", outputs, want)
 	}
-	if all {
-		var wg sync.WaitGroup
-		for _, h := range out {
-			wg.Go(func() { h.get() })
+	for name, b := range packed {
+		h, _ := strings.CutPrefix(name, packedTreesPrefix)
+		ht := s.heads[h]
+		if ht == nil || ht.packed == nil {
+			return fmt.Errorf("initializer %s: packed trees of a head that metadata %s does not list", name, metaPackedTrees)
 		}
-		wg.Wait()
-		for _, h := range order {
-			if _, err := out[h].get(); err != nil {
-				return nil, err
-			}
+		if len(b) != len(ht.packed) || len(b) > 0 && &b[0] != &ht.packed[0] {
+			return fmt.Errorf("initializer %s is not where metadata %s says", name, metaPackedTrees)
 		}
 	}
-	return out, nil
+	for _, h := range s.order {
+		if s.heads[h].packed != nil && packed[packedTreesName(h)] == nil {
+			return fmt.Errorf("metadata %s names %q, but the graph has no initializer %s", metaPackedTrees, h, packedTreesName(h))
+		}
+	}
+	if !all {
+		return nil
+	}
+	var wg sync.WaitGroup
+	for _, h := range s.heads {
+		wg.Go(func() { h.once.Do(h.read) })
+	}
+	wg.Wait()
+	for _, h := range s.order {
+		ht := s.heads[h]
+		if ht.err != nil {
+			return ht.err
+		}
+		if ht.packed == nil {
+			continue
+		}
+		if p := packTrees(ht.t); p == nil || !bytes.Equal(p.all, ht.packed) {
+			return fmt.Errorf("initializer %s: the packed trees differ from node %s", packedTreesName(h), treesNodeName(h))
+		}
+	}
+	return nil
 }
 
 // The tree nodes are read straight from the file's bytes rather than
@@ -371,6 +496,12 @@ const (
 	fieldModelGraph    = 7  // ModelProto.graph
 	fieldGraphNode     = 1  // GraphProto.node
 	fieldGraphOutput   = 12 // GraphProto.output
+	fieldGraphInit     = 5  // GraphProto.initializer
+	fieldTensorDims    = 1  // TensorProto.dims
+	fieldTensorType    = 2  // TensorProto.data_type
+	fieldTensorName    = 8  // TensorProto.name
+	fieldTensorRaw     = 9  // TensorProto.raw_data
+	fieldTensorDoc     = 12 // TensorProto.doc_string
 	fieldValueInfoName = 1  // ValueInfoProto.name
 	fieldNodeInput     = 1  // NodeProto.input
 	fieldNodeOutput    = 2  // NodeProto.output
@@ -445,12 +576,14 @@ func forEachRawField(b []byte, f func(num protowire.Number, typ protowire.Type, 
 	return nil
 }
 
-// splitTrees returns the model file data without its ai.onnx.ml nodes
-// and without the graph outputs whose names start with "trees_", the
-// nodes it removed, undecoded, and the names of the outputs it removed.
-// A file with neither comes back as it is, not copied. Fields other than
-// those are copied byte for byte, in order.
-func splitTrees(data []byte) (network []byte, nodes [][]byte, outputs []string, err error) {
+// splitTrees returns the model file data without its ai.onnx.ml nodes,
+// without the graph outputs whose names start with "trees_" and without
+// the packed trees' initializers; the nodes it removed, undecoded; the
+// names of the outputs it removed; and the packed trees by initializer
+// name, their raw_data as slices of data. A file with none of them comes
+// back as it is, not copied. Fields other than those are copied byte for
+// byte, in order.
+func splitTrees(data []byte) (network []byte, nodes [][]byte, outputs []string, packed map[string][]byte, err error) {
 	// Each graph field's kept fields, as raw byte ranges of its value,
 	// and their length: the file is then copied once, into a buffer of
 	// its final size (grown by appends, the copy was most of a load).
@@ -489,6 +622,32 @@ func splitTrees(data []byte) (network []byte, nodes [][]byte, outputs []string, 
 					return nil
 				}
 			}
+			if typ == protowire.BytesType && num == fieldGraphInit {
+				name, err := stringField(fv, fieldTensorName)
+				if err != nil {
+					return err
+				}
+				if strings.HasPrefix(name, packedTreesPrefix) {
+					if packed[name] != nil {
+						return fmt.Errorf("two initializers %s", name)
+					}
+					var raw []byte
+					err := forEachField(fv, func(n protowire.Number, t protowire.Type, v []byte) error {
+						if n == fieldTensorRaw && t == protowire.BytesType {
+							raw = v
+						}
+						return nil
+					})
+					if err != nil {
+						return err
+					}
+					if packed == nil {
+						packed = map[string][]byte{}
+					}
+					packed[name], removed = raw[:len(raw):len(raw)], true
+					return nil
+				}
+			}
 			g.kept = append(g.kept, field)
 			g.size += len(field)
 			return nil
@@ -497,7 +656,7 @@ func splitTrees(data []byte) (network []byte, nodes [][]byte, outputs []string, 
 		return err
 	})
 	if err != nil || !removed {
-		return data, nil, nil, err
+		return data, nil, nil, nil, err
 	}
 	k := 0
 	network = make([]byte, 0, size)
@@ -518,7 +677,93 @@ func splitTrees(data []byte) (network []byte, nodes [][]byte, outputs []string, 
 		}
 		return nil
 	})
-	return network, nodes, outputs, err
+	return network, nodes, outputs, packed, err
+}
+
+// packableHeads returns the heads, of those given, whose trees pack
+// (packTrees), and their packed layouts.
+func packableHeads(heads []string, trees map[string]*Trees) ([]string, []*packedTrees) {
+	var names []string
+	var packs []*packedTrees
+	for _, h := range heads {
+		if p := packTrees(trees[h]); p != nil {
+			names, packs = append(names, h), append(packs, p)
+		}
+	}
+	return names, packs
+}
+
+// withPackedTrees returns the model file data (a file without a
+// checksum or packed trees) with each head's packed trees (heads and
+// packs side by side) added as a UINT8 initializer at the end of its
+// graph, and metaPackedTrees saying where their bytes lie appended to
+// its metadata. Nothing else changes: the fields before and after the
+// graph, and the graph's own, are copied byte for byte.
+func withPackedTrees(data []byte, heads []string, packs []*packedTrees) ([]byte, error) {
+	if len(heads) == 0 {
+		return data, nil
+	}
+	start, end := -1, -1 // of the graph field, tag included
+	var graph []byte
+	err := forEachRawField(data, func(num protowire.Number, typ protowire.Type, v, raw []byte) error {
+		if num != fieldModelGraph || typ != protowire.BytesType {
+			return nil
+		}
+		if start >= 0 {
+			return errors.New("two graphs")
+		}
+		start = cap(data) - cap(raw)
+		end, graph = start+len(raw), v
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if start < 0 {
+		return nil, errors.New("no graph")
+	}
+	// The initializers, and where in them each layout starts.
+	var inits []byte
+	at := make([]int, len(heads))
+	for k, h := range heads {
+		b := packs[k].all
+		var t []byte
+		t = protowire.AppendTag(t, fieldTensorDims, protowire.VarintType)
+		t = protowire.AppendVarint(t, uint64(len(b)))
+		t = protowire.AppendTag(t, fieldTensorType, protowire.VarintType)
+		t = protowire.AppendVarint(t, uint64(onnxpb.TensorProto_UINT8))
+		t = protowire.AppendTag(t, fieldTensorName, protowire.BytesType)
+		t = protowire.AppendString(t, packedTreesName(h))
+		t = protowire.AppendTag(t, fieldTensorRaw, protowire.BytesType)
+		t = protowire.AppendVarint(t, uint64(len(b)))
+		rawAt := len(t)
+		t = append(t, b...)
+		t = protowire.AppendTag(t, fieldTensorDoc, protowire.BytesType)
+		t = protowire.AppendString(t, "sparsetune: the trees of node "+treesNodeName(h)+" laid out for scoring (metadata "+metaPackedTrees+"); no node reads it")
+		inits = protowire.AppendTag(inits, fieldGraphInit, protowire.BytesType)
+		inits = protowire.AppendVarint(inits, uint64(len(t)))
+		at[k] = len(inits) + rawAt
+		inits = append(inits, t...)
+	}
+	out := make([]byte, 0, len(data)+len(inits)+64*len(heads)+64)
+	out = append(out, data[:start]...)
+	out = protowire.AppendTag(out, fieldModelGraph, protowire.BytesType)
+	out = protowire.AppendVarint(out, uint64(len(graph)+len(inits)))
+	out = append(out, graph...)
+	base := len(out)
+	out = append(out, inits...)
+	out = append(out, data[end:]...)
+	parts := make([]string, len(heads))
+	for k, h := range heads {
+		parts[k] = fmt.Sprintf("%s=%d:%d", h, base+at[k], len(packs[k].all))
+	}
+	var entry []byte
+	entry = protowire.AppendTag(entry, fieldStringEntryKey, protowire.BytesType)
+	entry = protowire.AppendString(entry, metaPackedTrees)
+	entry = protowire.AppendTag(entry, fieldStringEntryVal, protowire.BytesType)
+	entry = protowire.AppendString(entry, strings.Join(parts, ","))
+	out = protowire.AppendTag(out, fieldModelMetadata, protowire.BytesType)
+	return protowire.AppendBytes(out, entry), nil
 }
 
 // stringField returns the last value of the string field num of message

@@ -35,9 +35,9 @@ ranges, and its format version.`,
 			if err != nil {
 				return err
 			}
-			// A sealed file's trees are read when a prediction needs
-			// them: inspect reads every head's.
-			if _, err := m.Info.AllTrees(); err != nil {
+			// A sealed file's graph and trees are read when a
+			// prediction needs them: inspect reads them all.
+			if err := m.Check(); err != nil {
 				return err
 			}
 			info := m.Info
@@ -78,6 +78,15 @@ ranges, and its format version.`,
 			}
 			if len(info.TreeHeads) > 0 {
 				fmt.Fprintf(tw, "tree heads\t%s (boosted trees on the global features, alone or blended with the gcn, scored level with or above it: predictions for them are the trees', %d nodes in all)\n", strings.Join(info.TreeHeads, ", "), info.TreeNodes)
+				if len(info.PackedTrees) == len(info.TreeHeads) {
+					fmt.Fprintf(tw, "packed trees\tevery tree head's, scored where they lie in the file\n")
+				} else {
+					packed := strings.Join(info.PackedTrees, ", ")
+					if packed == "" {
+						packed = "none"
+					}
+					fmt.Fprintf(tw, "packed trees\t%s (the others are read from their nodes at first use: sparsetune model seal packs them)\n", packed)
+				}
 			}
 			for _, h := range info.TreeHeads {
 				if m, ok := info.BlendMargins[h]; ok {
@@ -97,14 +106,16 @@ ranges, and its format version.`,
 	})
 	cmd.AddCommand(&cobra.Command{
 		Use:   "seal FILE",
-		Short: "Add a checksum to a model file written by a build before model files had one",
-		Long: `Check a model file as inspect does and, if it has no checksum, rewrite it
-with one: the CRC-32C of its bytes, which every later load checks, so that a
-file damaged on disk fails to load instead of predicting with wrong weights.
-Files written by sparsetune train and tune-model have one already. A sealed
-file also loads faster: its trees are read when a prediction first needs them.
-Seal only a file that has been predicting as it should: a file damaged before
-it is sealed would pass the checksum.`,
+		Short: "Bring a model file written by an older build to this build's layout: packed trees and a checksum",
+		Long: `Check a model file as inspect does and, if it lacks them, rewrite it with
+its trees packed for scoring and with a checksum: the CRC-32C of its bytes,
+which every later load checks, so that a file damaged on disk fails to load
+instead of predicting with wrong weights. Files written by sparsetune train
+and tune-model have both already. A sealed file loads faster: its graph is
+read when a prediction first needs it, and a head's packed trees are scored
+where they lie in the file, with nothing decoded. Seal only a file that has
+been predicting as it should: a file damaged before it is sealed would pass
+the checksum.`,
 		Args: exactArgs("FILE"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			path := args[0]
@@ -112,27 +123,44 @@ it is sealed would pass the checksum.`,
 			if err != nil {
 				return fmt.Errorf("model %s: %w", path, err)
 			}
+			before, err := model.ParseONNX(path, data)
+			if err != nil {
+				return err
+			}
 			sealed, err := model.Seal(path, data)
 			if err != nil {
 				return err
 			}
-			added := len(sealed) != len(data)
-			if added {
+			after, err := model.ParseONNX(path, sealed)
+			if err != nil {
+				return err
+			}
+			checksum := !before.Info.Sealed
+			packed := len(after.Info.PackedTrees) > len(before.Info.PackedTrees)
+			if checksum || packed {
 				if err := atomicfile.WriteBytes(path, sealed); err != nil {
 					return fmt.Errorf("model %s: %w", path, err)
 				}
+			}
+			var added []string
+			if packed {
+				added = append(added, "trees packed")
+			}
+			if checksum {
+				added = append(added, "checksum added")
 			}
 			switch {
 			case v.GetBool("json"):
 				enc := json.NewEncoder(cmd.OutOrStdout())
 				return enc.Encode(struct {
-					File  string `json:"file"`
-					Added bool   `json:"checksum_added"` // false: the file had one
-				}{path, added})
-			case added:
-				fmt.Fprintf(cmd.OutOrStdout(), "%s: checksum added\n", path)
+					File     string `json:"file"`
+					Checksum bool   `json:"checksum_added"` // false: the file had one
+					Packed   bool   `json:"trees_packed"`   // false: they were, or there are none
+				}{path, checksum, packed})
+			case len(added) > 0:
+				fmt.Fprintf(cmd.OutOrStdout(), "%s: %s\n", path, strings.Join(added, ", "))
 			default:
-				fmt.Fprintf(cmd.OutOrStdout(), "%s has a checksum already\n", path)
+				fmt.Fprintf(cmd.OutOrStdout(), "%s has a checksum already and nothing to pack\n", path)
 			}
 			return nil
 		},

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -291,12 +292,12 @@ func TestModelSeal(t *testing.T) {
 	if out, _, err := run(t, "model", "inspect", path); err != nil || !strings.Contains(out, "none (written before model files had one") {
 		t.Errorf("inspect a file without a checksum: %v\n%s", err, out)
 	}
-	for _, want := range []string{": checksum added", "has a checksum already"} {
+	for _, want := range []string{": checksum added", "has a checksum already and nothing to pack"} {
 		if out, _, err := run(t, "model", "seal", path); err != nil || !strings.Contains(out, want) {
 			t.Errorf("seal: %v, %q; want %q", err, out, want)
 		}
 	}
-	if out, _, err := run(t, "model", "seal", path, "--json"); err != nil || strings.TrimSpace(out) != `{"file":"`+path+`","checksum_added":false}` {
+	if out, _, err := run(t, "model", "seal", path, "--json"); err != nil || strings.TrimSpace(out) != `{"file":"`+path+`","checksum_added":false,"trees_packed":false}` {
 		t.Errorf("seal --json: %v, %q", err, out)
 	}
 	out, _, err := run(t, "model", "inspect", path)
@@ -337,8 +338,57 @@ func TestModelSeal(t *testing.T) {
 	if err == nil {
 		err = json.Unmarshal([]byte(out), &info)
 	}
-	if err != nil || !info.Sealed || len(info.TreeHeads) == 0 || info.TreeNodes == 0 {
-		t.Errorf("inspect the default MTTKRP model: %v, sealed %v, tree heads %v, %d nodes", err, info.Sealed, info.TreeHeads, info.TreeNodes)
+	if err != nil || !info.Sealed || len(info.TreeHeads) == 0 || info.TreeNodes == 0 || !slices.Equal(info.PackedTrees, info.TreeHeads) || info.Weights == 0 {
+		t.Errorf("inspect the default MTTKRP model: %v, sealed %v, tree heads %v, %d nodes, packed %v, %d weights", err, info.Sealed, info.TreeHeads, info.TreeNodes, info.PackedTrees, info.Weights)
+	}
+}
+
+// TestModelSealPacks: a file of a build before packed trees (the default
+// MTTKRP model without them or a checksum) loads and predicts, reading
+// its trees from their nodes; seal packs them and seals it, once, and
+// the file predicts the same, every head of it.
+func TestModelSealPacks(t *testing.T) {
+	old := filepath.Join(t.TempDir(), "old.onnx")
+	writeModelWithout(t, "../../model/default/mttkrp.onnx", old, "sparsetune.checksum", "sparsetune.packed_trees")
+	out, _, err := run(t, "model", "inspect", old)
+	if err != nil || !regexp.MustCompile(`packed trees +none \(the others are read from their nodes`).MatchString(out) {
+		t.Errorf("inspect a file without packed trees: %v\n%s", err, out)
+	}
+	tensor := writeRandomTensor(t, []int{300, 200, 100}, 20000, 5)
+	// Every head of the file: the cpu's of this machine and of the
+	// others (the ranks and processors the heads were trained for), and
+	// the OpenCL ones.
+	var devices [][]string
+	for _, d := range []string{"cpu", "opencl:0"} {
+		for _, rank := range []string{"8", "16", "32", "64"} {
+			devices = append(devices, []string{"--device", d, "--rank", rank})
+		}
+	}
+	predict := func(file string) string {
+		t.Helper()
+		var b strings.Builder
+		for _, d := range devices {
+			for _, r := range predictRows(t, append([]string{tensor, "--op", "mttkrp", "--mode", "all", "--model", file}, d...)...) {
+				fmt.Fprintf(&b, "%s mode %d %s %s %s %v\n", r.Device, r.Mode, r.Predictor, r.Head, r.Format, r.Formats)
+			}
+		}
+		return b.String()
+	}
+	want := predict("../../model/default/mttkrp.onnx")
+	if got := predict(old); got != want {
+		t.Errorf("the file without packed trees predicts\n%s\nthe default model\n%s", got, want)
+	}
+	for _, want := range []string{": trees packed, checksum added", "nothing to pack"} {
+		if out, _, err := run(t, "model", "seal", old); err != nil || !strings.Contains(out, want) {
+			t.Errorf("seal: %v, %q; want %q", err, out, want)
+		}
+	}
+	if got := predict(old); got != want {
+		t.Errorf("the file sealed again predicts\n%s\nthe default model\n%s", got, want)
+	}
+	out, _, err = run(t, "model", "inspect", old)
+	if err != nil || !strings.Contains(out, "every tree head's, scored where they lie") {
+		t.Errorf("inspect the packed file: %v\n%s", err, out)
 	}
 }
 
