@@ -29,7 +29,7 @@ func TestViewPacked(t *testing.T) {
 	}
 	good := tr.packed.all
 	k := len(tr.Classes)
-	p, err := viewPacked(slices.Clone(good), k, features.Count)
+	p, err := viewPacked(slices.Clone(good), k, features.Count, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +86,7 @@ func TestViewPacked(t *testing.T) {
 		{"inner as leaf", func(b []byte) []byte { b[node(first)+4] = leafFeature; return b }, "leaf"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			_, err := viewPacked(c.edit(slices.Clone(good)), k, features.Count)
+			_, err := viewPacked(c.edit(slices.Clone(good)), k, features.Count, true)
 			if err == nil || !strings.Contains(err.Error(), c.want) || !strings.HasPrefix(err.Error(), "packed trees: ") {
 				t.Errorf("error %v, want one saying %q", err, c.want)
 			}
@@ -127,7 +127,7 @@ func FuzzViewPacked(f *testing.F) {
 		if len(b) >= 8 {
 			k = int(binary.LittleEndian.Uint32(b[4:]) % 64)
 		}
-		p, err := viewPacked(b, k, features.Count)
+		p, err := viewPacked(b, k, features.Count, true)
 		if err != nil {
 			return
 		}

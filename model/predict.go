@@ -282,17 +282,21 @@ func (p GCNPredictor) PredictDevice(s *features.Summary, op hetero.Op, mode int,
 }
 
 // Load reads what the device's predictions need of the model and a
-// load of a sealed file leaves for their first use: its head's trees. A
-// caller that times its decisions calls it first, so that they are timed
-// without any of the file's load; a device the model has no head for is
-// left to the prediction to report.
+// load of a sealed file leaves for their first use: its head's trees,
+// every page of them. A caller that times its decisions calls it first,
+// so that they are timed without any of the file's load, and a one-shot
+// command calls it while it reads the tensor; a device the model has no
+// head for is left to the prediction to report.
 func (p GCNPredictor) Load(dev hetero.Info) error {
 	info := &p.Model.Info
 	head, _ := info.hostHead(dev.Class(), dev.Model, p.Rank)
 	if head < 0 || p.Network {
 		return nil
 	}
-	_, err := info.scorer(info.Heads[head].Name)
+	t, err := info.scorer(info.Heads[head].Name)
+	if pt, ok := t.(*packedTrees); ok {
+		pt.touch()
+	}
 	return err
 }
 

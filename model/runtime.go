@@ -193,8 +193,9 @@ func ParseONNX(name string, data []byte) (*ONNXModel, error) {
 	return parseONNX(name, data, false)
 }
 
-// parseONNX is ParseONNX, that does not compute the checksum of a file
-// trusted to be its writer's: one embedded in the executable.
+// parseONNX is ParseONNX, that neither computes the checksum of a file
+// trusted to be its writer's, one embedded in the executable, nor checks
+// its packed trees before scoring them (headTrees.scorer).
 func parseONNX(name string, data []byte, trusted bool) (*ONNXModel, error) {
 	info, err := parseHeader(data, trusted)
 	if err != nil {
@@ -248,9 +249,11 @@ func (m *ONNXModel) Check() error {
 	if _, err := m.Info.AllTrees(); err != nil {
 		return err
 	}
-	for _, h := range m.Info.TreeHeads {
-		if _, err := m.Info.trees.heads[h].scorer(); err != nil {
-			return fmt.Errorf("model %s: %w", m.Info.Path, err)
+	for _, h := range m.Info.PackedTrees {
+		// Whole, even in a file whose packed trees are scored unchecked.
+		ht := m.Info.trees.heads[h]
+		if _, err := viewPacked(ht.packed, len(ht.classes), features.Count, true); err != nil {
+			return fmt.Errorf("model %s: head %s: %w", m.Info.Path, h, err)
 		}
 	}
 	return nil
@@ -294,7 +297,7 @@ const (
 // parseHeader reads and checks what a model file says of itself outside
 // its graph: the IR version, the opsets, the metadata and the checksum
 // (not computed when trusted: the embedded models, which are part of the
-// executable). It reads the file's top-level fields straight from its
+// executable and checked whole by its tests). It reads the file's top-level fields straight from its
 // bytes and steps over the graph, most of the file, unread: a sealed
 // file's graph is read when first needed (ONNXModel.graph), so that a
 // prediction answered by a head's trees touches only the metadata and
@@ -505,6 +508,7 @@ func parseHeader(data []byte, trusted bool) (*Info, error) {
 	if info.trees, err = treeHeads(meta[metaTreeHeads], info.Heads, info.RuleHeads); err != nil {
 		return nil, err
 	}
+	info.trees.trusted = trusted
 	for _, h := range info.Heads {
 		if info.trees.heads[h.Name] != nil {
 			info.TreeHeads = append(info.TreeHeads, h.Name)

@@ -277,6 +277,9 @@ type treeSet struct {
 	// graph reads the file's graph (ONNXModel.graph), which gives each
 	// head its node's bytes; nil once it has been read at load.
 	graph func() error
+	// trusted says that the file is part of the executable (parseONNX):
+	// its packed trees are scored without being checked first.
+	trusted bool
 }
 
 // headTrees are one head's trees in a model file: its node, read when
@@ -332,7 +335,10 @@ type treeScorer interface {
 
 // scorer returns the head's trees as a prediction scores them: their
 // packed bytes where the file lies, checked once (viewPacked), when it
-// carries them, else the trees read from their node.
+// carries them, else the trees read from their node. The packed trees of
+// a trusted file, an embedded model, are not checked: reading all of
+// them took 200-400 µs of a one-shot command's first decision, for bytes
+// the tests check whole (TestEmbeddedModelsWhole).
 func (h *headTrees) scorer() (treeScorer, error) {
 	if h.packed == nil {
 		t, err := h.get()
@@ -341,7 +347,7 @@ func (h *headTrees) scorer() (treeScorer, error) {
 		}
 		return t, nil
 	}
-	h.viewOnce.Do(func() { h.view, h.viewErr = viewPacked(h.packed, len(h.classes), features.Count) })
+	h.viewOnce.Do(func() { h.view, h.viewErr = viewPacked(h.packed, len(h.classes), features.Count, !h.set.trusted) })
 	if h.viewErr != nil {
 		return nil, fmt.Errorf("head %s: %w", h.name, h.viewErr)
 	}

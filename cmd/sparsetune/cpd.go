@@ -601,7 +601,7 @@ func cpdEngineKernels(ctx context.Context, cmd *cobra.Command, v *viper.Viper, x
 	if len(c.formats) == 1 {
 		kc.format = c.formats[0]
 	}
-	e, warnings, err := engineFor(cmd.ErrOrStderr(), v, kc, nil)
+	e, warnings, err := engineFor(cmd.ErrOrStderr(), v, kc, nil, defaultPredictor(cmd.ErrOrStderr(), kc.op))
 	if err != nil {
 		return nil, nil, err
 	}

@@ -241,7 +241,8 @@ func newKernelCmd(v *viper.Viper, op hetero.Op, use, short, long string) *cobra.
 // devices' profiles when an accelerator shares the work: a missing one is
 // calibrated once (hetero.ProfileFor), the config's overrides applied;
 // when that fails the run goes on on the CPU alone, with a warning.
-func engineFor(stderr io.Writer, v *viper.Viper, c kernelConfig, progress func(done, total int64)) (*engine.Engine, []string, error) {
+// The engine predicts formats with pred.
+func engineFor(stderr io.Writer, v *viper.Viper, c kernelConfig, progress func(done, total int64), pred model.SummaryPredictor) (*engine.Engine, []string, error) {
 	var devs []hetero.Device
 	var warnings []string
 	hasAcc := false
@@ -269,7 +270,7 @@ func engineFor(stderr io.Writer, v *viper.Viper, c kernelConfig, progress func(d
 	if !hasAcc && c.split == hetero.SplitAcc {
 		warnings = append(warnings, "--split acc: no accelerator among the devices: the CPU runs it all")
 	}
-	opts := engine.Options{Split: c.split, Format: c.format, Progress: progress, Predictor: defaultPredictor(stderr, c.op)}
+	opts := engine.Options{Split: c.split, Format: c.format, Progress: progress, Predictor: pred}
 	if dec, err := model.DefaultDecisions(); err == nil {
 		opts.Decisions = dec
 	}
@@ -306,7 +307,12 @@ func engineFor(stderr io.Writer, v *viper.Viper, c kernelConfig, progress func(d
 
 func runKernel(ctx context.Context, stdout, stderr io.Writer, v *viper.Viper, args []string, c kernelConfig) error {
 	// Unless the format is forced, the engine chooses it from a summary
-	// of the tensor: the reader picks the summary's sample as it reads.
+	// of the tensor: the reader picks the summary's sample as it reads,
+	// and the model loads meanwhile.
+	pred := defaultPredictor(stderr, c.op)
+	if c.format == "" {
+		pred.preload(c.rank)
+	}
 	name, x, picks, read, err := loadTensorPicked(stderr, args, c.format == "")
 	if err != nil {
 		return err
@@ -323,7 +329,7 @@ func runKernel(ctx context.Context, stdout, stderr io.Writer, v *viper.Viper, ar
 	}
 	prog := newProgress(stderr, fmt.Sprintf("%s mode %d", c.op, c.mode))
 	defer prog.stop()
-	e, warnings, err := engineFor(stderr, v, c, prog.update)
+	e, warnings, err := engineFor(stderr, v, c, prog.update, pred)
 	if err != nil {
 		return err
 	}
@@ -650,9 +656,9 @@ func (p *progress) stop() {
 // is auto: the default GCN (the user's from tune-model, else the embedded
 // one), which a device of a class it has no head for answers by
 // measurement; the hand rule when there is no model for op. The model is
-// loaded on the first prediction: a single MTTKRP on the CPU makes none
-// (engine.SourceOneRun), and loading it is 7-8 ms of a fresh process.
-func defaultPredictor(stderr io.Writer, op hetero.Op) model.SummaryPredictor {
+// loaded on the first prediction, or in the background from preload: a
+// single MTTKRP on the CPU makes none (engine.SourceOneRun).
+func defaultPredictor(stderr io.Writer, op hetero.Op) *lazyPredictor {
 	return &lazyPredictor{load: func() model.SummaryPredictor {
 		m, err := model.DefaultModel(op)
 		if err != nil {
@@ -674,6 +680,23 @@ type lazyPredictor struct {
 func (l *lazyPredictor) get() model.SummaryPredictor {
 	l.once.Do(func() { l.p = l.load() })
 	return l.p
+}
+
+// preload loads the predictor in the background, and what the CPU's
+// predictions at rank need of a model (GCNPredictor.Load): a one-shot
+// command starts it before it reads the tensor, which takes far longer,
+// so that its first decision does not wait for the model. The embedded
+// MTTKRP model's load and its CPU head's pages took 0.7-1.2 ms of the
+// first decision on the VMs of docs/model.md, against a kernel of about
+// 1 ms on a tensor of 1.5 M nonzeros. An error is left to the prediction
+// that meets it.
+func (l *lazyPredictor) preload(rank int) {
+	go func() {
+		if g, ok := l.get().(model.GCNPredictor); ok {
+			g.Rank = rank
+			_ = g.Load(hetero.NewCPU(0).Info())
+		}
+	}()
 }
 
 func (l *lazyPredictor) Predict(x *formats.COO, op hetero.Op, mode int, kind hetero.Kind) (*model.Prediction, error) {

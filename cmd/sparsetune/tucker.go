@@ -110,7 +110,7 @@ func runTucker(cmd *cobra.Command, v *viper.Viper, path string, c decompConfig, 
 		if formatGiven {
 			kc.format = fiberFormat
 		}
-		e, ws, err := engineFor(stderr, v, kc, nil)
+		e, ws, err := engineFor(stderr, v, kc, nil, defaultPredictor(stderr, kc.op))
 		if err != nil {
 			return fmt.Errorf("%s: %w", path, err)
 		}
