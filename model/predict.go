@@ -283,21 +283,40 @@ func (p GCNPredictor) PredictDevice(s *features.Summary, op hetero.Op, mode int,
 
 // Load reads what the device's predictions need of the model and a
 // load of a sealed file leaves for their first use: its head's trees,
-// every page of them. A caller that times its decisions calls it first,
-// so that they are timed without any of the file's load, and a one-shot
-// command calls it while it reads the tensor; a device the model has no
-// head for is left to the prediction to report.
+// every page of them, and the graph where the network may be asked (a
+// head without trees, one that blends, or p.Network). A caller that
+// times its decisions calls it first, so that they are timed without
+// any of the file's load, and a one-shot command calls it while it reads
+// the tensor; a device the model has no head for is left to the
+// prediction to report.
 func (p GCNPredictor) Load(dev hetero.Info) error {
 	info := &p.Model.Info
 	head, _ := info.hostHead(dev.Class(), dev.Model, p.Rank)
-	if head < 0 || p.Network {
+	if head < 0 {
 		return nil
 	}
-	t, err := info.scorer(info.Heads[head].Name)
-	if pt, ok := t.(*packedTrees); ok {
-		pt.touch()
+	name := info.Heads[head].Name
+	if !p.Network && slices.Contains(info.RuleHeads, name) {
+		return nil
 	}
-	return err
+	network := p.Network
+	if !p.Network {
+		t, err := info.scorer(name)
+		if err != nil {
+			return err
+		}
+		if pt, ok := t.(*packedTrees); ok {
+			pt.touch()
+		}
+		_, blends := info.BlendMargins[name]
+		network = t == nil || blends
+	}
+	if network {
+		if err := p.Model.graph(); err != nil {
+			return fmt.Errorf("model %s: %w", info.Path, err)
+		}
+	}
+	return nil
 }
 
 // SummaryInput computes the model input of op along mode (0-based) from a
