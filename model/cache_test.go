@@ -1,6 +1,9 @@
 package model
 
 import (
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
 	"encoding/json"
 	"math/rand/v2"
 	"os"
@@ -131,5 +134,43 @@ func TestDecisionsRefuseBadRankings(t *testing.T) {
 		if _, ok := dec.Get(id, hetero.MTTKRP, 0, "cpu", "measure"); ok != c.ok {
 			t.Errorf("%s: used %v, want %v", c.name, ok, c.ok)
 		}
+	}
+}
+
+// TestSampleKeyBytes: the key is the SHA-256 of the bytes its comment
+// names, written out here one by one, so that a key stays what the
+// decisions already cached were filed under (the sample here holds more
+// indices than SampleKey's buffer).
+func TestSampleKeyBytes(t *testing.T) {
+	s, err := features.Summarize(cacheTensor(3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := s.Sample.NNZ() * len(s.Dims); n <= 1024 {
+		t.Fatalf("a sample of %d indices fills no buffer", n)
+	}
+	var b []byte
+	for _, v := range append([]int{len(s.Dims)}, append(slices.Clone(s.Dims), s.NNZ, s.Sample.NNZ())...) {
+		b = binary.LittleEndian.AppendUint64(b, uint64(v))
+	}
+	for _, ind := range s.Sample.Inds {
+		for _, i := range ind {
+			b = binary.LittleEndian.AppendUint32(b, i)
+		}
+	}
+	sum := sha256.Sum256(b)
+	if got, want := SampleKey(s), hex.EncodeToString(sum[:]); got != want {
+		t.Errorf("SampleKey %s, the hash of its bytes %s", got, want)
+	}
+}
+
+func BenchmarkSampleKey(b *testing.B) {
+	s, err := features.Summarize(cacheTensor(3))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Logf("%d sampled nonzeros", s.Sample.NNZ())
+	for b.Loop() {
+		SampleKey(s)
 	}
 }
