@@ -659,40 +659,60 @@ func (p *progress) stop() {
 // loaded on the first prediction, or in the background from preload: a
 // single MTTKRP on the CPU makes none (engine.SourceOneRun).
 func defaultPredictor(stderr io.Writer, op hetero.Op) *lazyPredictor {
-	return &lazyPredictor{load: func() model.SummaryPredictor {
+	return &lazyPredictor{stderr: stderr, load: func() (model.SummaryPredictor, string) {
 		m, err := model.DefaultModel(op)
 		if err != nil {
-			fmt.Fprintf(stderr, "note: %v: formats come from the hand rule\n", err)
-			return model.RulePredictor{}
+			return model.RulePredictor{}, fmt.Sprintf("note: %v: formats come from the hand rule", err)
 		}
-		return model.GCNPredictor{Model: m}
+		return model.GCNPredictor{Model: m}, ""
 	}}
 }
 
 // lazyPredictor is the predictor load returns, made on first use. It
 // answers every interface the engine asks of a predictor as that one does.
 type lazyPredictor struct {
-	load func() model.SummaryPredictor
-	once sync.Once
-	p    model.SummaryPredictor
+	// load makes the predictor and a note for stderr (the model that
+	// could not be loaded), which the first prediction prints: preload
+	// loads in the background, where writing to the caller's stderr
+	// would race with the caller.
+	load   func() (model.SummaryPredictor, string)
+	stderr io.Writer
+
+	once  sync.Once
+	p     model.SummaryPredictor
+	note  string
+	noted sync.Once
 }
 
-func (l *lazyPredictor) get() model.SummaryPredictor {
-	l.once.Do(func() { l.p = l.load() })
+// made returns the predictor, loading it first.
+func (l *lazyPredictor) made() model.SummaryPredictor {
+	l.once.Do(func() { l.p, l.note = l.load() })
 	return l.p
+}
+
+// get returns the predictor for a prediction: made, and its note
+// printed once.
+func (l *lazyPredictor) get() model.SummaryPredictor {
+	p := l.made()
+	l.noted.Do(func() {
+		if l.note != "" {
+			fmt.Fprintln(l.stderr, l.note)
+		}
+	})
+	return p
 }
 
 // preload loads the predictor in the background, and what the CPU's
 // predictions at rank need of a model (GCNPredictor.Load): a one-shot
 // command starts it before it reads the tensor, which takes far longer,
 // so that its first decision does not wait for the model. The embedded
-// MTTKRP model's load and its CPU head's pages took 0.7-1.2 ms of the
-// first decision on the VMs of docs/model.md, against a kernel of about
-// 1 ms on a tensor of 1.5 M nonzeros. An error is left to the prediction
-// that meets it.
+// MTTKRP model's load took 0.3-0.9 ms of the first decision on the VMs
+// of docs/model.md ("The model's load in one-shot commands"), against a
+// kernel of about 1 ms on a tensor of 1.5 M nonzeros. An error is left
+// to the prediction that meets it.
 func (l *lazyPredictor) preload(rank int) {
 	go func() {
-		if g, ok := l.get().(model.GCNPredictor); ok {
+		if g, ok := l.made().(model.GCNPredictor); ok {
 			g.Rank = rank
 			_ = g.Load(hetero.NewCPU(0).Info())
 		}

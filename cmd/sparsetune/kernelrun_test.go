@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
@@ -483,7 +484,7 @@ func TestKernelVerify(t *testing.T) {
 // answers as the loaded one does.
 func TestLazyPredictor(t *testing.T) {
 	loads := 0
-	lp := &lazyPredictor{load: func() model.SummaryPredictor { loads++; return model.RulePredictor{} }}
+	lp := &lazyPredictor{load: func() (model.SummaryPredictor, string) { loads++; return model.RulePredictor{}, "" }}
 	e, err := engine.New([]hetero.Device{hetero.NewCPU(0)}, engine.Options{Predictor: lp})
 	if err != nil {
 		t.Fatal(err)
@@ -517,5 +518,60 @@ func TestLazyPredictor(t *testing.T) {
 	}
 	if _, err := lp.PredictSummary(s, hetero.SpTTM, 0, hetero.CPU); err != nil || loads != 1 {
 		t.Errorf("a second prediction: %v, %d loads", err, loads)
+	}
+}
+
+// TestPreload: a predictor loaded in the background answers as one
+// loaded in the foreground, and its note (a model that could not be
+// loaded) is printed by the first prediction, once, never by the
+// background load (run with -race: the caller's stderr is not shared).
+func TestPreload(t *testing.T) {
+	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
+	x, err := formats.NewCOO([]int{300, 200, 100}, 50_000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(4, 4))
+	for range 50_000 {
+		x.Append([]uint32{uint32(rng.IntN(300)), uint32(rng.IntN(200)), uint32(rng.IntN(100))}, 1)
+	}
+	s, err := features.Summarize(x)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := model.EmbeddedModel(hetero.MTTKRP)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cpu := hetero.NewCPU(0).Info()
+	want, err := model.GCNPredictor{Model: m, Rank: 16}.PredictDevice(s, hetero.MTTKRP, 0, cpu)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	lp := defaultPredictor(&stderr, hetero.MTTKRP)
+	lp.preload(16)
+	got, err := model.PredictOn(lp.AtRank(16), s, hetero.MTTKRP, 0, cpu)
+	if err != nil || !reflect.DeepEqual(got.Formats, want.Formats) || got.Head != want.Head {
+		t.Errorf("preloaded: %v, %v by %s; loaded here: %v by %s", err, got.Formats, got.Head, want.Formats, want.Head)
+	}
+
+	loaded := make(chan struct{})
+	noted := &lazyPredictor{stderr: &stderr, load: func() (model.SummaryPredictor, string) {
+		defer close(loaded)
+		return model.RulePredictor{}, "note: no model"
+	}}
+	noted.preload(16)
+	<-loaded
+	if stderr.Len() != 0 {
+		t.Errorf("the background load wrote %q", stderr.String())
+	}
+	for range 2 {
+		if _, err := noted.PredictSummary(s, hetero.MTTKRP, 0, hetero.CPU); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if stderr.String() != "note: no model\n" {
+		t.Errorf("stderr %q, want the note once", stderr.String())
 	}
 }
