@@ -79,10 +79,7 @@ type Info struct {
 // trees. The trees of a sealed file are read at their first use, so a
 // head's trees that this reader refuses give their error here.
 func (in *Info) Trees(head string) (*Trees, error) {
-	if in.trees == nil { // an Info not read from a file
-		return nil, nil
-	}
-	h := in.trees.heads[head]
+	h := in.headTrees(head)
 	if h == nil {
 		return nil, nil
 	}
@@ -96,10 +93,7 @@ func (in *Info) Trees(head string) (*Trees, error) {
 // scorer returns how a prediction scores the named head's trees
 // (headTrees.scorer), nil for a head without trees.
 func (in *Info) scorer(head string) (treeScorer, error) {
-	if in.trees == nil { // an Info not read from a file
-		return nil, nil
-	}
-	h := in.trees.heads[head]
+	h := in.headTrees(head)
 	if h == nil {
 		return nil, nil
 	}
@@ -108,6 +102,15 @@ func (in *Info) scorer(head string) (treeScorer, error) {
 		return nil, fmt.Errorf("model %s: %w", in.Path, err)
 	}
 	return sc, nil
+}
+
+// headTrees returns the named head's trees in the file: nil for a head
+// without trees, and for an Info not read from a file.
+func (in *Info) headTrees(head string) *headTrees {
+	if in.trees == nil {
+		return nil
+	}
+	return in.trees.heads[head]
 }
 
 // AllTrees reads the trees of every head that has them (TreeHeads) and
