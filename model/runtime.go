@@ -23,7 +23,8 @@ import (
 )
 
 // Info is what a model file says about itself: its metadata, checked
-// against its graph.
+// against its graph (a sealed file's when the graph is first read:
+// ONNXModel.Check reads it).
 type Info struct {
 	Path          string          `json:"path"`
 	FormatVersion int             `json:"format_version"`
@@ -71,8 +72,11 @@ type Info struct {
 	// LabelRanks are, per head, the ranks its labels were timed at
 	// (GCN.LabelRanks); empty when not recorded.
 	LabelRanks map[string][]int `json:"label_ranks,omitempty"`
-	Weights    int              `json:"weights"` // float32 values in the initializers
-	Bytes      int              `json:"bytes"`
+	// Weights counts the float32 values in the network's initializers
+	// once the graph is read: at load for a file without a checksum,
+	// else at the network's first use or by ONNXModel.Check.
+	Weights int `json:"weights"`
+	Bytes   int `json:"bytes"`
 }
 
 // Trees returns the trees of the named head, nil for a head without

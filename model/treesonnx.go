@@ -275,7 +275,8 @@ type treeSet struct {
 	heads map[string]*headTrees
 	order []string // the heads as metaTreeHeads lists them
 	// graph reads the file's graph (ONNXModel.graph), which gives each
-	// head its node's bytes; nil once it has been read at load.
+	// head its node's bytes; nil for a file whose graph was read at
+	// load.
 	graph func() error
 	// trusted says that the file is part of the executable (parseONNX):
 	// its packed trees are scored without being checked first.
