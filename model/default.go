@@ -73,7 +73,8 @@ func EmbeddedModel(op hetero.Op) (*ONNXModel, error) {
 	// The embedded bytes are part of the executable, whose own
 	// integrity is the system's to keep: their checksum is not computed,
 	// which would read every byte (1.5 ms of a one-shot command). The
-	// tests check it (TestEmbeddedModelsSealed).
+	// tests check it, and the packed trees that are scored unchecked
+	// (TestEmbeddedModelsWhole).
 	m, err := parseONNX("embedded:"+name, data, true)
 	if err != nil {
 		return nil, err

@@ -17,9 +17,10 @@ import (
 // hex. A file of an older build has none and is loaded as before.
 //
 // A sealed file's bytes are known to be the ones its writer checked, so
-// its trees are read when a prediction first needs them, not at load
-// (parseTrees): a one-shot process predicting for one device decodes
-// one head's trees, not every head's.
+// its load reads only the metadata (parseHeader), and its graph and
+// trees are read when a prediction first needs them (ONNXModel.graph,
+// headTrees): a one-shot process predicting for one device with its
+// trees reads that head's packed trees and nothing of the graph.
 const (
 	metaChecksum        = "sparsetune.checksum"
 	checksumPrefix      = "crc32c:"
