@@ -704,8 +704,9 @@ func TestParseTreesNodeErrors(t *testing.T) {
 	}
 }
 
-// FuzzParseONNX: no model file, however damaged, panics the reader or
-// the trees it yields; a file that parses scores without error.
+// FuzzParseONNX: no model file, however damaged, panics the reader, the
+// trees it yields or its packed trees, read at load or when first
+// needed (Check); a file that parses and checks scores without error.
 func FuzzParseONNX(f *testing.F) {
 	g, _ := treesGCN(f, TreeOptions{Rounds: 2, Depth: 2})
 	data, err := g.ExportONNX()
@@ -714,7 +715,14 @@ func FuzzParseONNX(f *testing.F) {
 	}
 	f.Add(data)
 	// Without its checksum, which almost every mutation of the sealed
-	// file breaks first, so that mutations reach the trees' reader.
+	// file breaks first, so that mutations reach the trees' readers: as
+	// written (packed trees included), and as a protobuf rewrite leaves
+	// it (none).
+	m, err := ParseONNX("seed.onnx", data)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(data[:m.Info.body])
 	f.Add(editModel(f, data, func(*onnxpb.ModelProto) {}))
 	if plain, err := randomGCN(f, 3).ExportONNX(); err == nil {
 		f.Add(plain)
@@ -724,11 +732,23 @@ func FuzzParseONNX(f *testing.F) {
 		if err != nil {
 			return
 		}
-		trees, err := m.Info.AllTrees()
-		if err != nil {
+		var x features.Vector
+		for _, h := range m.Info.TreeHeads {
+			// The packed trees, if any, as a prediction scores them,
+			// before anything else is read.
+			if sc, err := m.Info.scorer(h); err == nil {
+				if p := sc.Probs(x[:]); len(p) != len(m.Info.Heads[m.Info.HeadIndex(h)].Classes) {
+					t.Fatalf("head %s: %d probabilities", h, len(p))
+				}
+			}
+		}
+		if m.Check() != nil {
 			return
 		}
-		var x features.Vector
+		trees, err := m.Info.AllTrees()
+		if err != nil {
+			t.Fatalf("Check passed, AllTrees: %v", err)
+		}
 		for _, tr := range trees {
 			if p := tr.Probs(x[:]); len(p) != len(tr.Classes) {
 				t.Fatalf("%d probabilities for %d classes", len(p), len(tr.Classes))
