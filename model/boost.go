@@ -107,6 +107,10 @@ func orDefault[T comparable](v *T, d T) {
 // returns dst (allocated when too short). The probabilities are its
 // softmax (Probs).
 func (t *Trees) Scores(x []float64, dst []float64) []float64 {
+	t.pack()
+	if p := t.packed; p != nil && len(x) <= maxPackedFeature {
+		return p.scores(x, dst)
+	}
 	if len(dst) < len(t.Classes) {
 		dst = make([]float64, len(t.Classes))
 	}
@@ -114,20 +118,16 @@ func (t *Trees) Scores(x []float64, dst []float64) []float64 {
 	for k, b := range t.Base {
 		dst[k] = float64(b)
 	}
-	t.pack()
-	if p := t.packed; p != nil && len(x) <= maxPackedFeature {
-		p.add(x, dst)
-		return dst
-	}
 	for j, root := range t.Roots {
 		dst[t.RootClass[j]] += float64(t.Value[t.leaf(root, x)])
 	}
 	return dst
 }
 
-// pack lays t out for scoring (packedTrees), once. A model file's trees
-// are packed when the file is read, so that a decision does not pay for
-// it.
+// pack lays t out for scoring (packedTrees), once. Trees read from a
+// model file's node are packed as they are read, so that a decision does
+// not pay for it, and their layout is what the file's packed trees are
+// checked against and what ExportONNX and Seal write.
 func (t *Trees) pack() { t.packOnce.Do(func() { t.packed = packTrees(t) }) }
 
 // Probs returns the class probabilities for the features x.

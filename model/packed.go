@@ -167,7 +167,7 @@ func viewPacked(b []byte, k, nfeat int, whole bool) (*packedTrees, error) {
 		return p, nil
 	}
 	for c := range k {
-		if v := p.float(p.base, c); math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+		if v := float32At(p.base, c); math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
 			return nil, fmt.Errorf("packed trees: class %d starts at %g", c, v)
 		}
 	}
@@ -224,8 +224,8 @@ func (p *packedTrees) touch() {
 	touched.Add(sum)
 }
 
-// float returns float32 i of b.
-func (*packedTrees) float(b []byte, i int) float32 {
+// float32At returns float32 i of b.
+func float32At(b []byte, i int) float32 {
 	return math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
 }
 
@@ -233,7 +233,8 @@ func (*packedTrees) float(b []byte, i int) float32 {
 func (p *packedTrees) classes() int { return len(p.base) / 4 }
 
 // scores sets dst[k] to the raw score of class k for the features x and
-// returns dst (allocated when too short), as Trees.Scores does.
+// returns dst (allocated when too short): Trees.Scores for the trees p
+// was packed from.
 func (p *packedTrees) scores(x []float64, dst []float64) []float64 {
 	k := p.classes()
 	if len(dst) < k {
@@ -241,7 +242,7 @@ func (p *packedTrees) scores(x []float64, dst []float64) []float64 {
 	}
 	dst = dst[:k]
 	for c := range dst {
-		dst[c] = float64(p.float(p.base, c))
+		dst[c] = float64(float32At(p.base, c))
 	}
 	p.add(x, dst)
 	return dst

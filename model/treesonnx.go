@@ -482,7 +482,8 @@ func (s *treeSet) parseNodes(raw [][]byte, outputs []string, packed map[string][
 		if ht.packed == nil {
 			continue
 		}
-		if p := packTrees(ht.t); p == nil || !bytes.Equal(p.all, ht.packed) {
+		// read packed the node's trees (parseTreesNode).
+		if p := ht.t.packed; p == nil || !bytes.Equal(p.all, ht.packed) {
 			return fmt.Errorf("initializer %s: the packed trees differ from node %s", packedTreesName(h), treesNodeName(h))
 		}
 	}
@@ -693,8 +694,10 @@ func packableHeads(heads []string, trees map[string]*Trees) ([]string, []*packed
 	var names []string
 	var packs []*packedTrees
 	for _, h := range heads {
-		if p := packTrees(trees[h]); p != nil {
-			names, packs = append(names, h), append(packs, p)
+		t := trees[h]
+		t.pack()
+		if t.packed != nil {
+			names, packs = append(names, h), append(packs, t.packed)
 		}
 	}
 	return names, packs
