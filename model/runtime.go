@@ -304,11 +304,11 @@ const (
 // parseHeader reads and checks what a model file says of itself outside
 // its graph: the IR version, the opsets, the metadata and the checksum
 // (not computed when trusted: the embedded models, which are part of the
-// executable and checked whole by its tests). It reads the file's top-level fields straight from its
-// bytes and steps over the graph, most of the file, unread: a sealed
-// file's graph is read when first needed (ONNXModel.graph), so that a
-// prediction answered by a head's trees touches only the metadata and
-// those trees' packed bytes.
+// executable and checked whole by its tests). It reads the file's
+// top-level fields straight from its bytes and steps over the graph,
+// most of the file, unread: a sealed file's graph is read when first
+// needed (ONNXModel.graph), so that a prediction answered by a head's
+// trees touches only the metadata and those trees' packed bytes.
 func parseHeader(data []byte, trusted bool) (*Info, error) {
 	info := &Info{Bytes: len(data)}
 	meta := map[string]string{}
@@ -343,16 +343,11 @@ func parseHeader(data []byte, trusted bool) (*Info, error) {
 		case num == fieldModelGraph && typ == protowire.BytesType:
 			graphs++
 		case num == fieldModelMetadata && typ == protowire.BytesType:
-			var key, value string
-			err := forEachField(v, func(n protowire.Number, t protowire.Type, fv []byte) error {
-				switch {
-				case n == fieldStringEntryKey && t == protowire.BytesType:
-					key = string(fv)
-				case n == fieldStringEntryVal && t == protowire.BytesType:
-					value = string(fv)
-				}
-				return nil
-			})
+			key, err := stringField(v, fieldStringEntryKey)
+			if err != nil {
+				return err
+			}
+			value, err := stringField(v, fieldStringEntryVal)
 			if err != nil {
 				return err
 			}

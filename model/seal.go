@@ -38,15 +38,21 @@ func checksumOf(b []byte) string {
 
 // seal returns data with its checksum entry appended.
 func seal(data []byte) []byte {
+	sum := checksumOf(data)
+	out := make([]byte, 0, len(data)+len(metaChecksum)+len(sum)+16)
+	return appendMetadata(append(out, data...), metaChecksum, sum)
+}
+
+// appendMetadata appends to the model file b one more metadata entry
+// (ModelProto.metadata_props, a repeated field a writer may append to).
+func appendMetadata(b []byte, key, value string) []byte {
 	var entry []byte
 	entry = protowire.AppendTag(entry, fieldStringEntryKey, protowire.BytesType)
-	entry = protowire.AppendString(entry, metaChecksum)
+	entry = protowire.AppendString(entry, key)
 	entry = protowire.AppendTag(entry, fieldStringEntryVal, protowire.BytesType)
-	entry = protowire.AppendString(entry, checksumOf(data))
-	out := make([]byte, 0, len(data)+len(entry)+8)
-	out = append(out, data...)
-	out = protowire.AppendTag(out, fieldModelMetadata, protowire.BytesType)
-	return protowire.AppendBytes(out, entry)
+	entry = protowire.AppendString(entry, value)
+	b = protowire.AppendTag(b, fieldModelMetadata, protowire.BytesType)
+	return protowire.AppendBytes(b, entry)
 }
 
 // Seal returns a model file written by an older build in this build's

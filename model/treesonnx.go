@@ -639,13 +639,7 @@ func splitTrees(data []byte) (network []byte, nodes [][]byte, outputs []string, 
 					if packed[name] != nil {
 						return fmt.Errorf("two initializers %s", name)
 					}
-					var raw []byte
-					err := forEachField(fv, func(n protowire.Number, t protowire.Type, v []byte) error {
-						if n == fieldTensorRaw && t == protowire.BytesType {
-							raw = v
-						}
-						return nil
-					})
+					raw, err := bytesField(fv, fieldTensorRaw)
 					if err != nil {
 						return err
 					}
@@ -767,26 +761,27 @@ func withPackedTrees(data []byte, heads []string, packs []*packedTrees) ([]byte,
 	for k, h := range heads {
 		parts[k] = fmt.Sprintf("%s=%d:%d", h, base+at[k], len(packs[k].all))
 	}
-	var entry []byte
-	entry = protowire.AppendTag(entry, fieldStringEntryKey, protowire.BytesType)
-	entry = protowire.AppendString(entry, metaPackedTrees)
-	entry = protowire.AppendTag(entry, fieldStringEntryVal, protowire.BytesType)
-	entry = protowire.AppendString(entry, strings.Join(parts, ","))
-	out = protowire.AppendTag(out, fieldModelMetadata, protowire.BytesType)
-	return protowire.AppendBytes(out, entry), nil
+	return appendMetadata(out, metaPackedTrees, strings.Join(parts, ",")), nil
 }
 
 // stringField returns the last value of the string field num of message
 // b, as protobuf reads a repeated scalar field into a singular one.
 func stringField(b []byte, num protowire.Number) (string, error) {
-	var s string
+	v, err := bytesField(b, num)
+	return string(v), err
+}
+
+// bytesField returns the last value of the bytes field num of message b,
+// a slice of b.
+func bytesField(b []byte, num protowire.Number) ([]byte, error) {
+	var last []byte
 	err := forEachField(b, func(n protowire.Number, typ protowire.Type, v []byte) error {
 		if n == num && typ == protowire.BytesType {
-			s = string(v)
+			last = v
 		}
 		return nil
 	})
-	return s, err
+	return last, err
 }
 
 // decodeMLNode decodes a NodeProto's name, op type, inputs, outputs and,
