@@ -179,7 +179,7 @@ func TestSealedTreesReadWhenNeeded(t *testing.T) {
 	if _, err := ParseONNX("unsealed.onnx", bad); err == nil || !strings.Contains(err.Error(), want) {
 		t.Fatalf("unsealed file with bad trees: %v, want %q at load", err, want)
 	}
-	if _, err := Seal("bad.onnx", bad); err == nil || !strings.Contains(err.Error(), want) || !strings.HasPrefix(err.Error(), "model bad.onnx: ") {
+	if _, _, err := Seal("bad.onnx", bad); err == nil || !strings.Contains(err.Error(), want) || !strings.HasPrefix(err.Error(), "model bad.onnx: ") {
 		t.Errorf("Seal of a file with bad trees: %v, want %q", err, want)
 	}
 	m, err := ParseONNX("sealed.onnx", seal(bad))

@@ -55,20 +55,27 @@ func appendMetadata(b []byte, key, value string) []byte {
 	return protowire.AppendBytes(b, entry)
 }
 
+// Sealing says what Seal added to a file.
+type Sealing struct {
+	Checksum    bool // the file had none
+	PackedTrees bool // its trees were packed for scoring
+}
+
 // Seal returns a model file written by an older build in this build's
 // layout, after checking the whole file as a load of an unsealed file
 // does: with its trees packed for scoring (metaPackedTrees) if it has
-// none, and sealed with a checksum. A file in that layout already comes
-// back as it is. name is the file's in errors. It cannot tell a file
-// damaged since it was written from a sound one: seal only files that
-// have been predicting as they should.
-func Seal(name string, data []byte) ([]byte, error) {
+// none, and sealed with a checksum; and what it added. A file in that
+// layout already comes back as it is, with nothing added. name is the
+// file's in errors. It cannot tell a file damaged since it was written
+// from a sound one: seal only files that have been predicting as they
+// should.
+func Seal(name string, data []byte) ([]byte, Sealing, error) {
 	m, err := ParseONNX(name, data)
 	if err != nil {
-		return nil, err
+		return nil, Sealing{}, err
 	}
 	if err := m.Check(); err != nil {
-		return nil, err
+		return nil, Sealing{}, err
 	}
 	in := &m.Info
 	body := data
@@ -77,18 +84,19 @@ func Seal(name string, data []byte) ([]byte, error) {
 	}
 	trees, err := in.AllTrees()
 	if err != nil {
-		return nil, err
+		return nil, Sealing{}, err
 	}
 	var heads []string
 	if len(in.PackedTrees) == 0 { // a file of a build before packed trees
 		heads = in.TreeHeads
 	}
 	names, packs := packableHeads(heads, trees)
-	if in.Sealed && len(names) == 0 {
-		return data, nil
+	added := Sealing{Checksum: !in.Sealed, PackedTrees: len(names) > 0}
+	if added == (Sealing{}) {
+		return data, added, nil
 	}
 	if body, err = withPackedTrees(body, names, packs); err != nil {
-		return nil, fmt.Errorf("model %s: %w", name, err)
+		return nil, Sealing{}, fmt.Errorf("model %s: %w", name, err)
 	}
-	return seal(body), nil
+	return seal(body), added, nil
 }

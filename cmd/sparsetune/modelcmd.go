@@ -123,31 +123,22 @@ the checksum.`,
 			if err != nil {
 				return fmt.Errorf("model %s: %w", path, err)
 			}
-			before, err := model.ParseONNX(path, data)
+			sealed, added, err := model.Seal(path, data)
 			if err != nil {
 				return err
 			}
-			sealed, err := model.Seal(path, data)
-			if err != nil {
-				return err
-			}
-			after, err := model.ParseONNX(path, sealed)
-			if err != nil {
-				return err
-			}
-			checksum := !before.Info.Sealed
-			packed := len(after.Info.PackedTrees) > len(before.Info.PackedTrees)
+			checksum, packed := added.Checksum, added.PackedTrees
 			if checksum || packed {
 				if err := atomicfile.WriteBytes(path, sealed); err != nil {
 					return fmt.Errorf("model %s: %w", path, err)
 				}
 			}
-			var added []string
+			var said []string
 			if packed {
-				added = append(added, "trees packed")
+				said = append(said, "trees packed")
 			}
 			if checksum {
-				added = append(added, "checksum added")
+				said = append(said, "checksum added")
 			}
 			switch {
 			case v.GetBool("json"):
@@ -157,8 +148,8 @@ the checksum.`,
 					Checksum bool   `json:"checksum_added"` // false: the file had one
 					Packed   bool   `json:"trees_packed"`   // false: they were, or there are none
 				}{path, checksum, packed})
-			case len(added) > 0:
-				fmt.Fprintf(cmd.OutOrStdout(), "%s: %s\n", path, strings.Join(added, ", "))
+			case len(said) > 0:
+				fmt.Fprintf(cmd.OutOrStdout(), "%s: %s\n", path, strings.Join(said, ", "))
 			default:
 				fmt.Fprintf(cmd.OutOrStdout(), "%s has a checksum already and nothing to pack\n", path)
 			}
