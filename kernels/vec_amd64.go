@@ -453,3 +453,47 @@ func pextVec(dst []uint32, lin []uint64, mask uint64, base uint32) bool {
 	pextDecode(dst, lin[:len(dst)], mask, base)
 	return true
 }
+
+// matMulVec computes the columns of c = a·b (MatMul's shapes, checked)
+// that whole vectors cover, and returns how many: n rounded down to a
+// multiple of 8, or 0 without a vector unit. Columns go in blocks of the
+// widest loop that fits (64, 32, 16 on AVX-512; 16, 8 on AVX2; 8 by AVX2's
+// loops on either), rows eight at a time where the unit has the registers
+// for it (eight chains of multiply-adds hide their latency; four do not
+// quite), then four, then one by one.
+func matMulVec(c, a, b []float32, m, k, n int) int {
+	if vec == vecScalar {
+		return 0
+	}
+	type loop = func(c, a, b []float32, k, lda, ldb, ldc int)
+	for j := 0; j+8 <= n; {
+		w := 8
+		var eight, four, one loop
+		switch {
+		case vec == vecAVX512 && j+64 <= n:
+			w, four, one = 64, gemm4xAVX512x4, gemm1xAVX512x4
+		case vec == vecAVX512 && j+32 <= n:
+			w, eight, four, one = 32, gemm8xAVX512x2, gemm4xAVX512x2, gemm1xAVX512x2
+		case vec == vecAVX512 && j+16 <= n:
+			w, eight, four, one = 16, gemm8xAVX512x1, gemm4xAVX512x1, gemm1xAVX512x1
+		case j+16 <= n:
+			w, four, one = 16, gemm4xAVX2x2, gemm1xAVX2x2
+		default:
+			eight, four, one = gemm8xAVX2x1, gemm4xAVX2x1, gemm1xAVX2x1
+		}
+		i := 0
+		if eight != nil {
+			for ; i+8 <= m; i += 8 {
+				eight(c[i*n+j:], a[i*k:], b[j:], k, k, n, n)
+			}
+		}
+		for ; i+4 <= m; i += 4 {
+			four(c[i*n+j:], a[i*k:], b[j:], k, k, n, n)
+		}
+		for ; i < m; i++ {
+			one(c[i*n+j:], a[i*k:], b[j:], k, k, n, n)
+		}
+		j += w
+	}
+	return n &^ 7
+}

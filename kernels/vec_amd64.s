@@ -8662,6 +8662,324 @@ done:
 	VZEROUPPER
 	RET
 
+// func gemm1xAVX2x1(c []float32, a []float32, b []float32, k int, lda int, ldb int, ldc int)
+// Requires: AVX, FMA3
+TEXT ·gemm1xAVX2x1(SB), NOSPLIT, $0-104
+	MOVQ   c_base+0(FP), AX
+	MOVQ   a_base+24(FP), CX
+	MOVQ   b_base+48(FP), DX
+	MOVQ   k+72(FP), BX
+	SHLQ   $0x02, BX
+	MOVQ   lda+80(FP), SI
+	SHLQ   $0x02, SI
+	MOVQ   ldb+88(FP), SI
+	SHLQ   $0x02, SI
+	VXORPS Y0, Y0, Y0
+	XORQ   DI, DI
+	CMPQ   DI, BX
+	JAE    store
+
+loop:
+	VMOVUPS      (DX), Y1
+	VBROADCASTSS (CX)(DI*1), Y2
+	VFMADD231PS  Y1, Y2, Y0
+	ADDQ         SI, DX
+	ADDQ         $0x04, DI
+	CMPQ         DI, BX
+	JB           loop
+
+store:
+	MOVQ    ldc+96(FP), CX
+	SHLQ    $0x02, CX
+	VMOVUPS Y0, (AX)
+	VZEROUPPER
+	RET
+
+// func gemm1xAVX2x2(c []float32, a []float32, b []float32, k int, lda int, ldb int, ldc int)
+// Requires: AVX, FMA3
+TEXT ·gemm1xAVX2x2(SB), NOSPLIT, $0-104
+	MOVQ   c_base+0(FP), AX
+	MOVQ   a_base+24(FP), CX
+	MOVQ   b_base+48(FP), DX
+	MOVQ   k+72(FP), BX
+	SHLQ   $0x02, BX
+	MOVQ   lda+80(FP), SI
+	SHLQ   $0x02, SI
+	MOVQ   ldb+88(FP), SI
+	SHLQ   $0x02, SI
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	XORQ   DI, DI
+	CMPQ   DI, BX
+	JAE    store
+
+loop:
+	VMOVUPS      (DX), Y2
+	VMOVUPS      32(DX), Y3
+	VBROADCASTSS (CX)(DI*1), Y4
+	VFMADD231PS  Y2, Y4, Y0
+	VFMADD231PS  Y3, Y4, Y1
+	ADDQ         SI, DX
+	ADDQ         $0x04, DI
+	CMPQ         DI, BX
+	JB           loop
+
+store:
+	MOVQ    ldc+96(FP), CX
+	SHLQ    $0x02, CX
+	VMOVUPS Y0, (AX)
+	VMOVUPS Y1, 32(AX)
+	VZEROUPPER
+	RET
+
+// func gemm1xAVX2x4(c []float32, a []float32, b []float32, k int, lda int, ldb int, ldc int)
+// Requires: AVX, FMA3
+TEXT ·gemm1xAVX2x4(SB), NOSPLIT, $0-104
+	MOVQ   c_base+0(FP), AX
+	MOVQ   a_base+24(FP), CX
+	MOVQ   b_base+48(FP), DX
+	MOVQ   k+72(FP), BX
+	SHLQ   $0x02, BX
+	MOVQ   lda+80(FP), SI
+	SHLQ   $0x02, SI
+	MOVQ   ldb+88(FP), SI
+	SHLQ   $0x02, SI
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	XORQ   DI, DI
+	CMPQ   DI, BX
+	JAE    store
+
+loop:
+	VMOVUPS      (DX), Y4
+	VMOVUPS      32(DX), Y5
+	VMOVUPS      64(DX), Y6
+	VMOVUPS      96(DX), Y7
+	VBROADCASTSS (CX)(DI*1), Y8
+	VFMADD231PS  Y4, Y8, Y0
+	VFMADD231PS  Y5, Y8, Y1
+	VFMADD231PS  Y6, Y8, Y2
+	VFMADD231PS  Y7, Y8, Y3
+	ADDQ         SI, DX
+	ADDQ         $0x04, DI
+	CMPQ         DI, BX
+	JB           loop
+
+store:
+	MOVQ    ldc+96(FP), CX
+	SHLQ    $0x02, CX
+	VMOVUPS Y0, (AX)
+	VMOVUPS Y1, 32(AX)
+	VMOVUPS Y2, 64(AX)
+	VMOVUPS Y3, 96(AX)
+	VZEROUPPER
+	RET
+
+// func gemm4xAVX2x1(c []float32, a []float32, b []float32, k int, lda int, ldb int, ldc int)
+// Requires: AVX, FMA3
+TEXT ·gemm4xAVX2x1(SB), NOSPLIT, $0-104
+	MOVQ   c_base+0(FP), AX
+	MOVQ   a_base+24(FP), CX
+	MOVQ   b_base+48(FP), DX
+	MOVQ   k+72(FP), BX
+	SHLQ   $0x02, BX
+	MOVQ   lda+80(FP), SI
+	SHLQ   $0x02, SI
+	MOVQ   ldb+88(FP), DI
+	SHLQ   $0x02, DI
+	MOVQ   CX, R8
+	ADDQ   SI, R8
+	MOVQ   R8, R9
+	ADDQ   SI, R9
+	MOVQ   R9, R10
+	ADDQ   SI, R10
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	XORQ   SI, SI
+	CMPQ   SI, BX
+	JAE    store
+
+loop:
+	VMOVUPS      (DX), Y4
+	VBROADCASTSS (CX)(SI*1), Y5
+	VFMADD231PS  Y4, Y5, Y0
+	VBROADCASTSS (R8)(SI*1), Y5
+	VFMADD231PS  Y4, Y5, Y1
+	VBROADCASTSS (R9)(SI*1), Y5
+	VFMADD231PS  Y4, Y5, Y2
+	VBROADCASTSS (R10)(SI*1), Y5
+	VFMADD231PS  Y4, Y5, Y3
+	ADDQ         DI, DX
+	ADDQ         $0x04, SI
+	CMPQ         SI, BX
+	JB           loop
+
+store:
+	MOVQ    ldc+96(FP), CX
+	SHLQ    $0x02, CX
+	VMOVUPS Y0, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Y1, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Y2, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Y3, (AX)
+	VZEROUPPER
+	RET
+
+// func gemm4xAVX2x2(c []float32, a []float32, b []float32, k int, lda int, ldb int, ldc int)
+// Requires: AVX, FMA3
+TEXT ·gemm4xAVX2x2(SB), NOSPLIT, $0-104
+	MOVQ   c_base+0(FP), AX
+	MOVQ   a_base+24(FP), CX
+	MOVQ   b_base+48(FP), DX
+	MOVQ   k+72(FP), BX
+	SHLQ   $0x02, BX
+	MOVQ   lda+80(FP), SI
+	SHLQ   $0x02, SI
+	MOVQ   ldb+88(FP), DI
+	SHLQ   $0x02, DI
+	MOVQ   CX, R8
+	ADDQ   SI, R8
+	MOVQ   R8, R9
+	ADDQ   SI, R9
+	MOVQ   R9, R10
+	ADDQ   SI, R10
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	XORQ   SI, SI
+	CMPQ   SI, BX
+	JAE    store
+
+loop:
+	VMOVUPS      (DX), Y8
+	VMOVUPS      32(DX), Y9
+	VBROADCASTSS (CX)(SI*1), Y10
+	VFMADD231PS  Y8, Y10, Y0
+	VFMADD231PS  Y9, Y10, Y1
+	VBROADCASTSS (R8)(SI*1), Y10
+	VFMADD231PS  Y8, Y10, Y2
+	VFMADD231PS  Y9, Y10, Y3
+	VBROADCASTSS (R9)(SI*1), Y10
+	VFMADD231PS  Y8, Y10, Y4
+	VFMADD231PS  Y9, Y10, Y5
+	VBROADCASTSS (R10)(SI*1), Y10
+	VFMADD231PS  Y8, Y10, Y6
+	VFMADD231PS  Y9, Y10, Y7
+	ADDQ         DI, DX
+	ADDQ         $0x04, SI
+	CMPQ         SI, BX
+	JB           loop
+
+store:
+	MOVQ    ldc+96(FP), CX
+	SHLQ    $0x02, CX
+	VMOVUPS Y0, (AX)
+	VMOVUPS Y1, 32(AX)
+	ADDQ    CX, AX
+	VMOVUPS Y2, (AX)
+	VMOVUPS Y3, 32(AX)
+	ADDQ    CX, AX
+	VMOVUPS Y4, (AX)
+	VMOVUPS Y5, 32(AX)
+	ADDQ    CX, AX
+	VMOVUPS Y6, (AX)
+	VMOVUPS Y7, 32(AX)
+	VZEROUPPER
+	RET
+
+// func gemm8xAVX2x1(c []float32, a []float32, b []float32, k int, lda int, ldb int, ldc int)
+// Requires: AVX, FMA3
+TEXT ·gemm8xAVX2x1(SB), NOSPLIT, $0-104
+	MOVQ   c_base+0(FP), AX
+	MOVQ   a_base+24(FP), CX
+	MOVQ   b_base+48(FP), DX
+	MOVQ   k+72(FP), BX
+	SHLQ   $0x02, BX
+	MOVQ   lda+80(FP), SI
+	SHLQ   $0x02, SI
+	MOVQ   ldb+88(FP), DI
+	SHLQ   $0x02, DI
+	MOVQ   CX, R8
+	ADDQ   SI, R8
+	MOVQ   R8, R9
+	ADDQ   SI, R9
+	MOVQ   R9, R10
+	ADDQ   SI, R10
+	MOVQ   R10, R11
+	ADDQ   SI, R11
+	MOVQ   R11, R12
+	ADDQ   SI, R12
+	MOVQ   R12, R13
+	ADDQ   SI, R13
+	MOVQ   R13, R14
+	ADDQ   SI, R14
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	XORQ   SI, SI
+	CMPQ   SI, BX
+	JAE    store
+
+loop:
+	VMOVUPS      (DX), Y8
+	VBROADCASTSS (CX)(SI*1), Y9
+	VFMADD231PS  Y8, Y9, Y0
+	VBROADCASTSS (R8)(SI*1), Y9
+	VFMADD231PS  Y8, Y9, Y1
+	VBROADCASTSS (R9)(SI*1), Y9
+	VFMADD231PS  Y8, Y9, Y2
+	VBROADCASTSS (R10)(SI*1), Y9
+	VFMADD231PS  Y8, Y9, Y3
+	VBROADCASTSS (R11)(SI*1), Y9
+	VFMADD231PS  Y8, Y9, Y4
+	VBROADCASTSS (R12)(SI*1), Y9
+	VFMADD231PS  Y8, Y9, Y5
+	VBROADCASTSS (R13)(SI*1), Y9
+	VFMADD231PS  Y8, Y9, Y6
+	VBROADCASTSS (R14)(SI*1), Y9
+	VFMADD231PS  Y8, Y9, Y7
+	ADDQ         DI, DX
+	ADDQ         $0x04, SI
+	CMPQ         SI, BX
+	JB           loop
+
+store:
+	MOVQ    ldc+96(FP), CX
+	SHLQ    $0x02, CX
+	VMOVUPS Y0, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Y1, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Y2, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Y3, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Y4, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Y5, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Y6, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Y7, (AX)
+	VZEROUPPER
+	RET
+
 // func addToAVX512(dst []float32, src []float32)
 // Requires: AVX, AVX512F
 TEXT ·addToAVX512(SB), NOSPLIT, $0-48
@@ -8692,6 +9010,524 @@ loop:
 	JB      loop
 
 done:
+	VZEROUPPER
+	RET
+
+// func gemm1xAVX512x1(c []float32, a []float32, b []float32, k int, lda int, ldb int, ldc int)
+// Requires: AVX, AVX512DQ, AVX512F
+TEXT ·gemm1xAVX512x1(SB), NOSPLIT, $0-104
+	MOVQ   c_base+0(FP), AX
+	MOVQ   a_base+24(FP), CX
+	MOVQ   b_base+48(FP), DX
+	MOVQ   k+72(FP), BX
+	SHLQ   $0x02, BX
+	MOVQ   lda+80(FP), SI
+	SHLQ   $0x02, SI
+	MOVQ   ldb+88(FP), SI
+	SHLQ   $0x02, SI
+	VXORPS Z0, Z0, Z0
+	XORQ   DI, DI
+	CMPQ   DI, BX
+	JAE    store
+
+loop:
+	VMOVUPS      (DX), Z1
+	VBROADCASTSS (CX)(DI*1), Z2
+	VFMADD231PS  Z1, Z2, Z0
+	ADDQ         SI, DX
+	ADDQ         $0x04, DI
+	CMPQ         DI, BX
+	JB           loop
+
+store:
+	MOVQ    ldc+96(FP), CX
+	SHLQ    $0x02, CX
+	VMOVUPS Z0, (AX)
+	VZEROUPPER
+	RET
+
+// func gemm1xAVX512x2(c []float32, a []float32, b []float32, k int, lda int, ldb int, ldc int)
+// Requires: AVX, AVX512DQ, AVX512F
+TEXT ·gemm1xAVX512x2(SB), NOSPLIT, $0-104
+	MOVQ   c_base+0(FP), AX
+	MOVQ   a_base+24(FP), CX
+	MOVQ   b_base+48(FP), DX
+	MOVQ   k+72(FP), BX
+	SHLQ   $0x02, BX
+	MOVQ   lda+80(FP), SI
+	SHLQ   $0x02, SI
+	MOVQ   ldb+88(FP), SI
+	SHLQ   $0x02, SI
+	VXORPS Z0, Z0, Z0
+	VXORPS Z1, Z1, Z1
+	XORQ   DI, DI
+	CMPQ   DI, BX
+	JAE    store
+
+loop:
+	VMOVUPS      (DX), Z2
+	VMOVUPS      64(DX), Z3
+	VBROADCASTSS (CX)(DI*1), Z4
+	VFMADD231PS  Z2, Z4, Z0
+	VFMADD231PS  Z3, Z4, Z1
+	ADDQ         SI, DX
+	ADDQ         $0x04, DI
+	CMPQ         DI, BX
+	JB           loop
+
+store:
+	MOVQ    ldc+96(FP), CX
+	SHLQ    $0x02, CX
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VZEROUPPER
+	RET
+
+// func gemm1xAVX512x4(c []float32, a []float32, b []float32, k int, lda int, ldb int, ldc int)
+// Requires: AVX, AVX512DQ, AVX512F
+TEXT ·gemm1xAVX512x4(SB), NOSPLIT, $0-104
+	MOVQ   c_base+0(FP), AX
+	MOVQ   a_base+24(FP), CX
+	MOVQ   b_base+48(FP), DX
+	MOVQ   k+72(FP), BX
+	SHLQ   $0x02, BX
+	MOVQ   lda+80(FP), SI
+	SHLQ   $0x02, SI
+	MOVQ   ldb+88(FP), SI
+	SHLQ   $0x02, SI
+	VXORPS Z0, Z0, Z0
+	VXORPS Z1, Z1, Z1
+	VXORPS Z2, Z2, Z2
+	VXORPS Z3, Z3, Z3
+	XORQ   DI, DI
+	CMPQ   DI, BX
+	JAE    store
+
+loop:
+	VMOVUPS      (DX), Z4
+	VMOVUPS      64(DX), Z5
+	VMOVUPS      128(DX), Z6
+	VMOVUPS      192(DX), Z7
+	VBROADCASTSS (CX)(DI*1), Z8
+	VFMADD231PS  Z4, Z8, Z0
+	VFMADD231PS  Z5, Z8, Z1
+	VFMADD231PS  Z6, Z8, Z2
+	VFMADD231PS  Z7, Z8, Z3
+	ADDQ         SI, DX
+	ADDQ         $0x04, DI
+	CMPQ         DI, BX
+	JB           loop
+
+store:
+	MOVQ    ldc+96(FP), CX
+	SHLQ    $0x02, CX
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, 128(AX)
+	VMOVUPS Z3, 192(AX)
+	VZEROUPPER
+	RET
+
+// func gemm4xAVX512x1(c []float32, a []float32, b []float32, k int, lda int, ldb int, ldc int)
+// Requires: AVX, AVX512DQ, AVX512F
+TEXT ·gemm4xAVX512x1(SB), NOSPLIT, $0-104
+	MOVQ   c_base+0(FP), AX
+	MOVQ   a_base+24(FP), CX
+	MOVQ   b_base+48(FP), DX
+	MOVQ   k+72(FP), BX
+	SHLQ   $0x02, BX
+	MOVQ   lda+80(FP), SI
+	SHLQ   $0x02, SI
+	MOVQ   ldb+88(FP), DI
+	SHLQ   $0x02, DI
+	MOVQ   CX, R8
+	ADDQ   SI, R8
+	MOVQ   R8, R9
+	ADDQ   SI, R9
+	MOVQ   R9, R10
+	ADDQ   SI, R10
+	VXORPS Z0, Z0, Z0
+	VXORPS Z1, Z1, Z1
+	VXORPS Z2, Z2, Z2
+	VXORPS Z3, Z3, Z3
+	XORQ   SI, SI
+	CMPQ   SI, BX
+	JAE    store
+
+loop:
+	VMOVUPS      (DX), Z4
+	VBROADCASTSS (CX)(SI*1), Z5
+	VFMADD231PS  Z4, Z5, Z0
+	VBROADCASTSS (R8)(SI*1), Z5
+	VFMADD231PS  Z4, Z5, Z1
+	VBROADCASTSS (R9)(SI*1), Z5
+	VFMADD231PS  Z4, Z5, Z2
+	VBROADCASTSS (R10)(SI*1), Z5
+	VFMADD231PS  Z4, Z5, Z3
+	ADDQ         DI, DX
+	ADDQ         $0x04, SI
+	CMPQ         SI, BX
+	JB           loop
+
+store:
+	MOVQ    ldc+96(FP), CX
+	SHLQ    $0x02, CX
+	VMOVUPS Z0, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z1, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z2, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z3, (AX)
+	VZEROUPPER
+	RET
+
+// func gemm4xAVX512x2(c []float32, a []float32, b []float32, k int, lda int, ldb int, ldc int)
+// Requires: AVX, AVX512DQ, AVX512F
+TEXT ·gemm4xAVX512x2(SB), NOSPLIT, $0-104
+	MOVQ   c_base+0(FP), AX
+	MOVQ   a_base+24(FP), CX
+	MOVQ   b_base+48(FP), DX
+	MOVQ   k+72(FP), BX
+	SHLQ   $0x02, BX
+	MOVQ   lda+80(FP), SI
+	SHLQ   $0x02, SI
+	MOVQ   ldb+88(FP), DI
+	SHLQ   $0x02, DI
+	MOVQ   CX, R8
+	ADDQ   SI, R8
+	MOVQ   R8, R9
+	ADDQ   SI, R9
+	MOVQ   R9, R10
+	ADDQ   SI, R10
+	VXORPS Z0, Z0, Z0
+	VXORPS Z1, Z1, Z1
+	VXORPS Z2, Z2, Z2
+	VXORPS Z3, Z3, Z3
+	VXORPS Z4, Z4, Z4
+	VXORPS Z5, Z5, Z5
+	VXORPS Z6, Z6, Z6
+	VXORPS Z7, Z7, Z7
+	XORQ   SI, SI
+	CMPQ   SI, BX
+	JAE    store
+
+loop:
+	VMOVUPS      (DX), Z8
+	VMOVUPS      64(DX), Z9
+	VBROADCASTSS (CX)(SI*1), Z10
+	VFMADD231PS  Z8, Z10, Z0
+	VFMADD231PS  Z9, Z10, Z1
+	VBROADCASTSS (R8)(SI*1), Z10
+	VFMADD231PS  Z8, Z10, Z2
+	VFMADD231PS  Z9, Z10, Z3
+	VBROADCASTSS (R9)(SI*1), Z10
+	VFMADD231PS  Z8, Z10, Z4
+	VFMADD231PS  Z9, Z10, Z5
+	VBROADCASTSS (R10)(SI*1), Z10
+	VFMADD231PS  Z8, Z10, Z6
+	VFMADD231PS  Z9, Z10, Z7
+	ADDQ         DI, DX
+	ADDQ         $0x04, SI
+	CMPQ         SI, BX
+	JB           loop
+
+store:
+	MOVQ    ldc+96(FP), CX
+	SHLQ    $0x02, CX
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z2, (AX)
+	VMOVUPS Z3, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z4, (AX)
+	VMOVUPS Z5, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z6, (AX)
+	VMOVUPS Z7, 64(AX)
+	VZEROUPPER
+	RET
+
+// func gemm4xAVX512x4(c []float32, a []float32, b []float32, k int, lda int, ldb int, ldc int)
+// Requires: AVX, AVX512DQ, AVX512F
+TEXT ·gemm4xAVX512x4(SB), NOSPLIT, $0-104
+	MOVQ   c_base+0(FP), AX
+	MOVQ   a_base+24(FP), CX
+	MOVQ   b_base+48(FP), DX
+	MOVQ   k+72(FP), BX
+	SHLQ   $0x02, BX
+	MOVQ   lda+80(FP), SI
+	SHLQ   $0x02, SI
+	MOVQ   ldb+88(FP), DI
+	SHLQ   $0x02, DI
+	MOVQ   CX, R8
+	ADDQ   SI, R8
+	MOVQ   R8, R9
+	ADDQ   SI, R9
+	MOVQ   R9, R10
+	ADDQ   SI, R10
+	VXORPS Z0, Z0, Z0
+	VXORPS Z1, Z1, Z1
+	VXORPS Z2, Z2, Z2
+	VXORPS Z3, Z3, Z3
+	VXORPS Z4, Z4, Z4
+	VXORPS Z5, Z5, Z5
+	VXORPS Z6, Z6, Z6
+	VXORPS Z7, Z7, Z7
+	VXORPS Z8, Z8, Z8
+	VXORPS Z9, Z9, Z9
+	VXORPS Z10, Z10, Z10
+	VXORPS Z11, Z11, Z11
+	VXORPS Z12, Z12, Z12
+	VXORPS Z13, Z13, Z13
+	VXORPS Z14, Z14, Z14
+	VXORPS Z15, Z15, Z15
+	XORQ   SI, SI
+	CMPQ   SI, BX
+	JAE    store
+
+loop:
+	VMOVUPS      (DX), Z16
+	VMOVUPS      64(DX), Z17
+	VMOVUPS      128(DX), Z18
+	VMOVUPS      192(DX), Z19
+	VBROADCASTSS (CX)(SI*1), Z20
+	VFMADD231PS  Z16, Z20, Z0
+	VFMADD231PS  Z17, Z20, Z1
+	VFMADD231PS  Z18, Z20, Z2
+	VFMADD231PS  Z19, Z20, Z3
+	VBROADCASTSS (R8)(SI*1), Z20
+	VFMADD231PS  Z16, Z20, Z4
+	VFMADD231PS  Z17, Z20, Z5
+	VFMADD231PS  Z18, Z20, Z6
+	VFMADD231PS  Z19, Z20, Z7
+	VBROADCASTSS (R9)(SI*1), Z20
+	VFMADD231PS  Z16, Z20, Z8
+	VFMADD231PS  Z17, Z20, Z9
+	VFMADD231PS  Z18, Z20, Z10
+	VFMADD231PS  Z19, Z20, Z11
+	VBROADCASTSS (R10)(SI*1), Z20
+	VFMADD231PS  Z16, Z20, Z12
+	VFMADD231PS  Z17, Z20, Z13
+	VFMADD231PS  Z18, Z20, Z14
+	VFMADD231PS  Z19, Z20, Z15
+	ADDQ         DI, DX
+	ADDQ         $0x04, SI
+	CMPQ         SI, BX
+	JB           loop
+
+store:
+	MOVQ    ldc+96(FP), CX
+	SHLQ    $0x02, CX
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, 128(AX)
+	VMOVUPS Z3, 192(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z4, (AX)
+	VMOVUPS Z5, 64(AX)
+	VMOVUPS Z6, 128(AX)
+	VMOVUPS Z7, 192(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z8, (AX)
+	VMOVUPS Z9, 64(AX)
+	VMOVUPS Z10, 128(AX)
+	VMOVUPS Z11, 192(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z12, (AX)
+	VMOVUPS Z13, 64(AX)
+	VMOVUPS Z14, 128(AX)
+	VMOVUPS Z15, 192(AX)
+	VZEROUPPER
+	RET
+
+// func gemm8xAVX512x1(c []float32, a []float32, b []float32, k int, lda int, ldb int, ldc int)
+// Requires: AVX, AVX512DQ, AVX512F
+TEXT ·gemm8xAVX512x1(SB), NOSPLIT, $0-104
+	MOVQ   c_base+0(FP), AX
+	MOVQ   a_base+24(FP), CX
+	MOVQ   b_base+48(FP), DX
+	MOVQ   k+72(FP), BX
+	SHLQ   $0x02, BX
+	MOVQ   lda+80(FP), SI
+	SHLQ   $0x02, SI
+	MOVQ   ldb+88(FP), DI
+	SHLQ   $0x02, DI
+	MOVQ   CX, R8
+	ADDQ   SI, R8
+	MOVQ   R8, R9
+	ADDQ   SI, R9
+	MOVQ   R9, R10
+	ADDQ   SI, R10
+	MOVQ   R10, R11
+	ADDQ   SI, R11
+	MOVQ   R11, R12
+	ADDQ   SI, R12
+	MOVQ   R12, R13
+	ADDQ   SI, R13
+	MOVQ   R13, R14
+	ADDQ   SI, R14
+	VXORPS Z0, Z0, Z0
+	VXORPS Z1, Z1, Z1
+	VXORPS Z2, Z2, Z2
+	VXORPS Z3, Z3, Z3
+	VXORPS Z4, Z4, Z4
+	VXORPS Z5, Z5, Z5
+	VXORPS Z6, Z6, Z6
+	VXORPS Z7, Z7, Z7
+	XORQ   SI, SI
+	CMPQ   SI, BX
+	JAE    store
+
+loop:
+	VMOVUPS      (DX), Z8
+	VBROADCASTSS (CX)(SI*1), Z9
+	VFMADD231PS  Z8, Z9, Z0
+	VBROADCASTSS (R8)(SI*1), Z9
+	VFMADD231PS  Z8, Z9, Z1
+	VBROADCASTSS (R9)(SI*1), Z9
+	VFMADD231PS  Z8, Z9, Z2
+	VBROADCASTSS (R10)(SI*1), Z9
+	VFMADD231PS  Z8, Z9, Z3
+	VBROADCASTSS (R11)(SI*1), Z9
+	VFMADD231PS  Z8, Z9, Z4
+	VBROADCASTSS (R12)(SI*1), Z9
+	VFMADD231PS  Z8, Z9, Z5
+	VBROADCASTSS (R13)(SI*1), Z9
+	VFMADD231PS  Z8, Z9, Z6
+	VBROADCASTSS (R14)(SI*1), Z9
+	VFMADD231PS  Z8, Z9, Z7
+	ADDQ         DI, DX
+	ADDQ         $0x04, SI
+	CMPQ         SI, BX
+	JB           loop
+
+store:
+	MOVQ    ldc+96(FP), CX
+	SHLQ    $0x02, CX
+	VMOVUPS Z0, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z1, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z2, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z3, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z4, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z5, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z6, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z7, (AX)
+	VZEROUPPER
+	RET
+
+// func gemm8xAVX512x2(c []float32, a []float32, b []float32, k int, lda int, ldb int, ldc int)
+// Requires: AVX, AVX512DQ, AVX512F
+TEXT ·gemm8xAVX512x2(SB), NOSPLIT, $0-104
+	MOVQ   c_base+0(FP), AX
+	MOVQ   a_base+24(FP), CX
+	MOVQ   b_base+48(FP), DX
+	MOVQ   k+72(FP), BX
+	SHLQ   $0x02, BX
+	MOVQ   lda+80(FP), SI
+	SHLQ   $0x02, SI
+	MOVQ   ldb+88(FP), DI
+	SHLQ   $0x02, DI
+	MOVQ   CX, R8
+	ADDQ   SI, R8
+	MOVQ   R8, R9
+	ADDQ   SI, R9
+	MOVQ   R9, R10
+	ADDQ   SI, R10
+	MOVQ   R10, R11
+	ADDQ   SI, R11
+	MOVQ   R11, R12
+	ADDQ   SI, R12
+	MOVQ   R12, R13
+	ADDQ   SI, R13
+	MOVQ   R13, R14
+	ADDQ   SI, R14
+	VXORPS Z0, Z0, Z0
+	VXORPS Z1, Z1, Z1
+	VXORPS Z2, Z2, Z2
+	VXORPS Z3, Z3, Z3
+	VXORPS Z4, Z4, Z4
+	VXORPS Z5, Z5, Z5
+	VXORPS Z6, Z6, Z6
+	VXORPS Z7, Z7, Z7
+	VXORPS Z8, Z8, Z8
+	VXORPS Z9, Z9, Z9
+	VXORPS Z10, Z10, Z10
+	VXORPS Z11, Z11, Z11
+	VXORPS Z12, Z12, Z12
+	VXORPS Z13, Z13, Z13
+	VXORPS Z14, Z14, Z14
+	VXORPS Z15, Z15, Z15
+	XORQ   SI, SI
+	CMPQ   SI, BX
+	JAE    store
+
+loop:
+	VMOVUPS      (DX), Z16
+	VMOVUPS      64(DX), Z17
+	VBROADCASTSS (CX)(SI*1), Z18
+	VFMADD231PS  Z16, Z18, Z0
+	VFMADD231PS  Z17, Z18, Z1
+	VBROADCASTSS (R8)(SI*1), Z18
+	VFMADD231PS  Z16, Z18, Z2
+	VFMADD231PS  Z17, Z18, Z3
+	VBROADCASTSS (R9)(SI*1), Z18
+	VFMADD231PS  Z16, Z18, Z4
+	VFMADD231PS  Z17, Z18, Z5
+	VBROADCASTSS (R10)(SI*1), Z18
+	VFMADD231PS  Z16, Z18, Z6
+	VFMADD231PS  Z17, Z18, Z7
+	VBROADCASTSS (R11)(SI*1), Z18
+	VFMADD231PS  Z16, Z18, Z8
+	VFMADD231PS  Z17, Z18, Z9
+	VBROADCASTSS (R12)(SI*1), Z18
+	VFMADD231PS  Z16, Z18, Z10
+	VFMADD231PS  Z17, Z18, Z11
+	VBROADCASTSS (R13)(SI*1), Z18
+	VFMADD231PS  Z16, Z18, Z12
+	VFMADD231PS  Z17, Z18, Z13
+	VBROADCASTSS (R14)(SI*1), Z18
+	VFMADD231PS  Z16, Z18, Z14
+	VFMADD231PS  Z17, Z18, Z15
+	ADDQ         DI, DX
+	ADDQ         $0x04, SI
+	CMPQ         SI, BX
+	JB           loop
+
+store:
+	MOVQ    ldc+96(FP), CX
+	SHLQ    $0x02, CX
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z2, (AX)
+	VMOVUPS Z3, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z4, (AX)
+	VMOVUPS Z5, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z6, (AX)
+	VMOVUPS Z7, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z8, (AX)
+	VMOVUPS Z9, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z10, (AX)
+	VMOVUPS Z11, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z12, (AX)
+	VMOVUPS Z13, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z14, (AX)
+	VMOVUPS Z15, 64(AX)
 	VZEROUPPER
 	RET
 

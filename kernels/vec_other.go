@@ -43,3 +43,5 @@ func hicooScatterVec(dst []float32, x *formats.HiCOO, blk0, blk1 int, modes []in
 func addVec(dst, src []float32) int { return 0 }
 
 func pextVec(dst []uint32, lin []uint64, mask uint64, base uint32) bool { return false }
+
+func matMulVec(c, a, b []float32, m, k, n int) int { return 0 }

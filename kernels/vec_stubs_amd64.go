@@ -774,10 +774,80 @@ func hicooScatter4AVX512x4(dst []float32, bptr []uint32, bo *uint32, b0 *uint32,
 //go:noescape
 func addToAVX2(dst []float32, src []float32)
 
+// gemm1xAVX2x1 sets columns [0, 8) of c's first 1 row(s) to a·b over k terms (see asmgen's gemmBlock).
+//
+//go:noescape
+func gemm1xAVX2x1(c []float32, a []float32, b []float32, k int, lda int, ldb int, ldc int)
+
+// gemm1xAVX2x2 sets columns [0, 16) of c's first 1 row(s) to a·b over k terms (see asmgen's gemmBlock).
+//
+//go:noescape
+func gemm1xAVX2x2(c []float32, a []float32, b []float32, k int, lda int, ldb int, ldc int)
+
+// gemm1xAVX2x4 sets columns [0, 32) of c's first 1 row(s) to a·b over k terms (see asmgen's gemmBlock).
+//
+//go:noescape
+func gemm1xAVX2x4(c []float32, a []float32, b []float32, k int, lda int, ldb int, ldc int)
+
+// gemm4xAVX2x1 sets columns [0, 8) of c's first 4 row(s) to a·b over k terms (see asmgen's gemmBlock).
+//
+//go:noescape
+func gemm4xAVX2x1(c []float32, a []float32, b []float32, k int, lda int, ldb int, ldc int)
+
+// gemm4xAVX2x2 sets columns [0, 16) of c's first 4 row(s) to a·b over k terms (see asmgen's gemmBlock).
+//
+//go:noescape
+func gemm4xAVX2x2(c []float32, a []float32, b []float32, k int, lda int, ldb int, ldc int)
+
+// gemm8xAVX2x1 sets columns [0, 8) of c's first 8 row(s) to a·b over k terms (see asmgen's gemmBlock).
+//
+//go:noescape
+func gemm8xAVX2x1(c []float32, a []float32, b []float32, k int, lda int, ldb int, ldc int)
+
 // addToAVX512 adds src into dst, 4·16 floats per step; len(dst) must be a multiple of 64 (see asmgen).
 //
 //go:noescape
 func addToAVX512(dst []float32, src []float32)
+
+// gemm1xAVX512x1 sets columns [0, 16) of c's first 1 row(s) to a·b over k terms (see asmgen's gemmBlock).
+//
+//go:noescape
+func gemm1xAVX512x1(c []float32, a []float32, b []float32, k int, lda int, ldb int, ldc int)
+
+// gemm1xAVX512x2 sets columns [0, 32) of c's first 1 row(s) to a·b over k terms (see asmgen's gemmBlock).
+//
+//go:noescape
+func gemm1xAVX512x2(c []float32, a []float32, b []float32, k int, lda int, ldb int, ldc int)
+
+// gemm1xAVX512x4 sets columns [0, 64) of c's first 1 row(s) to a·b over k terms (see asmgen's gemmBlock).
+//
+//go:noescape
+func gemm1xAVX512x4(c []float32, a []float32, b []float32, k int, lda int, ldb int, ldc int)
+
+// gemm4xAVX512x1 sets columns [0, 16) of c's first 4 row(s) to a·b over k terms (see asmgen's gemmBlock).
+//
+//go:noescape
+func gemm4xAVX512x1(c []float32, a []float32, b []float32, k int, lda int, ldb int, ldc int)
+
+// gemm4xAVX512x2 sets columns [0, 32) of c's first 4 row(s) to a·b over k terms (see asmgen's gemmBlock).
+//
+//go:noescape
+func gemm4xAVX512x2(c []float32, a []float32, b []float32, k int, lda int, ldb int, ldc int)
+
+// gemm4xAVX512x4 sets columns [0, 64) of c's first 4 row(s) to a·b over k terms (see asmgen's gemmBlock).
+//
+//go:noescape
+func gemm4xAVX512x4(c []float32, a []float32, b []float32, k int, lda int, ldb int, ldc int)
+
+// gemm8xAVX512x1 sets columns [0, 16) of c's first 8 row(s) to a·b over k terms (see asmgen's gemmBlock).
+//
+//go:noescape
+func gemm8xAVX512x1(c []float32, a []float32, b []float32, k int, lda int, ldb int, ldc int)
+
+// gemm8xAVX512x2 sets columns [0, 32) of c's first 8 row(s) to a·b over k terms (see asmgen's gemmBlock).
+//
+//go:noescape
+func gemm8xAVX512x2(c []float32, a []float32, b []float32, k int, lda int, ldb int, ldc int)
 
 // pextDecode sets dst[i] = base | pext(lin[i], mask) for i < len(dst); lin is at least as long.
 //

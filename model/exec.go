@@ -204,46 +204,9 @@ func compile(g *onnxpb.GraphProto) (*program, error) {
 type machine struct {
 	p    *program
 	vals [][]float32
-	// b and c of a product whose n is not a multiple of 8, widened to
-	// one: SpMM's vector loops take eight columns at a time.
+	// b and c of a product whose n is below 8, widened to eight columns:
+	// the vector loops take eight columns at a time.
 	bWide, cWide []float32
-	// kept[v] is the CSR form of value v, for a value that is the left
-	// operand of more than one product (the adjacency and its transpose,
-	// the masks, the constant columns of ones): built once per run, or
-	// once for a constant. Nil for the others.
-	kept []*keptCSR
-	runs int // runs started, to tell this run's kept forms from stale ones
-	// dense[v] is the CSR pattern of value v as a dense matrix, for a
-	// value that is the left operand of one product (row i's entries at
-	// i·k, columns 0 to k−1; values of one width share it). Empty for the
-	// others.
-	dense []densePattern
-}
-
-// densePattern is the CSR structure of a dense matrix of k columns: its
-// values are the matrix itself, so a product through it reads the
-// operand where it lies and gathers nothing.
-type densePattern struct{ ptr, col []uint32 }
-
-// newDensePattern returns the pattern of an r × k dense matrix.
-func newDensePattern(r, k int) densePattern {
-	d := densePattern{ptr: make([]uint32, r+1), col: make([]uint32, r*k)}
-	for i := range d.ptr {
-		d.ptr[i] = uint32(i * k)
-	}
-	for e := range d.col {
-		d.col[e] = uint32(e % k)
-	}
-	return d
-}
-
-// keptCSR is a left operand in CSR, made in run made (0: never; -1: a
-// constant's, good for every run).
-type keptCSR struct {
-	made     int
-	ptr, col []uint32
-	vals     []float32
-	nz       int
 }
 
 // newMachine makes a machine for p. Its buffers come from package warm
@@ -265,39 +228,6 @@ func (p *program) newMachine() *machine {
 		}
 	}
 	m.bWide, m.cWide = warm.Float32s(bWide), warm.Float32s(cWide)
-	uses := make([]int, len(p.shapes))
-	for _, st := range p.steps {
-		if st.op == opMatMul {
-			uses[st.in[0]]++
-		}
-	}
-	m.kept = make([]*keptCSR, len(p.shapes))
-	// One pattern per width k, for the most rows of any such operand.
-	rows := map[int]int{}
-	for v, u := range uses {
-		if u == 1 {
-			s := p.shapes[v]
-			rows[s[1]] = max(rows[s[1]], s[0])
-		}
-	}
-	byWidth := map[int]densePattern{}
-	for k, r := range rows {
-		byWidth[k] = newDensePattern(r, k)
-	}
-	m.dense = make([]densePattern, len(p.shapes))
-	for v, u := range uses {
-		if u == 1 {
-			s := p.shapes[v]
-			d := byWidth[s[1]]
-			m.dense[v] = densePattern{ptr: d.ptr[:s[0]+1], col: d.col[:s[0]*s[1]]}
-		}
-	}
-	for v, u := range uses {
-		if u > 1 {
-			n := p.shapes[v][0] * p.shapes[v][1]
-			m.kept[v] = &keptCSR{ptr: warm.Uint32s(p.shapes[v][0] + 1), col: warm.Uint32s(n), vals: warm.Float32s(n)}
-		}
-	}
 	for i, s := range p.shapes {
 		switch {
 		case p.consts[i] != nil:
@@ -403,7 +333,6 @@ func (p *program) assignSlots() {
 // buffers: every step when output is -1, else only the steps that output
 // (an index into the program's outputs) depends on.
 func (m *machine) run(output int) {
-	m.runs++
 	for i, st := range m.p.steps {
 		if output >= 0 && !m.p.needs[output][i] {
 			continue
@@ -412,8 +341,7 @@ func (m *machine) run(output int) {
 		switch st.op {
 		case opMatMul:
 			a, b := m.p.shapes[st.in[0]], m.p.shapes[st.in[1]]
-			ptr, col, vals := m.leftCSR(st.in[0], a[0], a[1])
-			m.matMul(out, ptr, col, vals, m.vals[st.in[1]], a[0], a[1], b[1])
+			m.matMul(out, m.vals[st.in[0]], m.vals[st.in[1]], a[0], a[1], b[1])
 		case opAdd, opSub, opMul:
 			x, y := m.vals[st.in[0]], m.vals[st.in[1]]
 			if !st.rowWise {
@@ -494,19 +422,15 @@ func elementwise(op opKind, out, x, y []float32) {
 	}
 }
 
-// matMul sets c (r x n) = a (r x k) · b (k x n), row-major, with a in CSR
-// (leftCSR), by kernels.SpMM, SpTTM's vector inner loop. At the network's
-// sizes (32 × 32 × 32) that is several times faster than gonum's float32
-// GEMM, which spends more on blocking and dispatch than on the product
+// matMul sets c (r x n) = a (r x k) · b (k x n), row-major, by
+// kernels.MatMul, whose vector loops keep several rows of c in registers.
+// At the network's sizes (32 × 32 × 16) that is three times faster than
+// the sparse product this runtime used before, which skipped a's zeros
+// (ReLU outputs, a graph's missing edges) but waited on each row's chain
+// of multiply-adds, and ten times faster than gonum's float32 GEMM, which
+// spends more on blocking and dispatch than on the product
 // (BenchmarkMatMul).
-//
-// An operand several products read (the adjacency and its transpose, the
-// masks, the constant columns of ones) is gathered into CSR without its
-// zeros once per run. One that a single product reads (a layer's
-// activations, the heads' hidden rows) is read where it lies, zeros and
-// all, through a fixed dense pattern: gathering it cost as much as the
-// product, and multiplying its zeros costs less than that.
-func (m *machine) matMul(c []float32, ptr, col []uint32, vals, b []float32, r, k, n int) {
+func (m *machine) matMul(c, a, b []float32, r, k, n int) {
 	if w := wide(n); w != n {
 		// A narrow b (a layer's five node features) is widened to eight
 		// columns of which the last are zero: the scalar remainder loop
@@ -515,52 +439,13 @@ func (m *machine) matMul(c []float32, ptr, col []uint32, vals, b []float32, r, k
 		for p := range k {
 			copy(bw[p*w:p*w+n], b[p*n:(p+1)*n])
 		}
-		kernels.SpMM(cw, ptr, col, vals, bw, w)
+		kernels.MatMul(cw, a, bw, r, k, w)
 		for i := range r {
 			copy(c[i*n:(i+1)*n], cw[i*w:i*w+n])
 		}
 		return
 	}
-	kernels.SpMM(c, ptr, col, vals, b, n)
-}
-
-// leftCSR returns value v, an r × k left operand of a product, in CSR:
-// without its zeros from m.kept when v has a kept form (made now if it is
-// not this run's), else as it lies, through the dense pattern.
-func (m *machine) leftCSR(v, r, k int) (ptr, col []uint32, vals []float32) {
-	kc := m.kept[v]
-	if kc == nil {
-		d := m.dense[v]
-		return d.ptr, d.col, m.vals[v]
-	}
-	if kc.made != m.runs && kc.made >= 0 {
-		kc.nz = gatherCSR(kc.ptr, kc.col, kc.vals, m.vals[v], r, k)
-		kc.made = m.runs
-		if m.p.consts[v] != nil {
-			kc.made = -1
-		}
-	}
-	return kc.ptr, kc.col[:kc.nz], kc.vals[:kc.nz]
-}
-
-// gatherCSR writes the r × k matrix a into ptr, col and vals as CSR,
-// skipping its zeros, and returns the number of entries kept.
-func gatherCSR(ptr, col []uint32, vals, a []float32, r, k int) int {
-	col, vals = col[:r*k], vals[:r*k]
-	ptr[0] = 0
-	nz := 0
-	for i := range r {
-		for j, v := range a[i*k : (i+1)*k] {
-			// Written whatever v, kept only if nonzero: no branch to
-			// mispredict on the half of a ReLU output that is zero.
-			col[nz], vals[nz] = uint32(j), v
-			if v != 0 {
-				nz++
-			}
-		}
-		ptr[i+1] = uint32(nz)
-	}
-	return nz
+	kernels.MatMul(c, a, b, r, k, n)
 }
 
 // wide returns n rounded up to a multiple of 8 when n is below 8 (the

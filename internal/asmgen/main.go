@@ -70,6 +70,14 @@ func main() {
 	}
 	for _, s := range isas {
 		addTo(s)
+		for _, rows := range []int{1, 4, 8} {
+			for _, nv := range []int{1, 2, 4} {
+				if regs := map[int]int{8: 16, 16: 32}[s.lanes]; rows*nv+nv+1 > regs {
+					continue // more registers than the unit has
+				}
+				gemmBlock(s, rows, nv)
+			}
+		}
 	}
 	pextDecode()
 	cpuid()
@@ -1219,6 +1227,70 @@ func addTo(s isa) {
 	CMPQ(dp, n)
 	JB(LabelRef("loop"))
 	Label("done")
+	VZEROUPPER()
+	RET()
+}
+
+// gemmBlock: c row r, columns [0, nv·lanes) = Σ_{p<k} a[r·lda+p]·(b row
+// p), for r < rows; rows of a, b and c are lda, ldb and ldc floats apart.
+// It is the dense product of small matrices (the predictor's network): the
+// rows·nv accumulators stay in registers while b's rows stream past, so
+// the multiply-adds of distinct rows overlap rather than wait on one
+// another's result, as one sparse row's do.
+func gemmBlock(s isa, rows, nv int) {
+	name := fmt.Sprintf("gemm%dx%sx%d", rows, s.name, nv)
+	text(name, "func(c, a, b []float32, k, lda, ldb, ldc int)")
+	Doc(fmt.Sprintf("%s sets columns [0, %d) of c's first %d row(s) to a·b over k terms (see asmgen's gemmBlock).", name, nv*s.lanes, rows))
+	cp := Load(Param("c").Base(), GP64())
+	ap := Load(Param("a").Base(), GP64())
+	bp := Load(Param("b").Base(), GP64())
+	kb := Load(Param("k"), GP64())
+	SHLQ(U8(2), kb) // k in bytes: the end of the row offset
+	lda := Load(Param("lda"), GP64())
+	SHLQ(U8(2), lda)
+	ldb := Load(Param("ldb"), GP64())
+	SHLQ(U8(2), ldb)
+	// ar[r] is row r of a; p, the byte offset of term p in each.
+	ar := make([]Register, rows)
+	ar[0] = ap
+	for r := 1; r < rows; r++ {
+		ar[r] = GP64()
+		MOVQ(ar[r-1], ar[r])
+		ADDQ(lda, ar[r])
+	}
+	acc := vecs(s, rows*nv)
+	zero(acc)
+	bv := vecs(s, nv)
+	bc := s.vec()
+	p := GP64()
+	XORQ(p, p)
+	CMPQ(p, kb)
+	JAE(LabelRef("store"))
+	Label("loop")
+	for v := range nv {
+		VMOVUPS(Mem{Base: bp, Disp: 4 * s.lanes * v}, bv[v])
+	}
+	for r := range rows {
+		VBROADCASTSS(Mem{Base: ar[r], Index: p, Scale: 1}, bc)
+		for v := range nv {
+			VFMADD231PS(bv[v], bc, acc[r*nv+v])
+		}
+	}
+	ADDQ(ldb, bp)
+	ADDQ(U8(4), p)
+	CMPQ(p, kb)
+	JB(LabelRef("loop"))
+	Label("store")
+	ldc := Load(Param("ldc"), GP64())
+	SHLQ(U8(2), ldc)
+	for r := range rows {
+		for v := range nv {
+			VMOVUPS(acc[r*nv+v], Mem{Base: cp, Disp: 4 * s.lanes * v})
+		}
+		if r < rows-1 {
+			ADDQ(ldc, cp)
+		}
+	}
 	VZEROUPPER()
 	RET()
 }
