@@ -8662,6 +8662,105 @@ done:
 	VZEROUPPER
 	RET
 
+// func addVecAVX2(dst []float32, x []float32, y []float32)
+// Requires: AVX
+TEXT ·addVecAVX2(SB), NOSPLIT, $0-72
+	MOVQ   dst_base+0(FP), AX
+	MOVQ   x_base+24(FP), CX
+	MOVQ   y_base+48(FP), DX
+	MOVQ   dst_len+8(FP), BX
+	SHLQ   $0x02, BX
+	XORQ   SI, SI
+	VXORPS Y0, Y0, Y0
+	CMPQ   SI, BX
+	JAE    done
+
+loop:
+	VMOVUPS (CX)(SI*1), Y0
+	VADDPS  (DX)(SI*1), Y0, Y0
+	VMOVUPS Y0, (AX)(SI*1)
+	ADDQ    $0x00000020, SI
+	CMPQ    SI, BX
+	JB      loop
+
+done:
+	VZEROUPPER
+	RET
+
+// func subVecAVX2(dst []float32, x []float32, y []float32)
+// Requires: AVX
+TEXT ·subVecAVX2(SB), NOSPLIT, $0-72
+	MOVQ   dst_base+0(FP), AX
+	MOVQ   x_base+24(FP), CX
+	MOVQ   y_base+48(FP), DX
+	MOVQ   dst_len+8(FP), BX
+	SHLQ   $0x02, BX
+	XORQ   SI, SI
+	VXORPS Y0, Y0, Y0
+	CMPQ   SI, BX
+	JAE    done
+
+loop:
+	VMOVUPS (CX)(SI*1), Y0
+	VSUBPS  (DX)(SI*1), Y0, Y0
+	VMOVUPS Y0, (AX)(SI*1)
+	ADDQ    $0x00000020, SI
+	CMPQ    SI, BX
+	JB      loop
+
+done:
+	VZEROUPPER
+	RET
+
+// func mulVecAVX2(dst []float32, x []float32, y []float32)
+// Requires: AVX
+TEXT ·mulVecAVX2(SB), NOSPLIT, $0-72
+	MOVQ   dst_base+0(FP), AX
+	MOVQ   x_base+24(FP), CX
+	MOVQ   y_base+48(FP), DX
+	MOVQ   dst_len+8(FP), BX
+	SHLQ   $0x02, BX
+	XORQ   SI, SI
+	VXORPS Y0, Y0, Y0
+	CMPQ   SI, BX
+	JAE    done
+
+loop:
+	VMOVUPS (CX)(SI*1), Y0
+	VMULPS  (DX)(SI*1), Y0, Y0
+	VMOVUPS Y0, (AX)(SI*1)
+	ADDQ    $0x00000020, SI
+	CMPQ    SI, BX
+	JB      loop
+
+done:
+	VZEROUPPER
+	RET
+
+// func reluVecAVX2(dst []float32, x []float32, y []float32)
+// Requires: AVX
+TEXT ·reluVecAVX2(SB), NOSPLIT, $0-72
+	MOVQ   dst_base+0(FP), AX
+	MOVQ   x_base+24(FP), CX
+	MOVQ   y_base+48(FP), DX
+	MOVQ   dst_len+8(FP), DX
+	SHLQ   $0x02, DX
+	XORQ   BX, BX
+	VXORPS Y1, Y1, Y1
+	CMPQ   BX, DX
+	JAE    done
+
+loop:
+	VMAXPS  (CX)(BX*1), Y1, Y0
+	VMOVUPS Y0, (AX)(BX*1)
+	ADDQ    $0x00000020, BX
+	CMPQ    BX, DX
+	JB      loop
+
+done:
+	VZEROUPPER
+	RET
+
 // func gemm1xAVX2x1(c []float32, a []float32, b []float32, k int, lda int, ldb int, ldc int)
 // Requires: AVX, FMA3
 TEXT ·gemm1xAVX2x1(SB), NOSPLIT, $0-104
@@ -9007,6 +9106,105 @@ loop:
 	ADDQ    $0x00000100, AX
 	ADDQ    $0x00000100, CX
 	CMPQ    AX, DX
+	JB      loop
+
+done:
+	VZEROUPPER
+	RET
+
+// func addVecAVX512(dst []float32, x []float32, y []float32)
+// Requires: AVX, AVX512DQ, AVX512F
+TEXT ·addVecAVX512(SB), NOSPLIT, $0-72
+	MOVQ   dst_base+0(FP), AX
+	MOVQ   x_base+24(FP), CX
+	MOVQ   y_base+48(FP), DX
+	MOVQ   dst_len+8(FP), BX
+	SHLQ   $0x02, BX
+	XORQ   SI, SI
+	VXORPS Z0, Z0, Z0
+	CMPQ   SI, BX
+	JAE    done
+
+loop:
+	VMOVUPS (CX)(SI*1), Z0
+	VADDPS  (DX)(SI*1), Z0, Z0
+	VMOVUPS Z0, (AX)(SI*1)
+	ADDQ    $0x00000040, SI
+	CMPQ    SI, BX
+	JB      loop
+
+done:
+	VZEROUPPER
+	RET
+
+// func subVecAVX512(dst []float32, x []float32, y []float32)
+// Requires: AVX, AVX512DQ, AVX512F
+TEXT ·subVecAVX512(SB), NOSPLIT, $0-72
+	MOVQ   dst_base+0(FP), AX
+	MOVQ   x_base+24(FP), CX
+	MOVQ   y_base+48(FP), DX
+	MOVQ   dst_len+8(FP), BX
+	SHLQ   $0x02, BX
+	XORQ   SI, SI
+	VXORPS Z0, Z0, Z0
+	CMPQ   SI, BX
+	JAE    done
+
+loop:
+	VMOVUPS (CX)(SI*1), Z0
+	VSUBPS  (DX)(SI*1), Z0, Z0
+	VMOVUPS Z0, (AX)(SI*1)
+	ADDQ    $0x00000040, SI
+	CMPQ    SI, BX
+	JB      loop
+
+done:
+	VZEROUPPER
+	RET
+
+// func mulVecAVX512(dst []float32, x []float32, y []float32)
+// Requires: AVX, AVX512DQ, AVX512F
+TEXT ·mulVecAVX512(SB), NOSPLIT, $0-72
+	MOVQ   dst_base+0(FP), AX
+	MOVQ   x_base+24(FP), CX
+	MOVQ   y_base+48(FP), DX
+	MOVQ   dst_len+8(FP), BX
+	SHLQ   $0x02, BX
+	XORQ   SI, SI
+	VXORPS Z0, Z0, Z0
+	CMPQ   SI, BX
+	JAE    done
+
+loop:
+	VMOVUPS (CX)(SI*1), Z0
+	VMULPS  (DX)(SI*1), Z0, Z0
+	VMOVUPS Z0, (AX)(SI*1)
+	ADDQ    $0x00000040, SI
+	CMPQ    SI, BX
+	JB      loop
+
+done:
+	VZEROUPPER
+	RET
+
+// func reluVecAVX512(dst []float32, x []float32, y []float32)
+// Requires: AVX, AVX512DQ, AVX512F
+TEXT ·reluVecAVX512(SB), NOSPLIT, $0-72
+	MOVQ   dst_base+0(FP), AX
+	MOVQ   x_base+24(FP), CX
+	MOVQ   y_base+48(FP), DX
+	MOVQ   dst_len+8(FP), DX
+	SHLQ   $0x02, DX
+	XORQ   BX, BX
+	VXORPS Z1, Z1, Z1
+	CMPQ   BX, DX
+	JAE    done
+
+loop:
+	VMAXPS  (CX)(BX*1), Z1, Z0
+	VMOVUPS Z0, (AX)(BX*1)
+	ADDQ    $0x00000040, BX
+	CMPQ    BX, DX
 	JB      loop
 
 done:

@@ -45,3 +45,5 @@ func addVec(dst, src []float32) int { return 0 }
 func pextVec(dst []uint32, lin []uint64, mask uint64, base uint32) bool { return false }
 
 func matMulVec(c, a, b []float32, m, k, n int) int { return 0 }
+
+func elementwiseVec(op elementwiseOp, dst, x, y []float32) int { return 0 }

@@ -774,6 +774,26 @@ func hicooScatter4AVX512x4(dst []float32, bptr []uint32, bo *uint32, b0 *uint32,
 //go:noescape
 func addToAVX2(dst []float32, src []float32)
 
+// addVecAVX2 sets dst[i] to x[i]+y[i] for i < len(dst), a multiple of 8 (see asmgen's elementwise).
+//
+//go:noescape
+func addVecAVX2(dst []float32, x []float32, y []float32)
+
+// subVecAVX2 sets dst[i] to x[i]-y[i] for i < len(dst), a multiple of 8 (see asmgen's elementwise).
+//
+//go:noescape
+func subVecAVX2(dst []float32, x []float32, y []float32)
+
+// mulVecAVX2 sets dst[i] to x[i]·y[i] for i < len(dst), a multiple of 8 (see asmgen's elementwise).
+//
+//go:noescape
+func mulVecAVX2(dst []float32, x []float32, y []float32)
+
+// reluVecAVX2 sets dst[i] to max(x[i], 0) for i < len(dst), a multiple of 8 (see asmgen's elementwise).
+//
+//go:noescape
+func reluVecAVX2(dst []float32, x []float32, y []float32)
+
 // gemm1xAVX2x1 sets columns [0, 8) of c's first 1 row(s) to a·b over k terms (see asmgen's gemmBlock).
 //
 //go:noescape
@@ -808,6 +828,26 @@ func gemm8xAVX2x1(c []float32, a []float32, b []float32, k int, lda int, ldb int
 //
 //go:noescape
 func addToAVX512(dst []float32, src []float32)
+
+// addVecAVX512 sets dst[i] to x[i]+y[i] for i < len(dst), a multiple of 16 (see asmgen's elementwise).
+//
+//go:noescape
+func addVecAVX512(dst []float32, x []float32, y []float32)
+
+// subVecAVX512 sets dst[i] to x[i]-y[i] for i < len(dst), a multiple of 16 (see asmgen's elementwise).
+//
+//go:noescape
+func subVecAVX512(dst []float32, x []float32, y []float32)
+
+// mulVecAVX512 sets dst[i] to x[i]·y[i] for i < len(dst), a multiple of 16 (see asmgen's elementwise).
+//
+//go:noescape
+func mulVecAVX512(dst []float32, x []float32, y []float32)
+
+// reluVecAVX512 sets dst[i] to max(x[i], 0) for i < len(dst), a multiple of 16 (see asmgen's elementwise).
+//
+//go:noescape
+func reluVecAVX512(dst []float32, x []float32, y []float32)
 
 // gemm1xAVX512x1 sets columns [0, 16) of c's first 1 row(s) to a·b over k terms (see asmgen's gemmBlock).
 //

@@ -355,11 +355,7 @@ func (m *machine) run(output int) {
 				elementwise(st.op, out[i:i+cols], x[i:i+cols], y)
 			}
 		case opRelu:
-			x := m.vals[st.in[0]]
-			out = out[:len(x)]
-			for i, v := range x {
-				out[i] = max(v, 0)
-			}
+			kernels.Relu(out, m.vals[st.in[0]])
 		case opTranspose:
 			s := m.p.shapes[st.in[0]]
 			x := m.vals[st.in[0]]
@@ -403,22 +399,15 @@ func (m *machine) run(output int) {
 }
 
 // elementwise sets out to x op y, entry by entry (op is Add, Sub or Mul;
-// x and y hold at least out's length).
+// x and y hold at least out's length), on the vector units.
 func elementwise(op opKind, out, x, y []float32) {
-	x, y = x[:len(out)], y[:len(out)]
 	switch op {
 	case opAdd:
-		for j := range out {
-			out[j] = x[j] + y[j]
-		}
+		kernels.Add(out, x, y)
 	case opSub:
-		for j := range out {
-			out[j] = x[j] - y[j]
-		}
+		kernels.Sub(out, x, y)
 	default:
-		for j := range out {
-			out[j] = x[j] * y[j]
-		}
+		kernels.Mul(out, x, y)
 	}
 }
 

@@ -70,6 +70,9 @@ func main() {
 	}
 	for _, s := range isas {
 		addTo(s)
+		for _, op := range []string{"add", "sub", "mul", "relu"} {
+			elementwise(s, op)
+		}
 		for _, rows := range []int{1, 4, 8} {
 			for _, nv := range []int{1, 2, 4} {
 				if regs := map[int]int{8: 16, 16: 32}[s.lanes]; rows*nv+nv+1 > regs {
@@ -1225,6 +1228,51 @@ func addTo(s isa) {
 	ADDQ(U32(16*s.lanes), dp)
 	ADDQ(U32(16*s.lanes), sp)
 	CMPQ(dp, n)
+	JB(LabelRef("loop"))
+	Label("done")
+	VZEROUPPER()
+	RET()
+}
+
+// elementwise: dst[i] = x[i] op y[i] (add, sub, mul), or max(x[i], 0)
+// (relu: y unused), for i < len(dst), len(dst) a multiple of lanes. They
+// are the network's elementwise nodes; x and y are at least as long.
+func elementwise(s isa, op string) {
+	name := op + "Vec" + s.name
+	text(name, "func(dst, x, y []float32)")
+	Doc(fmt.Sprintf("%s sets dst[i] to %s for i < len(dst), a multiple of %d (see asmgen's elementwise).", name, map[string]string{"add": "x[i]+y[i]", "sub": "x[i]-y[i]", "mul": "x[i]·y[i]", "relu": "max(x[i], 0)"}[op], s.lanes))
+	dp := Load(Param("dst").Base(), GP64())
+	xp := Load(Param("x").Base(), GP64())
+	yp := Load(Param("y").Base(), GP64())
+	n := Load(Param("dst").Len(), GP64())
+	SHLQ(U8(2), n)
+	i := GP64()
+	XORQ(i, i)
+	v, z := s.vec(), s.vec()
+	VXORPS(z, z, z)
+	CMPQ(i, n)
+	JAE(LabelRef("done"))
+	Label("loop")
+	x := Mem{Base: xp, Index: i, Scale: 1}
+	y := Mem{Base: yp, Index: i, Scale: 1}
+	switch op {
+	case "add":
+		VMOVUPS(x, v)
+		VADDPS(y, v, v)
+	case "sub":
+		VMOVUPS(x, v)
+		VSUBPS(y, v, v)
+	case "mul":
+		VMOVUPS(x, v)
+		VMULPS(y, v, v)
+	case "relu":
+		// MAXPS returns its second source where either is NaN: x goes
+		// there, so a NaN stays NaN as Go's max keeps it.
+		VMAXPS(x, z, v)
+	}
+	VMOVUPS(v, Mem{Base: dp, Index: i, Scale: 1})
+	ADDQ(U32(4*s.lanes), i)
+	CMPQ(i, n)
 	JB(LabelRef("loop"))
 	Label("done")
 	VZEROUPPER()
