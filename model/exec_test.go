@@ -28,6 +28,8 @@ var matMulCases = []struct {
 	{"32x32x16", 32, 32, 16, 0.5},
 	{"32x32x5", 32, 32, 5, 0.3},
 	{"32x1x32", 32, 1, 32, 0},
+	{"1x32x5", 1, 32, 5, 0.3},
+	{"1x32x4", 1, 32, 4, 0.2},
 	{"1x151x64", 1, 151, 64, 0.2},
 	{"1x64x32", 1, 64, 32, 0.5},
 }
@@ -137,6 +139,27 @@ func TestSlotsNeverOverlapLiveValues(t *testing.T) {
 		}
 		if len(p.slotSize) >= len(p.steps)/2 {
 			t.Errorf("%v: %d slots for %d steps: the values do not share buffers", op, len(p.slotSize), len(p.steps))
+		}
+	}
+}
+
+// TestTranspose holds the blocked transpose to the definition on shapes
+// around its eight-row bands.
+func TestTranspose(t *testing.T) {
+	for _, s := range [][2]int{{32, 32}, {1, 32}, {32, 1}, {9, 13}, {16, 8}, {7, 3}, {0, 4}} {
+		r, c := s[0], s[1]
+		x := make([]float32, r*c)
+		for i := range x {
+			x[i] = float32(i)
+		}
+		out := make([]float32, r*c)
+		transpose(out, x, r, c)
+		for i := range r {
+			for j := range c {
+				if out[j*r+i] != x[i*c+j] {
+					t.Fatalf("%dx%d: out[%d][%d] = %v, want %v", r, c, j, i, out[j*r+i], x[i*c+j])
+				}
+			}
 		}
 	}
 }
