@@ -309,12 +309,18 @@ func joinTNSChunks(chunks []*tnsChunk, hdr tnsHeader, name string, pk *picker) (
 			return nil, fileError(name, "%v", err)
 		}
 	}
+	// The picks' positions are drawn before the tensor's arrays are
+	// allocated: the allocation starts a collection, and a draw that ran
+	// beside it took 50-175 µs instead of 20-30 (its allocations assist
+	// the marking, and the background workers take a core), a third of a
+	// fresh process's decision on 1-2 M nonzeros (docs/model.md, "The
+	// sample's draw and the collector").
+	w := workers(len(chunks), 1)
+	pk.start(nnz, hdr.order, w)
 	t := &COO{Dims: dims, Inds: make([][]uint32, hdr.order), Vals: make([]float32, nnz)}
 	for m := range t.Inds {
 		t.Inds[m] = make([]uint32, nnz)
 	}
-	w := workers(len(chunks), 1)
-	pk.start(nnz, hdr.order, w)
 	offsets := make([]int, len(chunks))
 	for i, off := 0, 0; i < len(chunks); i++ {
 		offsets[i] = off
