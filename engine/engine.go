@@ -336,7 +336,7 @@ func (e *Engine) chooseFormats(in *input, op hetero.Op, mode int, dev hetero.Dev
 		return choice{formats: []string{f}, source: SourceForced}, 0, nil, nil
 	}
 	start := time.Now()
-	if e.opts.Decisions != nil {
+	if e.opts.Decisions != nil && !e.opts.Decisions.Empty() {
 		id, err := in.tensorID()
 		if err != nil {
 			return choice{}, 0, nil, err

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"slices"
 	"testing"
 
@@ -172,5 +173,31 @@ func BenchmarkSampleKey(b *testing.B) {
 	b.Logf("%d sampled nonzeros", s.Sample.NNZ())
 	for b.Loop() {
 		SampleKey(s)
+	}
+}
+
+// TestDecisionsEmpty: a cache whose directory is missing or empty holds
+// nothing; one decision stored makes it hold something, seen by another
+// Decisions on the same directory (another process's).
+func TestDecisionsEmpty(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "decisions")
+	dec := &Decisions{Dir: dir}
+	if !dec.Empty() {
+		t.Fatal("a missing directory is not empty")
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if !dec.Empty() {
+		t.Fatal("an empty directory is not empty")
+	}
+	id := idOf(t, cacheTensor(1))
+	d := &Decision{Key: id.Key, Fingerprint: id.Fingerprint(), Op: "mttkrp", Mode: 1, Device: "cpu", Predictor: "measure",
+		Prediction: &Prediction{Formats: []Ranked{{Format: "alto", Score: 1}}}}
+	if err := dec.Put(d, hetero.MTTKRP, 0); err != nil {
+		t.Fatal(err)
+	}
+	if (&Decisions{Dir: dir}).Empty() {
+		t.Fatal("a directory with a decision is empty")
 	}
 }
