@@ -7,12 +7,12 @@ import "fmt"
 //
 // It is for small products, such as the layers of the format predictor's
 // network (32 × 32 matrices and smaller), where a general GEMM spends more
-// on blocking and dispatch than on the product. Four rows of c are made
-// at a time, their columns in vector registers, so that their
-// multiply-adds overlap (BenchmarkMatMul). It panics if a slice is
-// shorter than its shape.
+// on blocking and dispatch than on the product. Eight or four rows of c
+// are made at a time, their columns in vector registers, so that their
+// multiply-adds overlap (BenchmarkMatMul). It panics if a dimension is
+// negative or a slice is shorter than its shape.
 func MatMul(c, a, b []float32, m, k, n int) {
-	if m < 0 || k < 0 || n < 0 || len(a) < m*k || len(b) < k*n || len(c) < m*n {
+	if m < 0 || k < 0 || n < 0 || !holds(len(a), m, k) || !holds(len(b), k, n) || !holds(len(c), m, n) {
 		panic(fmt.Sprintf("kernels: MatMul of %d×%d by %d×%d into %d outputs from %d and %d values", m, k, k, n, len(c), len(a), len(b)))
 	}
 	if k == 0 {
@@ -36,3 +36,7 @@ func MatMul(c, a, b []float32, m, k, n int) {
 		}
 	}
 }
+
+// holds reports whether a slice of length l holds an r × c matrix, without
+// the product r·c overflowing (r and c are not negative).
+func holds(l, r, c int) bool { return r == 0 || c <= l/r }

@@ -8,8 +8,8 @@ import (
 )
 
 // TestMatMul holds MatMul to a float64 reference on shapes around every
-// block boundary of the vector loops (rows in fours, columns in 8, 16, 32
-// and 64), with zeros and negative values, on every inner-loop unit. The
+// block boundary of the vector loops (rows in eights and fours, columns
+// in 8, 16, 32 and 64), with zeros and negative values, on every inner-loop unit. The
 // output starts dirty: MatMul must set it, not add to it.
 func TestMatMul(t *testing.T) {
 	eachInnerLoops(t, func(t *testing.T) {
@@ -64,6 +64,7 @@ func TestMatMulShortSlices(t *testing.T) {
 		{"short a", 6, 5, 9, 2, 3, 3},
 		{"short b", 6, 6, 8, 2, 3, 3},
 		{"negative", 6, 6, 9, -2, 3, 3},
+		{"overflowing", 6, 6, 9, math.MaxInt/2 + 1, 4, 1},
 	} {
 		func() {
 			defer func() {
