@@ -283,3 +283,34 @@ func TestSTBReadAtPieces(t *testing.T) {
 		}
 	}
 }
+
+// TestSTBArraysApart: the arrays a sized read cuts from one allocation
+// end where the next begins, so appending to one reallocates it and
+// leaves the others as they were.
+func TestSTBArraysApart(t *testing.T) {
+	x := genCOO(rand.New(rand.NewPCG(5, 6)), []int{30, 20, 10}, 500)
+	got, err := readSTB(stbBytes(1, []uint64{30, 20, 10}, uint64(x.NNZ()), stbArrays(x)), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for m := range got.Inds {
+		if cap(got.Inds[m]) != got.NNZ() {
+			t.Fatalf("mode %d: capacity %d for %d nonzeros", m+1, cap(got.Inds[m]), got.NNZ())
+		}
+	}
+	if cap(got.Vals) != got.NNZ() {
+		t.Fatalf("values: capacity %d for %d nonzeros", cap(got.Vals), got.NNZ())
+	}
+	for m := range got.Inds {
+		got.Inds[m] = append(got.Inds[m], 7)
+	}
+	got.Vals = append(got.Vals, 7)
+	for m := range got.Inds {
+		if !slices.Equal(got.Inds[m][:x.NNZ()], x.Inds[m]) {
+			t.Fatalf("mode %d changed by the appends", m+1)
+		}
+	}
+	if !slices.Equal(got.Vals[:x.NNZ()], x.Vals) {
+		t.Fatal("values changed by the appends")
+	}
+}
