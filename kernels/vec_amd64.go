@@ -498,23 +498,25 @@ func matMulVec(c, a, b []float32, m, k, n int) int {
 	return n &^ 7
 }
 
+// elementwiseLoops are the vector loops of each elementwiseOp, by unit.
+var elementwiseLoops = [...][4]func(dst, x, y []float32){
+	vecAVX2:   {opAdd: addVecAVX2, opSub: subVecAVX2, opMul: mulVecAVX2, opRelu: reluVecAVX2},
+	vecAVX512: {opAdd: addVecAVX512, opSub: subVecAVX512, opMul: mulVecAVX512, opRelu: reluVecAVX512},
+}
+
 // elementwiseVec applies op to the longest prefix of dst that whole
 // vectors cover, and returns its length.
 func elementwiseVec(op elementwiseOp, dst, x, y []float32) int {
-	var n int
-	switch vec {
-	case vecAVX512:
-		n = len(dst) &^ 15
-		if n == 0 {
-			return 0
-		}
-		[...]func(dst, x, y []float32){opAdd: addVecAVX512, opSub: subVecAVX512, opMul: mulVecAVX512, opRelu: reluVecAVX512}[op](dst[:n], x, y)
-	case vecAVX2:
-		n = len(dst) &^ 7
-		if n == 0 {
-			return 0
-		}
-		[...]func(dst, x, y []float32){opAdd: addVecAVX2, opSub: subVecAVX2, opMul: mulVecAVX2, opRelu: reluVecAVX2}[op](dst[:n], x, y)
+	if vec == vecScalar {
+		return 0
+	}
+	lanes := 8
+	if vec == vecAVX512 {
+		lanes = 16
+	}
+	n := len(dst) &^ (lanes - 1)
+	if n > 0 {
+		elementwiseLoops[vec][op](dst[:n], x, y)
 	}
 	return n
 }

@@ -30,17 +30,18 @@ import (
 )
 
 // isa is a vector instruction set: its name in function names, its lanes
-// per register and how to allocate one of its registers.
+// per register, how many vector registers it has and how to allocate one.
 type isa struct {
 	name  string
 	lanes int
+	regs  int
 	vec   func() VecVirtual
 	nvecs []int // the register counts generated
 }
 
 var isas = []isa{
-	{name: "AVX2", lanes: 8, vec: YMM, nvecs: []int{1, 2, 4}},
-	{name: "AVX512", lanes: 16, vec: ZMM, nvecs: []int{1, 2, 4}},
+	{name: "AVX2", lanes: 8, regs: 16, vec: YMM, nvecs: []int{1, 2, 4}},
+	{name: "AVX512", lanes: 16, regs: 32, vec: ZMM, nvecs: []int{1, 2, 4}},
 }
 
 func main() {
@@ -75,7 +76,7 @@ func main() {
 		}
 		for _, rows := range []int{1, 4, 8} {
 			for _, nv := range []int{1, 2, 4} {
-				if regs := map[int]int{8: 16, 16: 32}[s.lanes]; rows*nv+nv+1 > regs {
+				if rows*nv+nv+1 > s.regs {
 					continue // more registers than the unit has
 				}
 				gemmBlock(s, rows, nv)
