@@ -168,7 +168,7 @@ func (s *nodeStats) features(dst []float32, nnz, dim int) {
 	}
 	n := float64(s.n)
 	mean := float64(s.sum) / n
-	sq := (float64(s.sqHi)*math.Exp2(64) + float64(s.sqLo)) / n
+	sq := (float64(s.sqHi)*0x1p64 + float64(s.sqLo)) / n
 	variance := max(sq-mean*mean, 0)
 	dst[0] = float32(math.Log1p(n) / math.Log1p(float64(max(nnz, 1))))
 	dst[1] = float32(float64(s.max) * scale)

@@ -2,7 +2,9 @@ package graphenc
 
 import (
 	"fmt"
+	"maps"
 	"math"
+	"math/big"
 	"math/rand/v2"
 	"path/filepath"
 	"reflect"
@@ -384,4 +386,90 @@ func TestEncoderTransposes(t *testing.T) {
 	if len(e.graphs) != 2 {
 		t.Errorf("the encoder kept %d graphs, want 2: the transposed shapes were encoded again", len(e.graphs))
 	}
+}
+
+// The nodes' statistics (Graph's features 0-4) against sums by
+// definition, in big integers, on dims up to 2^32, where the sums of
+// squares of a node's indices outgrow a word.
+func TestNodeStatsByDefinition(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 10))
+	for _, c := range []struct {
+		dims []int
+		nnz  int
+	}{
+		{[]int{1000, 700, 30}, 20000},
+		{[]int{1 << 28, 5000, 40}, 9000},     // 256 squares a word: runs of 256
+		{[]int{1 << 31, 1<<32 - 1, 9}, 3000}, // fewer than the nodes: directly
+		{[]int{3, 1 << 30, 1}, 5000},         // 16 squares a word
+	} {
+		x := randomTensor(rng, c.dims, c.nnz)
+		for m := range c.dims { // the largest index of every mode
+			idx := make([]uint32, len(c.dims))
+			idx[m] = uint32(c.dims[m] - 1)
+			x.Append(idx, 1)
+		}
+		for mode := range c.dims {
+			shape := MTTKRPShape(c.dims, mode)
+			for _, b := range []Budget{{Rows: 16, Cols: 7}, DefaultBudget} {
+				g, err := Encode(x, shape, b)
+				if err != nil {
+					t.Fatal(err)
+				}
+				rows := naiveNodeStats(x, shape.Rows, shape.Cols, g.RowFirst)
+				cols := naiveNodeStats(x, shape.Cols, shape.Rows, g.ColFirst)
+				for _, side := range []struct {
+					name  string
+					stats []nodeStats
+					got   []float32
+					dim   int
+				}{{"row", rows, g.RowFeat, g.Dims[1]}, {"col", cols, g.ColFeat, g.Dims[0]}} {
+					for n := range side.stats {
+						want := make([]float32, NodeFeatures)
+						side.stats[n].features(want, x.NNZ(), side.dim)
+						if got := side.got[n*NodeFeatures : (n+1)*NodeFeatures]; !slices.Equal(got, want) {
+							t.Fatalf("dims %v shape %+v budget %+v: %s node %d: features %v, want %v", c.dims, shape, b, side.name, n, got, want)
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// naiveNodeStats sums, for each node of mode a (node n holding the
+// non-empty indices of ranks first[n] to first[n+1]-1), the indices of
+// mode b of its nonzeros, in big integers.
+func naiveNodeStats(x *formats.COO, a, b int, first []int) []nodeStats {
+	set := map[uint32]bool{}
+	for _, i := range x.Inds[a] {
+		set[i] = true
+	}
+	sorted := slices.Sorted(maps.Keys(set))
+	nodes := len(first) - 1
+	n := make([]uint64, nodes)
+	sum, sq := make([]*big.Int, nodes), make([]*big.Int, nodes)
+	lo, hi := make([]uint32, nodes), make([]uint32, nodes)
+	for k := range nodes {
+		sum[k], sq[k], lo[k] = new(big.Int), new(big.Int), math.MaxUint32
+	}
+	for k, i := range x.Inds[a] {
+		rank, _ := slices.BinarySearch(sorted, i)
+		node, found := slices.BinarySearch(first, rank)
+		if !found {
+			node--
+		}
+		j := x.Inds[b][k]
+		v := new(big.Int).SetUint64(uint64(j))
+		n[node]++
+		sum[node].Add(sum[node], v)
+		sq[node].Add(sq[node], v.Mul(v, v))
+		lo[node], hi[node] = min(lo[node], j), max(hi[node], j)
+	}
+	out := make([]nodeStats, nodes)
+	mask := new(big.Int).SetUint64(math.MaxUint64)
+	for k := range out {
+		out[k] = nodeStats{n: n[k], sum: sum[k].Uint64(), min: lo[k], max: hi[k],
+			sqLo: new(big.Int).And(sq[k], mask).Uint64(), sqHi: new(big.Int).Rsh(sq[k], 64).Uint64()}
+	}
+	return out
 }
