@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/sparsetune/sparsetune/internal/par"
 	"io"
 	"slices"
 	"strconv"
@@ -55,7 +56,10 @@ tensor's sample, computing features, encoding the graph and running the
 predictor. One sample serves every mode and device of a run: each row
 reports an equal share of it, and total_seconds is the row's share plus
 the wall time of the rest of its decision: features, encoding, inference,
-ranking and checks, or a cache lookup (docs/model.md, "Prediction cost").
+ranking and checks, or a cache lookup. With every mode asked for of a
+model, the modes' decisions run side by side on two cores, and each row
+reports a share of their wall time in proportion to its own decision's
+(docs/model.md, "Prediction cost").
 
 Without FILE, predict uses the embedded sample tensor.`,
 		Args: optionalArg("FILE"),
@@ -189,6 +193,36 @@ type predictRow struct {
 	usedSummary bool // it asked for the shared summary, and gets a share of its time
 }
 
+// helperSpin bounds how long predict's helper polls for the modes'
+// decisions (par.StartHelper): long enough to outlast reading a user's
+// model file from disk before them (about 40 ms: docs/model.md), short
+// enough that a run that never gets to them wastes little.
+const helperSpin = 50 * time.Millisecond
+
+// modePrediction is one mode's decision made ahead of its row
+// (predictModes), and the time it took.
+type modePrediction struct {
+	pr   *model.Prediction
+	err  error
+	took time.Duration
+}
+
+// predictModes makes p's decision for every mode of s's tensor, the modes
+// shared between this goroutine and h, and returns them by mode, and the
+// wall time of all of them. A row reports the share of that wall time in
+// proportion to its own decision's time: the rows' totals add up to the
+// wall time, which on two cores is about half the sum of the decisions.
+func predictModes(h *par.Helper, p model.SummaryPredictor, s *features.Summary, op hetero.Op, dev hetero.Info) ([]modePrediction, time.Duration) {
+	start := time.Now()
+	out := make([]modePrediction, len(s.Dims))
+	h.Each(len(out), func(m int) {
+		t0 := time.Now()
+		out[m].pr, out[m].err = model.PredictOn(p, s, op, m, dev)
+		out[m].took = time.Since(t0)
+	})
+	return out, time.Since(start)
+}
+
 // runPredict predicts for t as c says. picks, when not nil, are the
 // summary's sample as the reader picked it (loadTensorPicked): the
 // summary is made from them, and what picking cost counts in the sample's
@@ -240,6 +274,17 @@ func runPredict(stdout, stderr io.Writer, name string, t *formats.COO, picks *fo
 	var summary *features.Summary
 	var sampleTime, summaryWall time.Duration
 	summaryCalls := 0
+	// With every mode asked for of a model, the modes' decisions are made
+	// side by side, on this goroutine and on a helper started now, which
+	// polls while the model loads below (par.Helper says why it must be
+	// running before they start); each row then reports a share of their
+	// wall time (predictModes).
+	var helper *par.Helper
+	if c.mode == 0 && t.Order() > 1 && (c.predictor == "gcn" || c.predictor == "network") {
+		helper = par.StartHelper(helperSpin)
+		defer helper.Stop()
+	}
+	batch := helper != nil
 	// summarize makes the summary when a row first needs one: the rule,
 	// and a model head that defers to it, need nothing of the tensor.
 	summarize := func() error {
@@ -256,10 +301,11 @@ func runPredict(stdout, stderr io.Writer, name string, t *formats.COO, picks *fo
 		if picks != nil {
 			sampleTime += picks.Took
 		}
-		if c.mode == 0 {
+		if c.mode == 0 && !batch {
 			// Every mode will be asked for: count what the op reads
 			// along all of them at once, on every core, as part of the
-			// shared pass.
+			// shared pass. Decisions made side by side count what
+			// they need as they go, each on its core.
 			summary.Prepare(c.op)
 		}
 		sampleTime += time.Since(start)
@@ -316,13 +362,19 @@ func runPredict(stdout, stderr io.Writer, name string, t *formats.COO, picks *fo
 			// It measures the tensor: no summary.
 			p = model.MeasureAll{Device: dev, Rank: c.rank, Iters: c.iters, Greedy: c.greedy}
 		}
+		// ahead holds the decisions of every mode made at once, on the
+		// first row that needs one, by mode; aheadWall is their wall time,
+		// aheadTook the sum of their own times.
+		var ahead []modePrediction
+		var aheadWall, aheadTook time.Duration
 		for mode := range t.Order() {
 			if c.mode != 0 && mode != c.mode-1 {
 				continue
 			}
 			row := predictRow{Op: c.op.String(), Mode: mode + 1, Device: dev.Info().Name, Predictor: c.predictor}
 			// The row's own time: all of its decision but the summary.
-			rowStart, wall0, calls0 := time.Now(), summaryWall, summaryCalls
+			rowStart, wall0, calls0, ahead0 := time.Now(), summaryWall, summaryCalls, aheadWall
+			var share time.Duration // of the decisions made ahead
 			var pr *model.Prediction
 			key := c.predictor
 			if c.greedy {
@@ -352,7 +404,21 @@ func runPredict(stdout, stderr io.Writer, name string, t *formats.COO, picks *fo
 						// A predictor that tells devices apart is told
 						// which (the class, and a CPU's processor), as
 						// the engine tells it.
-						pr, err = model.PredictOn(sp, summary, c.op, mode, dev.Info())
+						if !batch {
+							pr, err = model.PredictOn(sp, summary, c.op, mode, dev.Info())
+							break
+						}
+						if ahead == nil {
+							ahead, aheadWall = predictModes(helper, sp, summary, c.op, dev.Info())
+							for _, a := range ahead {
+								aheadTook += a.took
+							}
+						}
+						a := ahead[mode]
+						pr, err = a.pr, a.err
+						if aheadTook > 0 {
+							share = time.Duration(float64(aheadWall) * float64(a.took) / float64(aheadTook))
+						}
 					}
 				default:
 					pr, err = p.Predict(t, c.op, mode, kind)
@@ -396,7 +462,7 @@ func runPredict(stdout, stderr io.Writer, name string, t *formats.COO, picks *fo
 			// A predictor that summarised the tensor itself (Predict)
 			// reports that in Sample, which its wall time holds.
 			row.SampleSeconds = pr.Sample.Seconds()
-			row.TotalSeconds = (time.Since(rowStart) - (summaryWall - wall0)).Seconds()
+			row.TotalSeconds = (time.Since(rowStart) - (summaryWall - wall0) - (aheadWall - ahead0) + share).Seconds()
 			row.usedSummary = summaryCalls > calls0
 			rows = append(rows, row)
 		}

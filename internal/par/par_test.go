@@ -1,8 +1,10 @@
 package par
 
 import (
+	"runtime"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 func TestRange(t *testing.T) {
@@ -73,5 +75,52 @@ func TestMaxMasked(t *testing.T) {
 		if got := MaxMasked(a, mask); got != want {
 			t.Errorf("n=%d: got %#x, want %#x", n, got, want)
 		}
+	}
+}
+
+// Each calls f once for every index, whatever the Helper's state: polling,
+// never started (nil), stopped, or past its spin; and the Helper takes
+// some of the calls while it polls.
+func TestHelperEach(t *testing.T) {
+	polling := StartHelper(time.Minute)
+	defer polling.Stop()
+	stopped := StartHelper(time.Minute)
+	stopped.Stop()
+	expired := StartHelper(time.Nanosecond)
+	time.Sleep(time.Millisecond)
+	for _, c := range []struct {
+		name string
+		h    *Helper
+	}{{"polling", polling}, {"nil", nil}, {"stopped", stopped}, {"expired", expired}} {
+		for _, n := range []int{0, 1, 2, 7, 1000} {
+			calls := make([]atomic.Int32, n)
+			c.h.Each(n, func(i int) { calls[i].Add(1) })
+			for i := range calls {
+				if got := calls[i].Load(); got != 1 {
+					t.Fatalf("%s, n=%d: f(%d) called %d times", c.name, n, i, got)
+				}
+			}
+		}
+	}
+	if polling == nil {
+		t.Skip("GOMAXPROCS is 1: no Helper")
+	}
+	// Each call waits until a second goroutine has taken one: only the
+	// Helper can let them finish.
+	var entered atomic.Int32
+	done := make(chan struct{})
+	go func() {
+		polling.Each(2, func(int) {
+			entered.Add(1)
+			for entered.Load() < 2 {
+				runtime.Gosched()
+			}
+		})
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the Helper took no call in 10 s")
 	}
 }
