@@ -1,4 +1,6 @@
 // Package par runs a loop's contiguous ranges concurrently, and the one
 // reduction several packages need that way (the largest of a slice, under
-// a mask): the helpers the packages with parallel loops share.
+// a mask): the helpers the packages with parallel loops share. Its Helper
+// shares work too short to wait for a goroutine to wake, started ahead
+// and polling until the work is handed over.
 package par
