@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/sparsetune/sparsetune/internal/par"
 	"io"
 	"slices"
 	"strconv"
@@ -18,6 +17,7 @@ import (
 	"github.com/sparsetune/sparsetune/features"
 	"github.com/sparsetune/sparsetune/formats"
 	"github.com/sparsetune/sparsetune/hetero"
+	"github.com/sparsetune/sparsetune/internal/par"
 	"github.com/sparsetune/sparsetune/model"
 )
 
@@ -406,18 +406,18 @@ func runPredict(stdout, stderr io.Writer, name string, t *formats.COO, picks *fo
 						// the engine tells it.
 						if !batch {
 							pr, err = model.PredictOn(sp, summary, c.op, mode, dev.Info())
-							break
-						}
-						if ahead == nil {
-							ahead, aheadWall = predictModes(helper, sp, summary, c.op, dev.Info())
-							for _, a := range ahead {
-								aheadTook += a.took
+						} else {
+							if ahead == nil {
+								ahead, aheadWall = predictModes(helper, sp, summary, c.op, dev.Info())
+								for _, a := range ahead {
+									aheadTook += a.took
+								}
 							}
-						}
-						a := ahead[mode]
-						pr, err = a.pr, a.err
-						if aheadTook > 0 {
-							share = time.Duration(float64(aheadWall) * float64(a.took) / float64(aheadTook))
+							a := ahead[mode]
+							pr, err = a.pr, a.err
+							if aheadTook > 0 {
+								share = time.Duration(float64(aheadWall) * float64(a.took) / float64(aheadTook))
+							}
 						}
 					}
 				default:
