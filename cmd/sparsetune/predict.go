@@ -57,9 +57,9 @@ predictor. One sample serves every mode and device of a run: each row
 reports an equal share of it, and total_seconds is the row's share plus
 the wall time of the rest of its decision: features, encoding, inference,
 ranking and checks, or a cache lookup. With every mode asked for of a
-model, the modes' decisions run side by side on two cores, and each row
-reports a share of their wall time in proportion to its own decision's
-(docs/model.md, "Prediction cost").
+model, the modes' decisions run side by side on up to as many cores as
+modes, and each row reports a share of their wall time in proportion to
+its own decision's (docs/model.md, "Prediction cost").
 
 Without FILE, predict uses the embedded sample tensor.`,
 		Args: optionalArg("FILE"),
@@ -208,10 +208,11 @@ type modePrediction struct {
 }
 
 // predictModes makes p's decision for every mode of s's tensor, the modes
-// shared between this goroutine and h, and returns them by mode, and the
-// wall time of all of them. A row reports the share of that wall time in
-// proportion to its own decision's time: the rows' totals add up to the
-// wall time, which on two cores is about half the sum of the decisions.
+// shared between this goroutine and h's, and returns them by mode, and
+// the wall time of all of them. A row reports the share of that wall time
+// in proportion to its own decision's time: the rows' totals add up to
+// the wall time, which on two cores is about half the sum of the
+// decisions.
 func predictModes(h *par.Helper, p model.SummaryPredictor, s *features.Summary, op hetero.Op, dev hetero.Info) ([]modePrediction, time.Duration) {
 	start := time.Now()
 	out := make([]modePrediction, len(s.Dims))
@@ -275,13 +276,14 @@ func runPredict(stdout, stderr io.Writer, name string, t *formats.COO, picks *fo
 	var sampleTime, summaryWall time.Duration
 	summaryCalls := 0
 	// With every mode asked for of a model, the modes' decisions are made
-	// side by side, on this goroutine and on a helper started now, which
-	// polls while the model loads below (par.Helper says why it must be
-	// running before they start); each row then reports a share of their
-	// wall time (predictModes).
+	// side by side, on this goroutine and on a helper's, one fewer than
+	// the modes and the processors, started now to poll while the model
+	// loads below (par.Helper says why they must be running before the
+	// decisions start); each row then reports a share of their wall time
+	// (predictModes).
 	var helper *par.Helper
 	if c.mode == 0 && t.Order() > 1 && (c.predictor == "gcn" || c.predictor == "network") {
-		helper = par.StartHelper(helperSpin)
+		helper = par.StartHelper(t.Order()-1, helperSpin)
 		defer helper.Stop()
 	}
 	batch := helper != nil

@@ -6,19 +6,19 @@ import (
 	"time"
 )
 
-// Helper is a goroutine that polls for work instead of parking, for a
+// Helper is goroutines that poll for work instead of parking, for a
 // bounded time, so that work of a few tens of microseconds can be split
-// with it. A goroutine started, or woken from parking, when the work is
-// at hand runs on the other core 85-155 µs later in a one-shot process on
+// with them. A goroutine started, or woken from parking, when the work is
+// at hand runs on another core 85-155 µs later in a one-shot process on
 // the 2-core VMs measured (the idle core has to be woken through the
 // hypervisor), which is longer than the work; a Helper started that long
 // before the work, while the caller does something else, is already
 // running when Each hands it the work (1.5-2 µs). This is an OpenMP
 // runtime's active wait, as the kernels' worker pool does it.
 //
-// While it polls it yields its processor between polls
+// While they poll they yield their processors between polls
 // (runtime.Gosched), so other goroutines that are ready to run go first,
-// but a core with nothing else to do is kept busy until the Helper stops:
+// but cores with nothing else to do are kept busy until the Helper stops:
 // its spin bounds that.
 type Helper struct {
 	job  atomic.Pointer[job]
@@ -34,15 +34,20 @@ type job struct {
 	left atomic.Int64
 }
 
-// StartHelper starts a Helper that polls for at most spin, or until
-// Stop, whichever is first. It returns nil, a Helper that runs nothing,
-// when the process has a single processor (GOMAXPROCS).
-func StartHelper(spin time.Duration) *Helper {
-	if runtime.GOMAXPROCS(0) < 2 {
+// StartHelper starts a Helper of n goroutines, at most one fewer than
+// the processors (GOMAXPROCS), that poll for at most spin, or until Stop,
+// whichever is first. It returns nil, a Helper that runs nothing, when
+// that leaves none.
+func StartHelper(n int, spin time.Duration) *Helper {
+	n = min(n, runtime.GOMAXPROCS(0)-1)
+	if n < 1 {
 		return nil
 	}
 	h := &Helper{}
-	go h.poll(time.Now().Add(spin))
+	deadline := time.Now().Add(spin)
+	for range n {
+		go h.poll(deadline)
+	}
 	return h
 }
 
@@ -73,8 +78,8 @@ func (j *job) run() {
 }
 
 // Each calls f(i) for every i in [0, n), each once: on the calling
-// goroutine and, while the Helper still polls, on the Helper too, each
-// taking the next i. It returns when every call has returned. f must be
+// goroutine and, while the Helper's goroutines still poll, on them too,
+// each taking the next i. It returns when every call has returned. f must be
 // safe for concurrent use. A nil or stopped Helper leaves every call to
 // the caller. Each is not safe for concurrent use.
 func (h *Helper) Each(n int, f func(i int)) {
@@ -87,7 +92,7 @@ func (h *Helper) Each(n int, f func(i int)) {
 		h.job.Store(j)
 	}
 	j.run()
-	// The Helper may still be in its last call.
+	// The Helper's goroutines may still be in their last calls.
 	for j.left.Load() > 0 {
 		runtime.Gosched()
 	}
@@ -96,8 +101,8 @@ func (h *Helper) Each(n int, f func(i int)) {
 	}
 }
 
-// Stop ends the Helper's polling once its current call, if any, returns.
-// A nil Helper's Stop does nothing.
+// Stop ends the polling of the Helper's goroutines once their current
+// calls, if any, return. A nil Helper's Stop does nothing.
 func (h *Helper) Stop() {
 	if h != nil {
 		h.stop.Store(true)

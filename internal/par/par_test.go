@@ -82,11 +82,11 @@ func TestMaxMasked(t *testing.T) {
 // never started (nil), stopped, or past its spin; and the Helper takes
 // some of the calls while it polls.
 func TestHelperEach(t *testing.T) {
-	polling := StartHelper(time.Minute)
+	polling := StartHelper(1, time.Minute)
 	defer polling.Stop()
-	stopped := StartHelper(time.Minute)
+	stopped := StartHelper(1, time.Minute)
 	stopped.Stop()
-	expired := StartHelper(time.Nanosecond)
+	expired := StartHelper(1, time.Nanosecond)
 	time.Sleep(time.Millisecond)
 	for _, c := range []struct {
 		name string
@@ -122,5 +122,40 @@ func TestHelperEach(t *testing.T) {
 	case <-done:
 	case <-time.After(10 * time.Second):
 		t.Fatal("the Helper took no call in 10 s")
+	}
+}
+
+// A Helper of several goroutines has them all take calls at once, and
+// has no more of them than the processors less one.
+func TestHelperGoroutines(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(4))
+	if h := StartHelper(1, time.Minute); h == nil {
+		t.Fatal("no Helper with 4 processors")
+	} else {
+		h.Stop()
+	}
+	h := StartHelper(8, time.Minute) // 3 goroutines
+	defer h.Stop()
+	// Each call waits until four goroutines have taken one: only the
+	// caller and three of the Helper's can let them finish.
+	var entered atomic.Int32
+	done := make(chan struct{})
+	go func() {
+		h.Each(4, func(int) {
+			entered.Add(1)
+			for entered.Load() < 4 {
+				runtime.Gosched()
+			}
+		})
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("%d of 4 calls taken in 10 s", entered.Load())
+	}
+	runtime.GOMAXPROCS(1)
+	if h := StartHelper(4, time.Minute); h != nil {
+		t.Error("a Helper with one processor")
 	}
 }
