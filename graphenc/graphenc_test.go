@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"slices"
+	"strconv"
 	"sync"
 	"testing"
 
@@ -393,15 +394,21 @@ func TestEncoderTransposes(t *testing.T) {
 // squares of a node's indices outgrow a word.
 func TestNodeStatsByDefinition(t *testing.T) {
 	rng := rand.New(rand.NewPCG(9, 10))
-	for _, c := range []struct {
+	type input struct {
 		dims []int
 		nnz  int
-	}{
+	}
+	inputs := []input{
 		{[]int{1000, 700, 30}, 20000},
-		{[]int{1 << 28, 5000, 40}, 9000},     // 256 squares a word: runs of 256
-		{[]int{1 << 31, 1<<32 - 1, 9}, 3000}, // fewer than the nodes: directly
-		{[]int{3, 1 << 30, 1}, 5000},         // 16 squares a word
-	} {
+		{[]int{1 << 28, 5000, 40}, 9000},
+		{[]int{3, 1 << 30, 1}, 5000},
+	}
+	if strconv.IntSize == 64 {
+		// Dims of 2^31 and 2^32-1: an int holds them here.
+		shift := 31
+		inputs = append(inputs, input{[]int{1 << shift, 1<<(shift+1) - 1, 9}, 3000})
+	}
+	for _, c := range inputs {
 		x := randomTensor(rng, c.dims, c.nnz)
 		for m := range c.dims { // the largest index of every mode
 			idx := make([]uint32, len(c.dims))

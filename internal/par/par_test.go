@@ -105,14 +105,19 @@ func TestHelperEach(t *testing.T) {
 	if polling == nil {
 		t.Skip("GOMAXPROCS is 1: no Helper")
 	}
-	// Each call waits until a second goroutine has taken one: only the
-	// Helper can let them finish.
+	takeAtOnce(t, polling, 2)
+}
+
+// takeAtOnce checks that n goroutines, the caller of h.Each and n-1 of
+// h's, take n calls at once: each call waits until n have been taken.
+func takeAtOnce(t *testing.T, h *Helper, n int32) {
+	t.Helper()
 	var entered atomic.Int32
 	done := make(chan struct{})
 	go func() {
-		polling.Each(2, func(int) {
+		h.Each(int(n), func(int) {
 			entered.Add(1)
-			for entered.Load() < 2 {
+			for entered.Load() < n {
 				runtime.Gosched()
 			}
 		})
@@ -121,7 +126,7 @@ func TestHelperEach(t *testing.T) {
 	select {
 	case <-done:
 	case <-time.After(10 * time.Second):
-		t.Fatal("the Helper took no call in 10 s")
+		t.Fatalf("%d of %d calls taken at once in 10 s", entered.Load(), n)
 	}
 }
 
@@ -136,24 +141,7 @@ func TestHelperGoroutines(t *testing.T) {
 	}
 	h := StartHelper(8, time.Minute) // 3 goroutines
 	defer h.Stop()
-	// Each call waits until four goroutines have taken one: only the
-	// caller and three of the Helper's can let them finish.
-	var entered atomic.Int32
-	done := make(chan struct{})
-	go func() {
-		h.Each(4, func(int) {
-			entered.Add(1)
-			for entered.Load() < 4 {
-				runtime.Gosched()
-			}
-		})
-		close(done)
-	}()
-	select {
-	case <-done:
-	case <-time.After(10 * time.Second):
-		t.Fatalf("%d of 4 calls taken in 10 s", entered.Load())
-	}
+	takeAtOnce(t, h, 4)
 	runtime.GOMAXPROCS(1)
 	if h := StartHelper(4, time.Minute); h != nil {
 		t.Error("a Helper with one processor")
