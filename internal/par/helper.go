@@ -6,9 +6,9 @@ import (
 	"time"
 )
 
-// Helper is goroutines that poll for work instead of parking, for a
-// bounded time, so that work of a few tens of microseconds can be split
-// with them. A goroutine started, or woken from parking, when the work is
+// A Helper is a set of goroutines that poll for work instead of parking,
+// for a bounded time, so that work of a few tens of microseconds can be
+// split with them. A goroutine started, or woken from parking, when the work is
 // at hand runs on another core 85-155 µs later in a one-shot process on
 // the 2-core VMs measured (the idle core has to be woken through the
 // hypervisor), which is longer than the work; a Helper started that long
@@ -79,9 +79,9 @@ func (j *job) run() {
 
 // Each calls f(i) for every i in [0, n), each once: on the calling
 // goroutine and, while the Helper's goroutines still poll, on them too,
-// each taking the next i. It returns when every call has returned. f must be
-// safe for concurrent use. A nil or stopped Helper leaves every call to
-// the caller. Each is not safe for concurrent use.
+// each taking the next i. It returns when every call has returned. f
+// must be safe for concurrent use. A nil or stopped Helper leaves every
+// call to the caller. Each is not safe for concurrent use.
 func (h *Helper) Each(n int, f func(i int)) {
 	if n <= 0 {
 		return
