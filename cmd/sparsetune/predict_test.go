@@ -575,23 +575,9 @@ func TestPredictPicked(t *testing.T) {
 func TestPredictModesSideBySide(t *testing.T) {
 	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
 	t.Setenv("XDG_CACHE_HOME", t.TempDir())
-	rng := rand.New(rand.NewPCG(31, 32))
-	dir := t.TempDir()
 	for _, dims := range [][]int{{3000, 200, 40}, {500, 60, 900, 20}} {
-		x, _ := formats.NewCOO(dims, 300_000)
-		idx := make([]uint32, len(dims))
-		for range 300_000 {
-			for m, d := range dims {
-				u := rng.Float64()
-				idx[m] = uint32(u * u * float64(d))
-			}
-			x.Append(idx, 1)
-		}
-		x.SumDuplicates()
-		path := filepath.Join(dir, fmt.Sprintf("x%d.stb", len(dims)))
-		if err := formats.WriteFile(path, x); err != nil {
-			t.Fatal(err)
-		}
+		// Past features.ExactNNZ: decided from a sample.
+		path := writeRandomTensor(t, dims, 150_000, uint64(31+len(dims)))
 		for _, predictor := range []string{"gcn", "network"} {
 			all := predictRows(t, path, "--op", "mttkrp", "--mode", "all", "--predictor", predictor)
 			if len(all) != len(dims) {
