@@ -432,6 +432,9 @@ func runPredict(stdout, stderr io.Writer, name string, t *formats.COO, picks *fo
 						fmt.Fprintf(stderr, "note: %s: the model has no head for device class %s (it was not trained on this kind of hardware): measuring every format on it instead; the decision is cached\n", row.Device, dev.Info().Class())
 						noHeadNoted[row.Device] = true
 					}
+					// Measuring times the kernels on every core: the
+					// helper, if any, must not poll beside them.
+					helper.Stop()
 					var tid *model.TensorID
 					if tid, err = tensorID(); err == nil {
 						pr, row.Cached, err = measureFallback(t, tid, dev, c, mode)
