@@ -8831,51 +8831,6 @@ store:
 	VZEROUPPER
 	RET
 
-// func gemm1xAVX2x4(c []float32, a []float32, b []float32, k int, lda int, ldb int, ldc int)
-// Requires: AVX, FMA3
-TEXT ·gemm1xAVX2x4(SB), NOSPLIT, $0-104
-	MOVQ   c_base+0(FP), AX
-	MOVQ   a_base+24(FP), CX
-	MOVQ   b_base+48(FP), DX
-	MOVQ   k+72(FP), BX
-	SHLQ   $0x02, BX
-	MOVQ   lda+80(FP), SI
-	SHLQ   $0x02, SI
-	MOVQ   ldb+88(FP), SI
-	SHLQ   $0x02, SI
-	VXORPS Y0, Y0, Y0
-	VXORPS Y1, Y1, Y1
-	VXORPS Y2, Y2, Y2
-	VXORPS Y3, Y3, Y3
-	XORQ   DI, DI
-	CMPQ   DI, BX
-	JAE    store
-
-loop:
-	VMOVUPS      (DX), Y4
-	VMOVUPS      32(DX), Y5
-	VMOVUPS      64(DX), Y6
-	VMOVUPS      96(DX), Y7
-	VBROADCASTSS (CX)(DI*1), Y8
-	VFMADD231PS  Y4, Y8, Y0
-	VFMADD231PS  Y5, Y8, Y1
-	VFMADD231PS  Y6, Y8, Y2
-	VFMADD231PS  Y7, Y8, Y3
-	ADDQ         SI, DX
-	ADDQ         $0x04, DI
-	CMPQ         DI, BX
-	JB           loop
-
-store:
-	MOVQ    ldc+96(FP), CX
-	SHLQ    $0x02, CX
-	VMOVUPS Y0, (AX)
-	VMOVUPS Y1, 32(AX)
-	VMOVUPS Y2, 64(AX)
-	VMOVUPS Y3, 96(AX)
-	VZEROUPPER
-	RET
-
 // func gemm4xAVX2x1(c []float32, a []float32, b []float32, k int, lda int, ldb int, ldc int)
 // Requires: AVX, FMA3
 TEXT ·gemm4xAVX2x1(SB), NOSPLIT, $0-104

@@ -804,11 +804,6 @@ func gemm1xAVX2x1(c []float32, a []float32, b []float32, k int, lda int, ldb int
 //go:noescape
 func gemm1xAVX2x2(c []float32, a []float32, b []float32, k int, lda int, ldb int, ldc int)
 
-// gemm1xAVX2x4 sets columns [0, 32) of c's first 1 row(s) to a·b over k terms (see asmgen's gemmBlock).
-//
-//go:noescape
-func gemm1xAVX2x4(c []float32, a []float32, b []float32, k int, lda int, ldb int, ldc int)
-
 // gemm4xAVX2x1 sets columns [0, 8) of c's first 4 row(s) to a·b over k terms (see asmgen's gemmBlock).
 //
 //go:noescape

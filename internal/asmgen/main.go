@@ -76,8 +76,11 @@ func main() {
 		}
 		for _, rows := range []int{1, 4, 8} {
 			for _, nv := range []int{1, 2, 4} {
-				if rows*nv+nv+1 > s.regs {
-					continue // more registers than the unit has
+				if rows*nv+nv+1 > s.regs || 4*nv+nv+1 > s.regs {
+					// More registers than the unit has, or a width
+					// kernels' matMulVec does not take: it takes one
+					// only with a loop of four rows for it.
+					continue
 				}
 				gemmBlock(s, rows, nv)
 			}
