@@ -867,53 +867,23 @@ func estimate(sampled []uint32, p float64, nnz int, space float64) groupStats {
 		pairs += fc * (fc - 1)
 		most = max(most, c)
 	}
-	// freq[i] = f_i, the groups seen i times; walked in order of i, so the
-	// sums below do not depend on the order of the groups.
-	freq := make([]float64, most+1)
-	// Most counts are equal (1, 2, ...): one histogram would make every
-	// increment wait for the previous one to the same slot, so four
-	// interleaved ones are summed at the end.
-	var parts [4][]uint32
-	for i := range parts {
-		parts[i] = make([]uint32, most+1)
-	}
-	j := 0
-	for ; j+4 <= len(sampled); j += 4 {
-		parts[0][sampled[j]]++
-		parts[1][sampled[j+1]]++
-		parts[2][sampled[j+2]]++
-		parts[3][sampled[j+3]]++
-	}
-	for ; j < len(sampled); j++ {
-		parts[0][sampled[j]]++
-	}
-	for c := range freq {
-		freq[c] = float64(parts[0][c] + parts[1][c] + parts[2][c] + parts[3][c])
-	}
+	var bigBuf [32]uint32
+	h := tallyCounts(sampled, most, bigBuf[:0])
 	g.total = total
 	if p >= 1 {
 		g.count, g.max, g.sq = d, float64(most), pairs+sampledNNZ
-		for c, f := range freq {
-			if f > 0 {
-				g.hist = append(g.hist, bin{float64(c), f})
-			}
-		}
+		g.hist = make([]bin, 0, h.distinct())
+		h.each(func(c, f float64) { g.hist = append(g.hist, bin{c, f}) })
 		return g
 	}
-	f1, f2 := freq[1], 0.0
-	if len(freq) > 2 {
-		f2 = freq[2]
-	}
+	f1, f2 := h.dense[1], h.dense[2]
 	chao := d + f1*(f1-1)/(2*(f2+1))
 	q := 1 - p
 	var num, den float64
-	for c, f := range freq {
-		if f > 0 {
-			i := float64(c)
-			num += math.Pow(q, i) * f
-			den += i * p * math.Pow(q, i-1) * f
-		}
-	}
+	h.each(func(i, f float64) {
+		num += math.Pow(q, i) * f
+		den += i * p * math.Pow(q, i-1) * f
+	})
 	shlosser := d
 	if den > 0 {
 		shlosser += f1 * num / den
@@ -939,18 +909,101 @@ func estimate(sampled []uint32, p float64, nnz int, space float64) groupStats {
 	// total nonzeros; every length is at least 1. Rounding can merge
 	// counts into one length: merge their bins.
 	weight, scale := g.count/d, total*d/(g.count*sampledNNZ)
-	for c, f := range freq {
-		if f == 0 {
-			continue
-		}
-		l := max(1, math.Round(float64(c)*scale))
+	g.hist = make([]bin, 0, h.distinct())
+	h.each(func(c, f float64) {
+		l := max(1, math.Round(c*scale))
 		if n := len(g.hist); n > 0 && g.hist[n-1].length == l {
 			g.hist[n-1].weight += f * weight
 		} else {
 			g.hist = append(g.hist, bin{l, f * weight})
 		}
-	}
+	})
 	return g
+}
+
+// denseCounts is the sampled counts below which countHist tallies groups
+// in an array; the groups seen more often are few (at most one per
+// denseCounts sampled nonzeros), and sorted.
+const denseCounts = 32
+
+// countHist holds f_i, the groups seen i times in a sample, for estimate:
+// in dense for i below denseCounts, and as the sorted counts of the
+// groups seen more often in big. Until 2026-12-07 estimate tallied every
+// i up to the largest count in arrays made per call, in fresh memory,
+// five of them for each of a decision's two or three estimates: most of
+// a decision's allocations, and in a fresh process page faults where the
+// largest count was in the thousands.
+type countHist struct {
+	dense [denseCounts]float64
+	big   []uint32
+}
+
+// tallyCounts returns the histogram of sampled, whose largest count is
+// most, its big counts appended to buf.
+func tallyCounts(sampled []uint32, most uint32, buf []uint32) countHist {
+	var h countHist
+	// Most counts are equal (1, 2, ...): one histogram would make every
+	// increment wait for the previous one to the same slot, so four
+	// interleaved ones are summed at the end. Counts from denseCounts on
+	// all land in the last slot, and are gathered below.
+	var parts [4][denseCounts + 1]uint32
+	j := 0
+	for ; j+4 <= len(sampled); j += 4 {
+		parts[0][min(sampled[j], denseCounts)]++
+		parts[1][min(sampled[j+1], denseCounts)]++
+		parts[2][min(sampled[j+2], denseCounts)]++
+		parts[3][min(sampled[j+3], denseCounts)]++
+	}
+	for ; j < len(sampled); j++ {
+		parts[0][min(sampled[j], denseCounts)]++
+	}
+	for c := range h.dense {
+		h.dense[c] = float64(parts[0][c] + parts[1][c] + parts[2][c] + parts[3][c])
+	}
+	h.big = buf
+	if most >= denseCounts {
+		for _, c := range sampled {
+			if c >= denseCounts {
+				h.big = append(h.big, c)
+			}
+		}
+		slices.Sort(h.big)
+	}
+	return h
+}
+
+// each calls f(i, f_i) for every i with f_i > 0, in increasing i, so
+// that sums over them do not depend on the order of the groups.
+func (h *countHist) each(f func(i, n float64)) {
+	for c, n := range h.dense {
+		if n > 0 {
+			f(float64(c), n)
+		}
+	}
+	for k := 0; k < len(h.big); {
+		c := h.big[k]
+		n := k
+		for k < len(h.big) && h.big[k] == c {
+			k++
+		}
+		f(float64(c), float64(k-n))
+	}
+}
+
+// distinct returns how many i each visits.
+func (h *countHist) distinct() int {
+	n := 0
+	for _, f := range h.dense {
+		if f > 0 {
+			n++
+		}
+	}
+	for k := range h.big {
+		if k == 0 || h.big[k] != h.big[k-1] {
+			n++
+		}
+	}
+	return n
 }
 
 // put writes log10 mean, log10(1+std), log10 max and log10(1+cv) to dst.

@@ -30,6 +30,10 @@ const (
 
 var vecNames = [...]string{vecScalar: "scalar", vecAVX2: "avx2", vecAVX512: "avx512"}
 
+// pextNames are vecNames with "+pext" (InnerLoops), spelt out so that
+// asking allocates nothing: every decision of a model's head asks.
+var pextNames = [...]string{vecScalar: "scalar", vecAVX2: "avx2+pext", vecAVX512: "avx512+pext"}
+
 func (u vecUnit) String() string { return vecNames[u] }
 
 // vec is the unit the kernels use; cpuVec is the best the CPU and the
@@ -59,11 +63,10 @@ func parseVecUnit(s string) (vecUnit, error) {
 // sparsetune bench's header: "avx512", "avx2" or "scalar", with "+pext"
 // where ALTO's index extraction uses BMI2's PEXT.
 func InnerLoops() string {
-	s := vec.String()
-	if vec != vecScalar && usePEXT {
-		s += "+pext"
+	if usePEXT {
+		return pextNames[vec]
 	}
-	return s
+	return vecNames[vec]
 }
 
 // AvailableInnerLoops lists the inner loops this build and CPU can run,

@@ -280,3 +280,44 @@ func TestLearntOn(t *testing.T) {
 		}
 	}
 }
+
+// TestHostHeadRemembered: the model's remembered choice of head is the
+// one Info makes, for each class, processor, rank and inner loops asked
+// in turn, asked again, and after the inner loops change.
+func TestHostHeadRemembered(t *testing.T) {
+	m, err := EmbeddedModel(hetero.MTTKRP)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer kernels.SetInnerLoops(kernels.InnerLoops())
+	loops := kernels.AvailableInnerLoops()
+	asks := []struct {
+		class, model string
+		rank         int
+	}{
+		{"cpu", "AMD EPYC 9R14 96-Core Processor", 16},
+		{"cpu", "Intel(R) Xeon(R) Platinum 8375C CPU @ 2.90GHz", 16},
+		{"cpu", "AMD EPYC 9R14 96-Core Processor", 64},
+		{"cpu", "", 8},
+		{"cuda-gpu", "NVIDIA H100", 16},
+		{"opencl-cpu", "skylake-avx512", 16},
+		{"opencl-gpu", "", 16},
+	}
+	for round := range 2 {
+		for _, l := range loops {
+			if err := kernels.SetInnerLoops(l); err != nil {
+				t.Fatal(err)
+			}
+			for _, a := range asks {
+				head, warning := m.hostHead(a.class, a.model, a.rank)
+				wantHead, wantWarning := m.Info.hostHead(a.class, a.model, a.rank)
+				if head != wantHead || warning != wantWarning {
+					t.Errorf("round %d, %s loops, %+v: head %d, warning %q; Info chooses %d, %q", round, l, a, head, warning, wantHead, wantWarning)
+				}
+			}
+		}
+	}
+	if want := len(loops) * len(asks); len(m.chosen) != want {
+		t.Errorf("%d choices remembered, want %d (one per question)", len(m.chosen), want)
+	}
+}

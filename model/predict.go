@@ -247,7 +247,7 @@ func (p GCNPredictor) headFor(kind hetero.Kind) (int, string, error) {
 		}
 		class = cpuClass
 	}
-	head, warning := info.hostHead(class, p.DeviceModel, p.Rank)
+	head, warning := p.Model.hostHead(class, p.DeviceModel, p.Rank)
 	if head < 0 {
 		return -1, "", fmt.Errorf("model %s has no head for device class %s (heads: %v): %w", info.Path, class, headNames(info.Heads), ErrNoHead)
 	}
@@ -262,7 +262,7 @@ func (p GCNPredictor) PredictWithoutSummary(op hetero.Op, mode int, dev hetero.I
 	if op.String() != info.Op {
 		return nil, false
 	}
-	head, warning := info.hostHead(dev.Class(), dev.Model, p.Rank)
+	head, warning := p.Model.hostHead(dev.Class(), dev.Model, p.Rank)
 	if p.Network || head < 0 || !slices.Contains(info.RuleHeads, info.Heads[head].Name) {
 		return nil, false
 	}
@@ -291,7 +291,7 @@ func (p GCNPredictor) PredictDevice(s *features.Summary, op hetero.Op, mode int,
 // prediction to report.
 func (p GCNPredictor) Load(dev hetero.Info) error {
 	info := &p.Model.Info
-	head, _ := info.hostHead(dev.Class(), dev.Model, p.Rank)
+	head, _ := p.Model.hostHead(dev.Class(), dev.Model, p.Rank)
 	if head < 0 {
 		return nil
 	}

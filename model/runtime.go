@@ -165,6 +165,11 @@ type ONNXModel struct {
 	mu       sync.Mutex
 	free     []*onnxInstance
 	machines []*machine
+
+	// chosen remembers the heads hostHead chose, for the decisions after
+	// the first of a device (ONNXModel.hostHead).
+	chosenMu sync.Mutex
+	chosen   []headChoice
 }
 
 // instanceMu serialises building instances and their first run: onnx-go's
