@@ -11,6 +11,7 @@ import (
 	"github.com/sparsetune/sparsetune/formats"
 	"github.com/sparsetune/sparsetune/graphenc"
 	"github.com/sparsetune/sparsetune/hetero"
+	"github.com/sparsetune/sparsetune/internal/par"
 	"github.com/sparsetune/sparsetune/internal/radix"
 	"github.com/sparsetune/sparsetune/internal/warm"
 )
@@ -96,21 +97,24 @@ type Summary struct {
 	// made on first use, once (rankOnce[m]), for the graphs: the graph of
 	// one mode of an order-3 tensor needs two modes' ranks, not three.
 	ranks    []formats.Ranks
-	rankOnce []sync.Once
+	rankOnce []par.Once
 
 	// slices[m] holds the sample's nonzeros per non-empty slice of mode m
 	// (index of the mode), in no particular order; made on first use,
 	// once (sliceOnce[m]).
 	slices    [][]uint32
-	sliceOnce []sync.Once
+	sliceOnce []par.Once
 
 	// fibers[m] holds the nonzeros per non-empty mode-m fiber
 	// (combination of the other modes' indices); built on first use,
 	// once (fiberOnce[m]), so that modes can be counted concurrently.
+	// The Onces are par.Once: the modes decided side by side ask for
+	// some of the same counts, and a goroutine that finds one being
+	// made waits for microseconds, not for a parked goroutine's wake.
 	fibers    [][]uint32
-	fiberOnce []sync.Once
+	fiberOnce []par.Once
 
-	encOnce sync.Once
+	encOnce par.Once
 	enc     *graphenc.Encoder
 }
 
@@ -201,7 +205,7 @@ func newSummary(x *formats.COO) (*Summary, error) {
 		}
 	}
 	order := x.Order()
-	return &Summary{Dims: slices.Clone(x.Dims), NNZ: nnz, ranks: make([]formats.Ranks, order), rankOnce: make([]sync.Once, order), slices: make([][]uint32, order), sliceOnce: make([]sync.Once, order), fibers: make([][]uint32, order), fiberOnce: make([]sync.Once, order)}, nil
+	return &Summary{Dims: slices.Clone(x.Dims), NNZ: nnz, ranks: make([]formats.Ranks, order), rankOnce: make([]par.Once, order), slices: make([][]uint32, order), sliceOnce: make([]par.Once, order), fibers: make([][]uint32, order), fiberOnce: make([]par.Once, order)}, nil
 }
 
 // checkSample checks the sample's indices against the dims; pos are the

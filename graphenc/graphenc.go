@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/sparsetune/sparsetune/formats"
+	"github.com/sparsetune/sparsetune/internal/par"
 	"github.com/sparsetune/sparsetune/internal/warm"
 )
 
@@ -215,7 +216,7 @@ type graphKey struct {
 // modeRanks is one mode's formats.Ranks, made once; bad is the first nonzero
 // whose index is beyond the dim, or -1.
 type modeRanks struct {
-	once sync.Once
+	once par.Once // the modes' graphs made side by side share ranks (features.Summary)
 	r    formats.Ranks
 	bad  int
 }
@@ -224,7 +225,7 @@ type modeRanks struct {
 // node b holds the ranks first[b] to first[b+1]-1, and ofRank maps a rank
 // to its node.
 type nodeAssignment struct {
-	once   sync.Once
+	once   par.Once
 	ofRank []uint32
 	first  []int
 }

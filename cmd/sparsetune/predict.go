@@ -216,12 +216,37 @@ type modePrediction struct {
 func predictModes(h *par.Helper, p model.SummaryPredictor, s *features.Summary, op hetero.Op, dev hetero.Info) ([]modePrediction, time.Duration) {
 	start := time.Now()
 	out := make([]modePrediction, len(s.Dims))
-	h.Each(len(out), func(m int) {
+	order := sideBySideOrder(len(out))
+	h.Each(len(out), func(i int) {
+		m := order[i]
 		t0 := time.Now()
 		out[m].pr, out[m].err = model.PredictOn(p, s, op, m, dev)
 		out[m].took = time.Since(t0)
 	})
 	return out, time.Since(start)
+}
+
+// sideBySideOrder returns the order in which predictModes hands out the
+// modes of an order-n tensor: the first, the last, then the rest. The
+// caller's goroutine and the helper's start on the first two at once,
+// and MTTKRP along every mode but the last reads the fibers of the last
+// mode, along the last those of the one before (features.Summary.Global):
+// the first and the last mode share no count, so neither decision waits
+// for the other's (a summary counts each once, the second asker waiting
+// on the first), where the first and the second would share the fiber
+// count.
+func sideBySideOrder(n int) []int {
+	order := make([]int, 0, n)
+	if n > 0 {
+		order = append(order, 0)
+	}
+	if n > 1 {
+		order = append(order, n-1)
+	}
+	for m := 1; m < n-1; m++ {
+		order = append(order, m)
+	}
+	return order
 }
 
 // runPredict predicts for t as c says. picks, when not nil, are the

@@ -595,3 +595,21 @@ func TestPredictModesSideBySide(t *testing.T) {
 		}
 	}
 }
+
+// TestSideBySideOrder: every mode once, the first and the last first
+// (they share no count along MTTKRP), the rest in order.
+func TestSideBySideOrder(t *testing.T) {
+	for n, want := range [][]int{0: {}, 1: {0}, 2: {0, 1}, 3: {0, 2, 1}, 4: {0, 3, 1, 2}, 5: {0, 4, 1, 2, 3}} {
+		if got := sideBySideOrder(n); !slices.Equal(got, want) {
+			t.Errorf("order %d: %v, want %v", n, got, want)
+		}
+	}
+	// The global features of MTTKRP along mode m describe the fibers of
+	// the last mode of formats.RootedOrder(n, m) (features.Summary.Global).
+	last := func(n, m int) int { r := formats.RootedOrder(n, m); return r[len(r)-1] }
+	for n := 2; n <= 8; n++ {
+		if a, b := last(n, 0), last(n, n-1); a == b {
+			t.Errorf("order %d: MTTKRP along the first and the last mode reads the fibers of one mode, %d", n, a+1)
+		}
+	}
+}

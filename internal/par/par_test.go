@@ -147,3 +147,45 @@ func TestHelperGoroutines(t *testing.T) {
 		t.Error("a Helper with one processor")
 	}
 }
+
+// TestOnce: of many goroutines asking at once, one runs the function,
+// and none returns before it has (each sees its result); a panicking
+// function counts as run.
+func TestOnce(t *testing.T) {
+	for range 50 {
+		var o Once
+		var runs, result atomic.Int32
+		start := make(chan struct{})
+		done := make(chan int32)
+		for range 8 {
+			go func() {
+				<-start
+				o.Do(func() {
+					runs.Add(1)
+					time.Sleep(100 * time.Microsecond)
+					result.Store(42)
+				})
+				done <- result.Load()
+			}()
+		}
+		close(start)
+		for range 8 {
+			if got := <-done; got != 42 {
+				t.Fatalf("Do returned before the function had: saw %d", got)
+			}
+		}
+		if n := runs.Load(); n != 1 {
+			t.Fatalf("the function ran %d times", n)
+		}
+	}
+	var o Once
+	func() {
+		defer func() { _ = recover() }()
+		o.Do(func() { panic("boom") })
+	}()
+	ran := false
+	o.Do(func() { ran = true })
+	if ran {
+		t.Error("Do ran the function again after it panicked")
+	}
+}
