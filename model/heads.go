@@ -413,10 +413,10 @@ type headChoice struct {
 
 // hostHead is m.Info.hostHead, remembered: a head is chosen once per
 // device class, processor, rank and inner loops. Choosing builds head
-// names, and a decision made on a goroutine whose processor has not
-// allocated since the last collection paid 14-18 µs for those few
-// strings in a fresh process (each size class's first span), a fifth of
-// a mode's decision on predict --mode all's helper.
+// names, strings every decision allocated; on predict --mode all's
+// helper, whose processor has not allocated since the last collection,
+// each size class's first object refills its cache (docs/model.md, "A
+// decision's allocations").
 func (m *ONNXModel) hostHead(class, cpuModel string, rank int) (int, string) {
 	loops := kernels.InnerLoops()
 	m.chosenMu.Lock()
