@@ -157,9 +157,10 @@ func (s *nodeStats) merge(o *nodeStats) {
 	s.sqHi += o.sqHi + c
 }
 
-// features writes the node's five normalised features; dim is the dim of
-// the mode whose indices it summarises.
-func (s *nodeStats) features(dst []float32, nnz, dim int) {
+// features writes the node's five normalised features; logNNZ is
+// log1p of the graph's nonzeros (at least 1), dim the dim of the mode
+// whose indices it summarises.
+func (s *nodeStats) features(dst []float32, logNNZ float64, dim int) {
 	if s.n == 0 {
 		return
 	}
@@ -171,7 +172,7 @@ func (s *nodeStats) features(dst []float32, nnz, dim int) {
 	mean := float64(s.sum) / n
 	sq := (float64(s.sqHi)*0x1p64 + float64(s.sqLo)) / n
 	variance := max(sq-mean*mean, 0)
-	dst[0] = float32(math.Log1p(n) / math.Log1p(float64(max(nnz, 1))))
+	dst[0] = float32(math.Log1p(n) / logNNZ)
 	dst[1] = float32(float64(s.max) * scale)
 	dst[2] = float32(float64(s.min) * scale)
 	dst[3] = float32(mean * scale)
@@ -412,8 +413,9 @@ func (e *Encoder) encode(shape Shape, b Budget) (*Graph, error) {
 		wmax = max(wmax, v)
 	}
 	// Most weights of a sample's graph are small counts, repeated across
-	// the cells: their logarithms are computed once each.
-	var logOf [64]float64
+	// the cells: their entries are computed once each.
+	var adjOf [64]float32
+	var adjSet [64]bool
 	lw := math.Log1p(float64(wmax))
 	for r := range g.RowNodes {
 		for c := range g.ColNodes {
@@ -421,25 +423,25 @@ func (e *Encoder) encode(shape Shape, b Budget) (*Graph, error) {
 			if v == 0 {
 				continue
 			}
-			var l float64
-			if v < uint64(len(logOf)) {
-				if logOf[v] == 0 {
-					logOf[v] = math.Log1p(float64(v))
+			if v < uint64(len(adjOf)) {
+				if !adjSet[v] {
+					adjOf[v], adjSet[v] = float32(math.Log1p(float64(v))/lw), true
 				}
-				l = logOf[v]
-			} else {
-				l = math.Log1p(float64(v))
+				g.Adj[r*b.Cols+c] = adjOf[v]
+				continue
 			}
-			g.Adj[r*b.Cols+c] = float32(l / lw)
+			g.Adj[r*b.Cols+c] = float32(math.Log1p(float64(v)) / lw)
 		}
 	}
+	// Every node's first feature divides by the same log1p(nnz).
+	logNNZ := math.Log1p(float64(max(nnz, 1)))
 	for r := range g.RowNodes {
 		g.RowMask[r] = 1
-		rows[r].features(g.RowFeat[r*NodeFeatures:(r+1)*NodeFeatures], nnz, dc)
+		rows[r].features(g.RowFeat[r*NodeFeatures:(r+1)*NodeFeatures], logNNZ, dc)
 	}
 	for c := range g.ColNodes {
 		g.ColMask[c] = 1
-		cols[c].features(g.ColFeat[c*NodeFeatures:(c+1)*NodeFeatures], nnz, dr)
+		cols[c].features(g.ColFeat[c*NodeFeatures:(c+1)*NodeFeatures], logNNZ, dr)
 	}
 	return g, nil
 }

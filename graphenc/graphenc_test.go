@@ -432,7 +432,7 @@ func TestNodeStatsByDefinition(t *testing.T) {
 				}{{"row", rows, g.RowFeat, g.Dims[1]}, {"col", cols, g.ColFeat, g.Dims[0]}} {
 					for n := range side.stats {
 						want := make([]float32, NodeFeatures)
-						side.stats[n].features(want, x.NNZ(), side.dim)
+						side.stats[n].features(want, math.Log1p(float64(max(x.NNZ(), 1))), side.dim)
 						if got := side.got[n*NodeFeatures : (n+1)*NodeFeatures]; !slices.Equal(got, want) {
 							t.Fatalf("dims %v shape %+v budget %+v: %s node %d: features %v, want %v", c.dims, shape, b, side.name, n, got, want)
 						}
@@ -479,4 +479,37 @@ func naiveNodeStats(x *formats.COO, a, b int, first []int) []nodeStats {
 			sqLo: new(big.Int).And(sq[k], mask).Uint64(), sqHi: new(big.Int).Rsh(sq[k], 64).Uint64()}
 	}
 	return out
+}
+
+// TestAdjByDefinition: every adjacency entry is log1p of its weight over
+// log1p of the largest, to the bit, for small weights (looked up once
+// per weight) and large ones alike; empty cells are 0.
+func TestAdjByDefinition(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 12))
+	for _, dims := range [][]int{{4, 4, 1000}, {900, 900, 47}, {40, 3, 60}} {
+		x := randomTensor(rng, dims, 3000)
+		g, err := Encode(x, Shape{Rows: 0, Cols: 1}, DefaultBudget)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wmax, large := uint64(0), 0
+		for _, w := range g.Weights {
+			wmax = max(wmax, w)
+			if w >= 64 {
+				large++
+			}
+		}
+		for k, w := range g.Weights {
+			want := float32(0)
+			if w > 0 {
+				want = float32(math.Log1p(float64(w)) / math.Log1p(float64(wmax)))
+			}
+			if g.Adj[k] != want {
+				t.Fatalf("dims %v: cell %d of weight %d: %v, by definition %v", dims, k, w, g.Adj[k], want)
+			}
+		}
+		if dims[0] == 4 && large == 0 {
+			t.Errorf("dims %v: no weight of 64 or more: the test misses the large weights", dims)
+		}
+	}
 }
