@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	onnx "github.com/owulveryck/onnx-go"
 	"github.com/owulveryck/onnx-go/backend/x/gorgonnx"
@@ -157,6 +158,9 @@ type ONNXModel struct {
 	// sealed one.
 	graphOnce sync.Once
 	graphErr  error
+	// graphRead is set once graph has read the graph without error: Warm
+	// asks it, so as never to wait on a load.
+	graphRead atomic.Bool
 	// network is data without the trees (splitTrees): the graph the
 	// network's runtimes run, which this package evaluates itself.
 	network []byte
@@ -247,6 +251,7 @@ func (m *ONNXModel) graph() error {
 		// first prediction should not pay for allocating and faulting
 		// them in.
 		m.network, m.prog, m.machines = network, prog, []*machine{prog.newMachine()}
+		m.graphRead.Store(true)
 	})
 	return m.graphErr
 }

@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"text/tabwriter"
 	"time"
 
@@ -306,10 +308,25 @@ func runPredict(stdout, stderr io.Writer, name string, t *formats.COO, picks *fo
 	// loads below (par.Helper says why they must be running before the
 	// decisions start); each row then reports a share of their wall time
 	// (predictModes).
+	//
+	// Another core, the helper's or one started for it, meanwhile runs the
+	// CPU's decisions once on a small tensor of its own (model's Warm):
+	// the code, the allocator and the trees are then warm for the real
+	// ones, on that core and in the process, and it stops when they
+	// start (docs/model.md, "Warm before the first decision").
+	var warm func(busy func() bool)
+	if gcn != nil && slices.Contains(c.devices, "cpu") {
+		gp := model.GCNPredictor{Model: gcn, Network: c.predictor == "network", Rank: c.rank}
+		dev, order, op := hetero.NewCPU(c.threads).Info(), t.Order(), c.op
+		warm = func(busy func() bool) { gp.Warm(op, order, dev, busy) }
+	}
 	var helper *par.Helper
+	var deciding atomic.Bool // a row's decision has begun
 	if c.mode == 0 && t.Order() > 1 && (c.predictor == "gcn" || c.predictor == "network") {
-		helper = par.StartHelper(t.Order()-1, helperSpin)
+		helper = par.StartHelper(t.Order()-1, helperSpin, warm)
 		defer helper.Stop()
+	} else if warm != nil && runtime.GOMAXPROCS(0) > 1 {
+		go warm(deciding.Load)
 	}
 	batch := helper != nil
 	// summarize makes the summary when a row first needs one: the rule,
@@ -400,6 +417,7 @@ func runPredict(stdout, stderr io.Writer, name string, t *formats.COO, picks *fo
 			}
 			row := predictRow{Op: c.op.String(), Mode: mode + 1, Device: dev.Info().Name, Predictor: c.predictor}
 			// The row's own time: all of its decision but the summary.
+			deciding.Store(true)
 			rowStart, wall0, calls0, ahead0 := time.Now(), summaryWall, summaryCalls, aheadWall
 			var share time.Duration // of the decisions made ahead
 			var pr *model.Prediction

@@ -38,7 +38,14 @@ type job struct {
 // the processors (GOMAXPROCS), that poll for at most spin, or until Stop,
 // whichever is first. It returns nil, a Helper that runs nothing, when
 // that leaves none.
-func StartHelper(n int, spin time.Duration) *Helper {
+//
+// warm, when not nil, is called first on each of the goroutines, which
+// poll once it returns: work that readies a core for the calls to come,
+// done while the caller does something else. Each does not wait for it:
+// calls it hands out before a goroutine is done warming go to the
+// others and to the caller. busy, warm's argument, reports whether Each
+// has calls waiting, so that warm can stop early.
+func StartHelper(n int, spin time.Duration, warm func(busy func() bool)) *Helper {
 	n = min(n, runtime.GOMAXPROCS(0)-1)
 	if n < 1 {
 		return nil
@@ -46,7 +53,12 @@ func StartHelper(n int, spin time.Duration) *Helper {
 	h := &Helper{}
 	deadline := time.Now().Add(spin)
 	for range n {
-		go h.poll(deadline)
+		go func() {
+			if warm != nil {
+				warm(h.busy)
+			}
+			h.poll(deadline)
+		}()
 	}
 	return h
 }
@@ -100,6 +112,9 @@ func (h *Helper) Each(n int, f func(i int)) {
 		h.job.CompareAndSwap(j, nil)
 	}
 }
+
+// busy reports whether Each has handed out calls.
+func (h *Helper) busy() bool { return h.job.Load() != nil }
 
 // Stop ends the polling of the Helper's goroutines once their current
 // calls, if any, return. A nil Helper's Stop does nothing.

@@ -82,11 +82,11 @@ func TestMaxMasked(t *testing.T) {
 // never started (nil), stopped, or past its spin; and the Helper takes
 // some of the calls while it polls.
 func TestHelperEach(t *testing.T) {
-	polling := StartHelper(1, time.Minute)
+	polling := StartHelper(1, time.Minute, nil)
 	defer polling.Stop()
-	stopped := StartHelper(1, time.Minute)
+	stopped := StartHelper(1, time.Minute, nil)
 	stopped.Stop()
-	expired := StartHelper(1, time.Nanosecond)
+	expired := StartHelper(1, time.Nanosecond, nil)
 	time.Sleep(time.Millisecond)
 	for _, c := range []struct {
 		name string
@@ -134,16 +134,16 @@ func takeAtOnce(t *testing.T, h *Helper, n int32) {
 // has no more of them than the processors less one.
 func TestHelperGoroutines(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(4))
-	if h := StartHelper(1, time.Minute); h == nil {
+	if h := StartHelper(1, time.Minute, nil); h == nil {
 		t.Fatal("no Helper with 4 processors")
 	} else {
 		h.Stop()
 	}
-	h := StartHelper(8, time.Minute) // 3 goroutines
+	h := StartHelper(8, time.Minute, nil) // 3 goroutines
 	defer h.Stop()
 	takeAtOnce(t, h, 4)
 	runtime.GOMAXPROCS(1)
-	if h := StartHelper(4, time.Minute); h != nil {
+	if h := StartHelper(4, time.Minute, nil); h != nil {
 		t.Error("a Helper with one processor")
 	}
 }
@@ -187,5 +187,54 @@ func TestOnce(t *testing.T) {
 	o.Do(func() { ran = true })
 	if ran {
 		t.Error("Do ran the function again after it panicked")
+	}
+}
+
+// A Helper's goroutines run warm once each before they take calls, and
+// Each does not wait for them to finish it.
+func TestHelperWarm(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(4))
+	var warmed atomic.Int32
+	release := make(chan struct{})
+	var sawBusy atomic.Bool
+	h := StartHelper(8, time.Minute, func(busy func() bool) { // 3 goroutines
+		warmed.Add(1)
+		<-release
+		if busy() {
+			sawBusy.Store(true)
+		}
+	})
+	defer h.Stop()
+	// Every call goes to the caller while the goroutines warm.
+	for warmed.Load() < 3 {
+		runtime.Gosched()
+	}
+	calls := make([]atomic.Int32, 100)
+	h.Each(len(calls), func(i int) { calls[i].Add(1) })
+	for i := range calls {
+		if got := calls[i].Load(); got != 1 {
+			t.Fatalf("while warming: f(%d) called %d times", i, got)
+		}
+	}
+	// busy reports calls handed out: the goroutines still warming see
+	// them once released.
+	started, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		h.Each(3, func(i int) {
+			if i == 0 {
+				close(started)
+			}
+			for !sawBusy.Load() {
+				runtime.Gosched()
+			}
+		})
+		close(done)
+	}()
+	<-started
+	close(release)
+	<-done
+	takeAtOnce(t, h, 4)
+	if got := warmed.Load(); got != 3 {
+		t.Errorf("warm called %d times by 3 goroutines", got)
 	}
 }

@@ -1,0 +1,117 @@
+package model
+
+import (
+	"slices"
+
+	"github.com/sparsetune/sparsetune/features"
+	"github.com/sparsetune/sparsetune/formats"
+	"github.com/sparsetune/sparsetune/hetero"
+)
+
+// Warm runs what a decision of op on an order-n tensor for dev runs, once
+// for every mode, on a small tensor of its own, and throws the answers
+// away: the summary's counts, the global features, the head's trees and
+// the graph's encoding, and the network where the model's graph is
+// already read. It reads nothing of any user's tensor and changes no
+// prediction; it leaves the process, and the core it ran on, ready for
+// the first real decision. Why: in a one-shot command the first decision
+// of each core ran the code, the stack and the allocator's caches from
+// cold, and on the 2-core VMs measured the second core's first mode of
+// `predict --mode all` took twice as long as the same work done warm
+// (docs/model.md, "Warm before the first decision"). A command calls it
+// where a core would otherwise wait: on predict's helper while the model
+// loads, beside a load that it never waits for.
+//
+// Warm never waits for the model's load: the network is run only if its
+// graph was read before Warm got to it. It asks stop, when not nil,
+// between steps, and returns when it reports true: the decisions it
+// readies for have begun, and would share the core's memory with it.
+// Errors (a device the model has no head for, an order the op does not
+// take) end it quietly; the decision that meets them reports them. It is
+// safe for concurrent use.
+func (p GCNPredictor) Warm(op hetero.Op, n int, dev hetero.Info, stop func() bool) {
+	if stop == nil {
+		stop = func() bool { return false }
+	}
+	if p.Model == nil || op.String() != p.Model.Info.Op {
+		return
+	}
+	s := warmSummary(n)
+	if s == nil || stop() {
+		return
+	}
+	p.Class, p.DeviceModel = dev.Class(), dev.Model
+	info := &p.Model.Info
+	head, _, err := p.headFor(dev.Kind)
+	if err != nil || (!p.Network && slices.Contains(info.RuleHeads, info.Heads[head].Name)) {
+		return
+	}
+	t, err := info.scorer(info.Heads[head].Name)
+	if err != nil {
+		return
+	}
+	_, blends := info.BlendMargins[info.Heads[head].Name]
+	network := p.Network || t == nil || blends
+	for mode := range n {
+		v, err := s.Global(op, mode)
+		if err != nil || stop() {
+			return
+		}
+		if t != nil && !p.Network {
+			t.Probs(v[:])
+		}
+		if !network {
+			continue
+		}
+		g, _, err := summaryGraph(s, op, mode, info.Budget)
+		if err != nil || stop() {
+			return
+		}
+		if p.Model.graphRead.Load() {
+			if _, err := p.Model.RunHead(NewInput(g, v), head); err != nil {
+				return
+			}
+		}
+	}
+}
+
+// warmNNZ is the size of Warm's tensor: few enough nonzeros that making
+// and summarising it costs tens of microseconds.
+const warmNNZ = 1024
+
+// warmSummary returns the summary of Warm's tensor of order n: a fixed
+// pseudo-random tensor whose mode m has 8·4^m indices (at most 4,096),
+// so that its slices and fibers hold from a few nonzeros to more than a
+// hundred, both sides of the estimator's tally on the stack (32). It is
+// made anew for each call, so that each runs the summary's counts, and
+// is nil for an order the formats refuse.
+func warmSummary(n int) *features.Summary {
+	if n < formats.MinOrder || n > formats.MaxOrder {
+		return nil
+	}
+	dims := make([]int, n)
+	for m := range dims {
+		dims[m] = min(8<<(2*m), 4096)
+	}
+	x, err := formats.NewCOO(dims, warmNNZ)
+	if err != nil {
+		return nil
+	}
+	idx := make([]uint32, n)
+	state := uint64(0x9e3779b97f4a7c15)
+	for range warmNNZ {
+		for m := range idx {
+			// xorshift64: any fixed sequence serves.
+			state ^= state << 13
+			state ^= state >> 7
+			state ^= state << 17
+			idx[m] = uint32(state % uint64(dims[m]))
+		}
+		x.Append(idx, 1)
+	}
+	s, err := features.Summarize(x)
+	if err != nil {
+		return nil
+	}
+	return s
+}
