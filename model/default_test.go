@@ -17,14 +17,7 @@ import (
 // format of their op, and refuse another class; a user's own model wins.
 func TestDefaultModel(t *testing.T) {
 	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
-	x, err := formats.ReadFile(filepath.Join("..", "..", "shared", "data", "tensors", "kg_nations.tns"))
-	if err != nil {
-		t.Skipf("real data absent (%v): skipping", err)
-	}
-	s, err := features.Summarize(x)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, s := nationsSummary(t)
 	for _, op := range hetero.Ops {
 		m, err := DefaultModel(op)
 		if err != nil {
@@ -139,4 +132,19 @@ func TestInfoWithoutFile(t *testing.T) {
 	if all, err := in.AllTrees(); len(all) != 0 || err != nil {
 		t.Errorf("AllTrees: %v, %v", all, err)
 	}
+}
+
+// nationsSummary reads the real tensor kg_nations and summarises it; it
+// skips the test where the real data is absent.
+func nationsSummary(t *testing.T) (*formats.COO, *features.Summary) {
+	t.Helper()
+	x, err := formats.ReadFile(filepath.Join("..", "..", "shared", "data", "tensors", "kg_nations.tns"))
+	if err != nil {
+		t.Skipf("real data absent (%v): skipping", err)
+	}
+	s, err := features.Summarize(x)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return x, s
 }

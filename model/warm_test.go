@@ -1,12 +1,10 @@
 package model
 
 import (
-	"path/filepath"
 	"slices"
 	"sync"
 	"testing"
 
-	"github.com/sparsetune/sparsetune/features"
 	"github.com/sparsetune/sparsetune/formats"
 	"github.com/sparsetune/sparsetune/hetero"
 )
@@ -16,14 +14,7 @@ import (
 // makes, by the trees, the blend and the network, at every order from 1
 // to 5 and whichever of them Warm reaches first.
 func TestWarmLeavesDecisions(t *testing.T) {
-	x, err := formats.ReadFile(filepath.Join("..", "..", "shared", "data", "tensors", "kg_nations.tns"))
-	if err != nil {
-		t.Skipf("real data absent (%v): skipping", err)
-	}
-	s, err := features.Summarize(x)
-	if err != nil {
-		t.Fatal(err)
-	}
+	x, s := nationsSummary(t)
 	dev := hetero.NewCPU(1).Info()
 	for _, network := range []bool{false, true} {
 		want, err := EmbeddedModel(hetero.MTTKRP)
