@@ -19,8 +19,8 @@ import (
 // cold, and on the 2-core VMs measured the second core's first mode of
 // `predict --mode all` took twice as long as the same work done warm
 // (docs/model.md, "Warm before the first decision"). A command calls it
-// where a core would otherwise wait: on predict's helper while the model
-// loads, beside a load that it never waits for.
+// where a core would otherwise wait while the model loads: predict runs
+// it on its helper, or on a goroutine of its own for one mode.
 //
 // Warm never waits for the model's load: the network is run only if its
 // graph was read before Warm got to it. It asks stop, when not nil,
