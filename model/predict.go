@@ -254,6 +254,21 @@ func (p GCNPredictor) headFor(kind hetero.Kind) (int, string, error) {
 	return head, warning, nil
 }
 
+// byRule reports whether head answers with the hand rule: evaluation
+// found the rule better than the network for it (Info.RuleHeads), and
+// the network is not asked for anyway.
+func (p GCNPredictor) byRule(head int) bool {
+	return !p.Network && slices.Contains(p.Model.Info.RuleHeads, p.Model.Info.Heads[head].Name)
+}
+
+// asksNetwork reports whether a decision of head, whose trees are t (nil
+// for a head without trees), may run the network: one asked for, a head
+// without trees, and one whose trees blend with it where they are unsure.
+func (p GCNPredictor) asksNetwork(head int, t treeScorer) bool {
+	_, blends := p.Model.Info.BlendMargins[p.Model.Info.Heads[head].Name]
+	return p.Network || t == nil || blends
+}
+
 // PredictWithoutSummary answers for a device whose head defers to the
 // rule (Info.RuleHeads), which needs no summary of the tensor; ok is
 // false for every other device, which needs PredictDevice.
@@ -263,7 +278,7 @@ func (p GCNPredictor) PredictWithoutSummary(op hetero.Op, mode int, dev hetero.I
 		return nil, false
 	}
 	head, warning := p.Model.hostHead(dev.Class(), dev.Model, p.Rank)
-	if p.Network || head < 0 || !slices.Contains(info.RuleHeads, info.Heads[head].Name) {
+	if head < 0 || !p.byRule(head) {
 		return nil, false
 	}
 	pr, _ := RulePredictor{}.PredictWithoutSummary(op, mode, dev)
@@ -295,21 +310,19 @@ func (p GCNPredictor) Load(dev hetero.Info) error {
 	if head < 0 {
 		return nil
 	}
-	name := info.Heads[head].Name
-	if !p.Network && slices.Contains(info.RuleHeads, name) {
+	if p.byRule(head) {
 		return nil
 	}
 	network := p.Network
 	if !p.Network {
-		t, err := info.scorer(name)
+		t, err := info.scorer(info.Heads[head].Name)
 		if err != nil {
 			return err
 		}
 		if pt, ok := t.(*packedTrees); ok {
 			pt.touch()
 		}
-		_, blends := info.BlendMargins[name]
-		network = t == nil || blends
+		network = p.asksNetwork(head, t)
 	}
 	if network {
 		if err := p.Model.graph(); err != nil {
@@ -364,7 +377,7 @@ func (p GCNPredictor) PredictSummary(s *features.Summary, op hetero.Op, mode int
 	if err != nil {
 		return nil, err
 	}
-	if !p.Network && slices.Contains(info.RuleHeads, info.Heads[head].Name) {
+	if p.byRule(head) {
 		// Evaluation found the rule better than the network for this
 		// head (docs/model.md): answer with it.
 		pr, err := RulePredictor{}.PredictSummary(s, op, mode, kind)

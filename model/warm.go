@@ -1,8 +1,6 @@
 package model
 
 import (
-	"slices"
-
 	"github.com/sparsetune/sparsetune/features"
 	"github.com/sparsetune/sparsetune/formats"
 	"github.com/sparsetune/sparsetune/hetero"
@@ -43,15 +41,14 @@ func (p GCNPredictor) Warm(op hetero.Op, n int, dev hetero.Info, stop func() boo
 	p.Class, p.DeviceModel = dev.Class(), dev.Model
 	info := &p.Model.Info
 	head, _, err := p.headFor(dev.Kind)
-	if err != nil || (!p.Network && slices.Contains(info.RuleHeads, info.Heads[head].Name)) {
+	if err != nil || p.byRule(head) {
 		return
 	}
 	t, err := info.scorer(info.Heads[head].Name)
 	if err != nil {
 		return
 	}
-	_, blends := info.BlendMargins[info.Heads[head].Name]
-	network := p.Network || t == nil || blends
+	network := p.asksNetwork(head, t)
 	for mode := range n {
 		v, err := s.Global(op, mode)
 		if err != nil || stop() {
