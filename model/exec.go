@@ -247,6 +247,20 @@ func (p *program) newMachine() *machine {
 			m.vals[i] = slots[k][:n:n]
 		}
 	}
+	// Fresh memory is not written by its allocation: each page would
+	// fault at the first run's first write, on a decision's time (five
+	// faults in the network's first run, on a tensor read from a .stb
+	// file, which leaves warm nothing to lend). Written now, once.
+	clear(m.bWide)
+	clear(m.cWide)
+	for i, v := range m.vals {
+		if p.consts[i] == nil && p.slot[i] < 0 {
+			clear(v)
+		}
+	}
+	for _, v := range slots {
+		clear(v)
+	}
 	return m
 }
 

@@ -4,11 +4,13 @@ import (
 	"github.com/sparsetune/sparsetune/features"
 	"github.com/sparsetune/sparsetune/formats"
 	"github.com/sparsetune/sparsetune/hetero"
+	"github.com/sparsetune/sparsetune/internal/warm"
 )
 
-// Warm runs what a decision of op on an order-n tensor for dev runs, once
-// for every mode, on a small tensor of its own, and throws the answers
-// away: the summary's counts, the global features, the head's trees and
+// Warm writes the decisions' scratch ahead where no reader left any
+// (warm.Fill), then runs what a decision of op on an order-n tensor for
+// dev runs, once for every mode, on a small tensor of its own, and throws
+// the answers away: the summary's counts, the global features, the head's trees and
 // the graph's encoding, and the network where the model's graph is
 // already read. It reads nothing of any user's tensor and changes no
 // prediction; it leaves the process, and the core it ran on, ready for
@@ -34,6 +36,10 @@ func (p GCNPredictor) Warm(op hetero.Op, n int, dev hetero.Info, stop func() boo
 	if p.Model == nil || op.String() != p.Model.Info.Op {
 		return
 	}
+	// The decisions' scratch, written ahead where no reader left any
+	// (warm.Fill): their summary's sample and counts, the graphs, the
+	// network's values. First, for this warm-up takes from it too.
+	warm.Fill(decisionScratch, stop)
 	s := warmSummary(n)
 	if s == nil || stop() {
 		return
@@ -71,6 +77,14 @@ func (p GCNPredictor) Warm(op hetero.Op, n int, dev hetero.Info, stop func() boo
 		}
 	}
 }
+
+// decisionScratch is how much written memory Warm makes sure the pool
+// holds for the decisions: about twice what predict --mode all took from
+// it after the read, this warm-up included, on the largest tensor
+// measured (260 KiB; bench_banded4_cage10, 7.5 M nonzeros of order 4).
+// Where nothing else fills the pool, writing it ahead costs 128 page
+// faults on the core that waits for the model's load.
+const decisionScratch = 512 << 10
 
 // warmNNZ is the size of Warm's tensor: few enough nonzeros that making
 // and summarising it costs tens of microseconds.

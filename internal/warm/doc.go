@@ -16,7 +16,10 @@
 // that needs a buffer (a decision's sample, counts, ranks and graph, the
 // network's values) takes slices with Uint64s, Uint32s and Float32s,
 // which are carved from the memory given, cleared, and fall back to fresh
-// memory when none is left. Slices taken are never given back: each keeps
+// memory when none is left. Where no reader gives (a .stb file is read
+// straight into the tensor's arrays), Fill writes a buffer ahead and
+// gives it, on a goroutine that would otherwise wait: the page faults
+// are paid there, not on the decision's time. Slices taken are never given back: each keeps
 // the whole buffer it was cut from alive, as any slice does, so the pool
 // keeps buffers of at most MaxGift bytes and lends from at most
 // MaxLentGifts of them in a process's life.

@@ -1,6 +1,7 @@
 package warm
 
 import (
+	"os"
 	"sync"
 	"testing"
 	"unsafe"
@@ -189,5 +190,68 @@ func TestLentGiftsBounded(t *testing.T) {
 	}
 	if Free() != MaxGift-8 {
 		t.Errorf("the last gift's rest: %d bytes, want %d", Free(), MaxGift-8)
+	}
+}
+
+func TestFill(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		given int // a gift before Fill, 0 for none
+		n     int // asked of Fill
+		want  int // Free after Fill
+	}{
+		{"empty pool", 0, 4 * MinGift, 4 * MinGift},
+		{"below MinGift", 0, MinGift - 1, 0},
+		{"capped at MaxGift", 0, 2 * MaxGift, MaxGift},
+		{"pool already holds enough", 4 * MinGift, 2 * MinGift, 4 * MinGift},
+		{"pool holds too little", MinGift, 4 * MinGift, 4 * MinGift},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			Reset()
+			defer Reset()
+			if c.given > 0 {
+				Give(gift(c.given))
+			}
+			Fill(c.n, func() bool { return false })
+			if got := Free(); got != c.want {
+				t.Errorf("Free after Fill(%d): %d, want %d", c.n, got, c.want)
+			}
+		})
+	}
+}
+
+// TestFillStopped checks that a Fill told to stop after its first pages
+// gives those, when they make a gift, and asks no more.
+func TestFillStopped(t *testing.T) {
+	Reset()
+	defer Reset()
+	n := 4 * MinGift
+	first := min(fillStride*os.Getpagesize(), n)
+	asked := 0
+	Fill(n, func() bool { asked++; return true })
+	want, wantAsked := first, 1
+	if first == n {
+		wantAsked = 0 // done before the first ask
+	}
+	if first < MinGift {
+		want = 0
+	}
+	if got := Free(); got != want || asked != wantAsked {
+		t.Fatalf("Fill(%d) stopped at once: Free %d, asked %d; want %d, %d", n, got, asked, want, wantAsked)
+	}
+}
+
+func TestFillNilStop(t *testing.T) {
+	Reset()
+	defer Reset()
+	Fill(MinGift, nil)
+	if got := Free(); got != MinGift {
+		t.Fatalf("Free after Fill(MinGift, nil): %d", got)
+	}
+	if got := Uint32s(MinGift / 4); len(got) != MinGift/4 || got[len(got)-1] != 0 {
+		t.Fatalf("lent %d words from the filled pool, last %d", len(got), got[len(got)-1])
+	}
+	if Free() != 0 {
+		t.Fatalf("pool not spent by a take of all it held: %d left", Free())
 	}
 }
