@@ -19,10 +19,10 @@
 // memory when none is left. Where no reader gives (a .stb file is read
 // straight into the tensor's arrays), Fill writes a buffer ahead and
 // gives it, on a goroutine that would otherwise wait: the page faults
-// are paid there, not on the decision's time. Slices taken are never given back: each keeps
-// the whole buffer it was cut from alive, as any slice does, so the pool
-// keeps buffers of at most MaxGift bytes and lends from at most
-// MaxLentGifts of them in a process's life.
+// are paid there, not on the decision's time. Slices taken are never
+// given back: each keeps the whole buffer it was cut from alive, as any
+// slice does, so the pool keeps buffers of at most MaxGift bytes and
+// lends from at most MaxLentGifts of them in a process's life.
 //
 // Only plain numbers may live in the memory lent: it is typed as bytes,
 // so the collector does not look for pointers in it.
