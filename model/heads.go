@@ -419,17 +419,31 @@ type headChoice struct {
 // decision's allocations").
 func (m *ONNXModel) hostHead(class, cpuModel string, rank int) (int, string) {
 	loops := kernels.InnerLoops()
-	m.chosenMu.Lock()
-	for _, c := range m.chosen {
-		if c.class == class && c.model == cpuModel && c.loops == loops && c.rank == rank {
-			m.chosenMu.Unlock()
-			return c.head, c.warning
+	// find returns the remembered choice of this question; the caller
+	// holds chosenMu.
+	find := func() (headChoice, bool) {
+		for _, c := range m.chosen {
+			if c.class == class && c.model == cpuModel && c.loops == loops && c.rank == rank {
+				return c, true
+			}
 		}
+		return headChoice{}, false
 	}
+	m.chosenMu.Lock()
+	c, ok := find()
 	m.chosenMu.Unlock()
+	if ok {
+		return c.head, c.warning
+	}
+	// Chosen without the lock, which decisions on other cores would
+	// wait on; two that miss at once choose alike, and the second to
+	// finish finds the first's entry rather than adding its own.
 	head, warning := m.Info.hostHead(class, cpuModel, rank)
 	m.chosenMu.Lock()
+	defer m.chosenMu.Unlock()
+	if c, ok := find(); ok {
+		return c.head, c.warning
+	}
 	m.chosen = append(m.chosen, headChoice{class, cpuModel, loops, rank, head, warning})
-	m.chosenMu.Unlock()
 	return head, warning
 }

@@ -2,6 +2,7 @@ package model
 
 import (
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/sparsetune/sparsetune/features"
@@ -319,5 +320,46 @@ func TestHostHeadRemembered(t *testing.T) {
 	}
 	if want := len(loops) * len(asks); len(m.chosen) != want {
 		t.Errorf("%d choices remembered, want %d (one per question)", len(m.chosen), want)
+	}
+}
+
+// TestHostHeadRememberedConcurrently: decisions on several cores that ask
+// the same questions at once, each for the first time, leave one
+// remembered choice per question, each the one Info makes.
+func TestHostHeadRememberedConcurrently(t *testing.T) {
+	asks := []struct {
+		class, model string
+		rank         int
+	}{
+		{"cpu", "AMD EPYC 9R14 96-Core Processor", 16},
+		{"cpu", "Intel(R) Xeon(R) Platinum 8375C CPU @ 2.90GHz", 64},
+		{"cuda-gpu", "NVIDIA H100", 16},
+	}
+	for range 20 {
+		m, err := EmbeddedModel(hetero.MTTKRP)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var start, done sync.WaitGroup
+		start.Add(1)
+		for g := range 8 {
+			done.Add(1)
+			go func() {
+				defer done.Done()
+				start.Wait()
+				for i := range asks {
+					a := asks[(i+g)%len(asks)]
+					head, warning := m.hostHead(a.class, a.model, a.rank)
+					if wantHead, wantWarning := m.Info.hostHead(a.class, a.model, a.rank); head != wantHead || warning != wantWarning {
+						t.Errorf("%+v: head %d, warning %q; Info chooses %d, %q", a, head, warning, wantHead, wantWarning)
+					}
+				}
+			}()
+		}
+		start.Done()
+		done.Wait()
+		if len(m.chosen) != len(asks) {
+			t.Fatalf("%d choices remembered after %d goroutines asked %d questions, want one per question", len(m.chosen), 8, len(asks))
+		}
 	}
 }
