@@ -7,12 +7,12 @@ import (
 	"github.com/sparsetune/sparsetune/internal/warm"
 )
 
-// Warm writes the decisions' scratch ahead where no reader left any
-// (warm.Fill), then runs what a decision of op on an order-n tensor for
-// dev runs, once for every mode, on a small tensor of its own, and throws
-// the answers away: the summary's counts, the global features, the head's trees and
+// Warm runs what a decision of op on an order-n tensor for dev runs, once
+// for every mode, on a small tensor of its own, and throws the answers
+// away: the summary's counts, the global features, the head's trees and
 // the graph's encoding, and the network where the model's graph is
-// already read. It reads nothing of any user's tensor and changes no
+// already read. Before the features, it writes the decisions' scratch
+// ahead where no reader left any (warm.Fill). It reads nothing of any user's tensor and changes no
 // prediction; it leaves the process, and the core it ran on, ready for
 // the first real decision. Why: in a one-shot command the first decision
 // of each core ran the code, the stack and the allocator's caches from
@@ -36,10 +36,6 @@ func (p GCNPredictor) Warm(op hetero.Op, n int, dev hetero.Info, stop func() boo
 	if p.Model == nil || op.String() != p.Model.Info.Op {
 		return
 	}
-	// The decisions' scratch, written ahead where no reader left any
-	// (warm.Fill): their summary's sample and counts, the graphs, the
-	// network's values. First, for this warm-up takes from it too.
-	warm.Fill(decisionScratch, stop)
 	s := warmSummary(n)
 	if s == nil || stop() {
 		return
@@ -50,6 +46,12 @@ func (p GCNPredictor) Warm(op hetero.Op, n int, dev hetero.Info, stop func() boo
 	if err != nil || p.byRule(head) {
 		return
 	}
+	// The decisions' scratch, written ahead where no reader left any
+	// (warm.Fill): their summary's sample and counts, the graphs, the
+	// network's values. Only for a head that reads the tensor (the rule
+	// needs none of it), and after this warm-up's own summary, which
+	// would otherwise take from it.
+	warm.Fill(decisionScratch, stop)
 	t, err := info.scorer(info.Heads[head].Name)
 	if err != nil {
 		return
