@@ -57,8 +57,8 @@ as PREFIX.lambda.npy. docs/decomp.md describes the algorithm.`,
 			if err != nil {
 				return err
 			}
-			if c.rank < 1 {
-				return fmt.Errorf("--rank must be >= 1, found %d", c.rank)
+			if err := checkRank(cmd, c.rank); err != nil {
+				return err
 			}
 			inner := v.GetInt("cpapr.inner")
 			if inner < 1 {
@@ -83,7 +83,7 @@ as PREFIX.lambda.npy. docs/decomp.md describes the algorithm.`,
 }
 
 func runCPAPR(cmd *cobra.Command, path string, c decompConfig, inner int, phi string) error {
-	x, read, init, err := readForDecomp(cmd.ErrOrStderr(), path, c, nil)
+	x, read, init, _, err := readForDecomp(cmd.ErrOrStderr(), path, c, nil)
 	if err != nil {
 		return err
 	}

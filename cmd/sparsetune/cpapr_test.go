@@ -74,7 +74,8 @@ func TestCPAPRErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"cpapr", smallTensor}, "--rank must be >= 1"},
+		{[]string{"cpapr", smallTensor}, "cpapr needs --rank R"},
+		{[]string{"cpapr", smallTensor, "--rank", "0"}, "--rank must be >= 1"},
 		{[]string{"cpapr", smallTensor, "--rank", "2", "--inner", "0"}, "--inner must be >= 1"},
 		{[]string{"cpapr", smallTensor, "--rank", "2", "--init", "hosvd"}, "init must be random"},
 		{[]string{"cpapr", neg, "--rank", "2"}, "has value -1: CP-APR models counts"},

@@ -62,8 +62,8 @@ PREFIX.lambda.npy. docs/decomp.md describes the algorithm.`,
 			if err != nil {
 				return err
 			}
-			if c.rank < 1 {
-				return fmt.Errorf("--rank must be >= 1, found %d", c.rank)
+			if err := checkRank(cmd, c.rank); err != nil {
+				return err
 			}
 			switch f := v.GetString("cpd.format"); f {
 			case "auto":
@@ -197,6 +197,18 @@ func decompConfigFrom(v *viper.Viper, name string, cmd *cobra.Command) (decompCo
 	return c, nil
 }
 
+// checkRank checks cpd's and cpapr's rank, which has no default: how
+// many components a model should have is the user's question.
+func checkRank(cmd *cobra.Command, rank int) error {
+	switch {
+	case rank == 0 && !cmd.Flags().Changed("rank"):
+		return fmt.Errorf("%s needs --rank R, the number of components", cmd.Name())
+	case rank < 1:
+		return fmt.Errorf("--rank must be >= 1, found %d", rank)
+	}
+	return nil
+}
+
 // mttkrpFormats parses cpd's and cpapr's --format: one MTTKRP format, or
 // one per mode.
 func mttkrpFormats(s string) ([]string, error) {
@@ -215,16 +227,21 @@ func mttkrpFormats(s string) ([]string, error) {
 // readForDecomp reads FILE for a decomposition, checks the per-mode
 // --format list against its order, and reads the --resume factors: of a
 // Tucker model of core dims tuckerRanks, or, where it is nil, of a CP
-// model of rank c.rank. It returns the time the read took.
-func readForDecomp(stderr io.Writer, path string, c decompConfig, tuckerRanks []int) (*formats.COO, time.Duration, []*kernels.Matrix, error) {
+// model of rank c.rank. A single Tucker rank stands for every mode's:
+// the core dims it returns have one per mode. It returns the time the
+// read took.
+func readForDecomp(stderr io.Writer, path string, c decompConfig, tuckerRanks []int) (*formats.COO, time.Duration, []*kernels.Matrix, []int, error) {
 	start := time.Now()
 	x, err := readTensor(stderr, path)
 	if err != nil {
-		return nil, 0, nil, err
+		return nil, 0, nil, nil, err
 	}
 	read := time.Since(start)
 	if len(c.formats) > 1 && len(c.formats) != x.Order() {
-		return nil, 0, nil, fmt.Errorf("--format lists %d formats for a tensor of order %d: give one, or one per mode", len(c.formats), x.Order())
+		return nil, 0, nil, nil, fmt.Errorf("--format lists %d formats for a tensor of order %d: give one, or one per mode", len(c.formats), x.Order())
+	}
+	if len(tuckerRanks) == 1 {
+		tuckerRanks = slices.Repeat(tuckerRanks, x.Order())
 	}
 	// The factors' columns, and the flag that sets them.
 	cols, flag := slices.Repeat([]int{c.rank}, x.Order()), fmt.Sprintf("--rank %d", c.rank)
@@ -237,9 +254,9 @@ func readForDecomp(stderr io.Writer, path string, c decompConfig, tuckerRanks []
 	}
 	init, err := resumeFactors(c.resume, x.Dims, cols, flag, tuckerRanks == nil)
 	if err != nil {
-		return nil, 0, nil, err
+		return nil, 0, nil, nil, err
 	}
-	return x, read, init, nil
+	return x, read, init, tuckerRanks, nil
 }
 
 // finishDecomp writes the result's .npy files when --out is set and
@@ -525,7 +542,7 @@ func runCPD(cmd *cobra.Command, v *viper.Viper, path string, c decompConfig) err
 		}
 		return runCPDDistributed(cmd, path, c)
 	}
-	x, read, init, err := readForDecomp(cmd.ErrOrStderr(), path, c, nil)
+	x, read, init, _, err := readForDecomp(cmd.ErrOrStderr(), path, c, nil)
 	if err != nil {
 		return err
 	}

@@ -157,7 +157,8 @@ func TestCPDErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"cpd", smallTensor}, "--rank must be >= 1"},
+		{[]string{"cpd", smallTensor}, "cpd needs --rank R"},
+		{[]string{"cpd", smallTensor, "--rank", "0"}, "--rank must be >= 1"},
 		{[]string{"cpd", smallTensor, "--rank", "-3"}, "--rank must be >= 1"},
 		{[]string{"cpd", smallTensor, "--rank", "x"}, "invalid argument"},
 		{[]string{"cpd", smallTensor, "--rank", "2", "--format", "ell"}, "--format \"ell\""},

@@ -27,7 +27,8 @@ func newTuckerCmd(v *viper.Viper) *cobra.Command {
 		Use:   "tucker FILE --ranks R1,R2,... [--iters K] [--tol T] [--seed S] [--init hosvd|random] [--format csr|coo|ell|hyb] [--out PREFIX]",
 		Short: "Tucker decomposition by higher-order orthogonal iteration (HOOI)",
 		Long: `Compute a Tucker decomposition X ≈ G ×1 U1 ×2 U2 … ×N UN of a sparse tensor
-of order 3 or more, with a core of dims --ranks (one per mode), by
+of order 3 or more, with a core of dims --ranks (one per mode, or one for
+every mode), by
 higher-order orthogonal iteration.
 
 Each iteration computes, per mode, the chain of products with every other
@@ -63,7 +64,7 @@ PREFIX.core.npy (R1 x R2 x …). docs/decomp.md describes the algorithm.`,
 		},
 	}
 	f := cmd.Flags()
-	f.String("ranks", "", "core dims, one per mode, comma-separated (required)")
+	f.String("ranks", "", "core dims, one per mode, comma-separated, or one for every mode (required)")
 	addDecompFlags(cmd, v, "tucker", "hosvd")
 	f.String("format", decomp.DefaultFiberFormat, "SpTTM format of the fiber matrices: csr, coo, ell or hyb")
 	for _, name := range []string{"ranks", "format"} {
@@ -72,10 +73,11 @@ PREFIX.core.npy (R1 x R2 x …). docs/decomp.md describes the algorithm.`,
 	return cmd
 }
 
-// parseRanks parses --ranks R1,R2,...
+// parseRanks parses --ranks R1,R2,... or --ranks R (every mode's,
+// expanded once the tensor's order is known: readForDecomp).
 func parseRanks(s string) ([]int, error) {
 	if strings.TrimSpace(s) == "" {
-		return nil, fmt.Errorf("tucker needs --ranks R1,R2,... (one per mode)")
+		return nil, fmt.Errorf("tucker needs --ranks R1,R2,... (the core's dims, one per mode, or one for every mode)")
 	}
 	var ranks []int
 	for _, f := range strings.Split(s, ",") {
@@ -89,7 +91,7 @@ func parseRanks(s string) ([]int, error) {
 }
 
 func runTucker(cmd *cobra.Command, v *viper.Viper, path string, c decompConfig, ranks []int, fiberFormat string, formatGiven bool) error {
-	x, read, init, err := readForDecomp(cmd.ErrOrStderr(), path, c, ranks)
+	x, read, init, ranks, err := readForDecomp(cmd.ErrOrStderr(), path, c, ranks)
 	if err != nil {
 		return err
 	}

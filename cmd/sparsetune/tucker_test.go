@@ -38,6 +38,25 @@ func TestTucker(t *testing.T) {
 	}
 }
 
+// TestTuckerOneRank checks that one --ranks value is every mode's: the
+// same model as the rank spelt out per mode.
+func TestTuckerOneRank(t *testing.T) {
+	skipWithoutSmallTensor(t)
+	var reps [2]decompReport
+	for i, ranks := range []string{"2", "2,2,2"} {
+		stdout, _, err := run(t, "tucker", smallTensor, "--ranks", ranks, "--iters", "2", "--tol", "0", "--json")
+		if err != nil {
+			t.Fatalf("--ranks %s: %v", ranks, err)
+		}
+		if err := json.Unmarshal([]byte(stdout), &reps[i]); err != nil {
+			t.Fatalf("bad JSON: %v\n%s", err, stdout)
+		}
+	}
+	if !slices.Equal(reps[0].Ranks, []int{2, 2, 2}) || reps[0].Fit == nil || reps[1].Fit == nil || *reps[0].Fit != *reps[1].Fit {
+		t.Fatalf("--ranks 2: ranks %v fit %v; --ranks 2,2,2: fit %v", reps[0].Ranks, reps[0].Fit, reps[1].Fit)
+	}
+}
+
 func TestTuckerErrors(t *testing.T) {
 	skipWithoutSmallTensor(t)
 	cases := append(decompErrorCases(t, "tucker", []string{"--ranks", "2,2,2"}), []struct {
