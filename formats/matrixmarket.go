@@ -164,7 +164,7 @@ func ReadMTX(r io.Reader, name string) (*COO, error) {
 		if field == "pattern" {
 			// Some SuiteSparse pattern files (Pajek/Ragusa16) carry a
 			// weight anyway; the banner says the structure is what counts.
-			fv, pos = nextField(text, pos)
+			_, pos = nextField(text, pos)
 		}
 		if extra, _ := nextField(text, pos); len(extra) > 0 {
 			article := "a"

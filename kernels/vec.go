@@ -94,15 +94,9 @@ func SetInnerLoops(name string) error {
 	return nil
 }
 
-// The dispatching eight-column loops: the vector unit's where it has one
-// for the block, otherwise the portable Go (spttm_dot.go, mttkrp_dot.go).
-
-func csrRows8(out []float32, ptr []uint32, col []uint32, vals []float32, U []float32, R, a, r0, groups int) {
-	if !csrRowsVec(out, ptr, col, vals, U, R, a, r0, 8*groups) {
-		csrRows8Scalar(out, ptr, col, vals, U, R, a, r0, groups)
-	}
-}
-
+// mttkrpRuns8 is the dispatching eight-column loop: the vector unit's
+// where it has one for the block, otherwise the portable Go
+// (mttkrp_dot.go).
 func mttkrpRuns8(dst []float32, rowBase, R, r0, groups int, o *mttkrpOperands) {
 	if !mttkrpRunsVec(dst, rowBase, R, r0, 8*groups, o) {
 		mttkrpRuns8Scalar(dst, rowBase, R, r0, groups, o)

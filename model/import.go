@@ -35,9 +35,9 @@ func (m *ONNXModel) GCN() (*GCN, error) {
 		return nil, fmt.Errorf("model %s: %w", in.Path, err)
 	}
 	g := &GCN{Config: c, TrainMin: in.TrainMin, TrainMax: in.TrainMax, RuleHeads: slices.Clone(in.RuleHeads), Trees: trees, BlendMargins: maps.Clone(in.BlendMargins), CPUInnerLoops: slices.Clone(in.CPUInnerLoops), CPUModels: maps.Clone(in.CPUModels), LabelRanks: maps.Clone(in.LabelRanks)}
-	layers, heads, n := c.views(nil)
+	_, _, n := c.views(nil)
 	g.Params = make([]float64, n)
-	layers, heads, _ = c.views(g.Params)
+	layers, heads, _ := c.views(g.Params)
 	inits := map[string]*onnxpb.TensorProto{}
 	for _, t := range mp.Graph.Initializer {
 		inits[t.GetName()] = t

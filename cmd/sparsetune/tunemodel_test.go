@@ -138,7 +138,7 @@ func TestTuneModel(t *testing.T) {
 	}
 	// A tuning at a second rank learns both: the rank-16 rows keep the
 	// cpu head, and the rank-8 rows train a head of their own.
-	if out, errOut, err = run(t, append(args, "--rank", "8", "--force")...); err != nil {
+	if _, errOut, err = run(t, append(args, "--rank", "8", "--force")...); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(errOut, "the rows of ranks [8 16], tuned in "+work+" so far, train one head per rank") {
