@@ -28,7 +28,10 @@ import (
 //   - curves-OP.png: each final GCN's loss and accuracy per epoch, on the
 //     training and the validation examples (Fit's reports only);
 //   - confusion-OP-CLASS.png (a / in the class becomes -): per head, how often each fastest format
-//     (row) met each GCN pick (column), out-of-fold for Fit;
+//     (row) met each pick (column) of the predictor the model answers
+//     with (PredictorDefault: the rule, the trees, their blend with the
+//     network, or the network, as each head chose), or of the GCN where
+//     the report has no such picks; out-of-fold for Fit;
 //   - oracle-by-nnz.png: the oracle ratio of the GCN, the baselines and
 //     the rule per nonzero bucket (NNZBuckets).
 //
@@ -45,20 +48,14 @@ func WritePlots(dir string, rep *Report) ([]string, error) {
 		}
 		paths = append(paths, path)
 	}
-	var gcn *Picks
-	for i := range rep.Picks {
-		if rep.Picks[i].Predictor == PredictorGCN {
-			gcn = &rep.Picks[i]
-		}
-	}
-	if gcn != nil {
+	if shown := answeringPicks(rep); shown != nil {
 		ops, classes := opsAndClasses(rep.Rows)
 		for _, op := range ops {
 			for _, class := range classes[op.String()] {
 				// A cpu class split by inner loops ("cpu/avx2+pext") names
 				// a file, not a directory: confusion-mttkrp-cpu-avx2+pext.png.
 				path := filepath.Join(dir, fmt.Sprintf("confusion-%s-%s.png", op, strings.ReplaceAll(class, "/", "-")))
-				if err := writeConfusion(path, rep.Rows, *gcn, op, class); err != nil {
+				if err := writeConfusion(path, rep.Rows, *shown, op, class); err != nil {
 					return paths, err
 				}
 				paths = append(paths, path)
@@ -70,6 +67,22 @@ func WritePlots(dir string, rep *Report) ([]string, error) {
 		return paths, err
 	}
 	return append(paths, path), nil
+}
+
+// answeringPicks returns the picks the confusion matrices show: what a
+// user of the model gets, the picks of the predictor each head answers
+// with (PredictorDefault), not the network's where a head answers
+// otherwise; the GCN's where the report has none; nil where it has
+// neither.
+func answeringPicks(rep *Report) *Picks {
+	for _, name := range []string{PredictorDefault, PredictorGCN} {
+		for i := range rep.Picks {
+			if rep.Picks[i].Predictor == name {
+				return &rep.Picks[i]
+			}
+		}
+	}
+	return nil
 }
 
 // savePNG draws plots side by side, each w by h, into path atomically.
@@ -238,7 +251,11 @@ func writeConfusion(path string, rows []LabelRow, p Picks, op hetero.Op, class s
 		}
 	}
 	pl := plot.New()
-	pl.Title.Text = fmt.Sprintf("%s on %s: %s picks (%d of %d right)", op, class, p.Predictor, right, total)
+	who := p.Predictor + "'s picks"
+	if p.Predictor == PredictorDefault {
+		who = "the model's picks"
+	}
+	pl.Title.Text = fmt.Sprintf("%s on %s: %s (%d of %d right)", op, class, who, right, total)
 	pl.X.Label.Text, pl.Y.Label.Text = "picked", "fastest"
 	pal, err := brewer.GetPalette(brewer.TypeSequential, "Blues", 9)
 	if err != nil {
@@ -268,18 +285,28 @@ func writeRatioByBucket(path string, rep *Report) error {
 	pl := plot.New()
 	pl.Title.Text = "oracle ratio (geometric mean of t(best)/t(picked)) by nonzeros, all heads"
 	pl.Y.Label.Text, pl.X.Label.Text = "oracle ratio", "nonzeros"
-	// Headroom above 1 for the legend, so it never covers a bar.
-	pl.Y.Min, pl.Y.Max = 0, 1.4
 	pl.Y.Tick.Marker = distinctTicks{}
 	var shown []Picks
+	var ratios [][]float64
+	lowest := 1.0
 	for _, p := range rep.Picks {
 		if !strings.HasPrefix(p.Predictor, fixedPrefix) {
-			shown = append(shown, p)
+			ratio, _ := RatioByBucket(rep.Rows, p)
+			shown, ratios = append(shown, p), append(ratios, ratio)
+			for _, r := range ratio {
+				if r > 0 { // an empty bucket's ratio is 0: no bar
+					lowest = min(lowest, r)
+				}
+			}
 		}
 	}
+	// The axis starts below the lowest bar, not at 0: ratios of 0.97
+	// and 0.99 differ by what a user feels, and on an axis from 0 they
+	// look the same. Headroom above 1 keeps the legend off the bars.
+	yMin := ratioAxisMin(lowest)
 	w := vg.Points(60 / float64(max(len(shown), 1)))
 	for i, p := range shown {
-		ratio, _ := RatioByBucket(rep.Rows, p)
+		ratio := ratios[i]
 		b, err := plotter.NewBarChart(plotter.Values(ratio), w)
 		if err != nil {
 			return fmt.Errorf("plot %s: %w", path, err)
@@ -299,6 +326,19 @@ func writeRatioByBucket(path string, rep *Report) error {
 		names[i] = fmt.Sprintf("%s (%d rows)", b.Name, counts[i])
 	}
 	pl.NominalX(names...)
+	// Set after the bars, whose data range reaches down to 0.
+	pl.Y.Min, pl.Y.Max = yMin, 1+0.5*(1-yMin)
 	pl.Legend.Top, pl.Legend.Left = true, true
 	return savePNG(path, 8*vg.Inch, 4.5*vg.Inch, pl)
+}
+
+// ratioAxisMin returns where the oracle ratio's axis starts for bars
+// whose lowest is lowest: a step of 0.05 below it, so that every bar
+// shows, and 0 for a ratio under 0.5, where the bars' lengths are what
+// tells them apart.
+func ratioAxisMin(lowest float64) float64 {
+	if !(lowest >= 0.5) {
+		return 0
+	}
+	return math.Floor(lowest*20)/20 - 0.05
 }

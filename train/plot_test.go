@@ -1,6 +1,7 @@
 package train
 
 import (
+	"math"
 	"slices"
 	"strconv"
 	"testing"
@@ -42,6 +43,51 @@ func TestDistinctTicks(t *testing.T) {
 		}
 		if c.want != nil && !slices.Equal(labels, c.want) {
 			t.Errorf("[%g, %g]: labels %v, want the default's %v", c.lo, c.hi, labels, c.want)
+		}
+	}
+}
+
+// TestRatioAxisMin: the oracle ratio's axis starts below every bar, on a
+// step of 0.05, and at 0 where the bars are far from 1.
+func TestRatioAxisMin(t *testing.T) {
+	for _, c := range []struct{ lowest, want float64 }{
+		{1, 0.95},
+		{0.97, 0.9},
+		{0.95, 0.9},
+		{0.895, 0.8},
+		{0.5, 0.45},
+		{0.49, 0},
+		{0, 0},
+		{math.NaN(), 0},
+	} {
+		got := ratioAxisMin(c.lowest)
+		if math.Abs(got-c.want) > 1e-9 || (c.lowest > 0 && got >= c.lowest) {
+			t.Errorf("ratioAxisMin(%g) = %g, want %g, below the bar", c.lowest, got, c.want)
+		}
+	}
+}
+
+// TestAnsweringPicks: the confusion matrices show the model's answers
+// where the report has them, the network's where it has only those.
+func TestAnsweringPicks(t *testing.T) {
+	for _, c := range []struct {
+		have []string
+		want string
+	}{
+		{[]string{PredictorGCN, PredictorBoosted, PredictorDefault, "rule"}, PredictorDefault},
+		{[]string{"rule", PredictorGCN}, PredictorGCN},
+		{[]string{"rule"}, ""},
+	} {
+		rep := &Report{}
+		for _, name := range c.have {
+			rep.Picks = append(rep.Picks, Picks{Predictor: name})
+		}
+		got := ""
+		if p := answeringPicks(rep); p != nil {
+			got = p.Predictor
+		}
+		if got != c.want {
+			t.Errorf("picks of %v: shown %q, want %q", c.have, got, c.want)
 		}
 	}
 }
