@@ -255,7 +255,9 @@ func writeConfusion(path string, rows []LabelRow, p Picks, op hetero.Op, class s
 	if p.Predictor == PredictorDefault {
 		who = "the model's picks"
 	}
-	pl.Title.Text = fmt.Sprintf("%s on %s: %s (%d of %d right)", op, class, who, right, total)
+	// Two lines: a head's name (opencl-cpu/skylake-avx512) and the count
+	// on one would run past the plot's width.
+	pl.Title.Text = fmt.Sprintf("%s on %s\n%s: %d of %d right", op, class, who, right, total)
 	pl.X.Label.Text, pl.Y.Label.Text = "picked", "fastest"
 	pal, err := brewer.GetPalette(brewer.TypeSequential, "Blues", 9)
 	if err != nil {
