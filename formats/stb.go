@@ -120,9 +120,11 @@ func (s *stbReader) read(p []byte, what string) error {
 	return nil
 }
 
-// words reads n little-endian uint32s. Unless whole is set (the stream's
-// size vouches for n), it reads in pieces and grows the array as data
-// arrives, so a lying header costs no more memory than the stream holds.
+// words reads n uint32s as the file stores them, little-endian: the
+// checksum is over those bytes, so they are turned native only when
+// checked (stbRun.add). Unless whole is set (the stream's size vouches
+// for n), it reads in pieces and grows the array as data arrives, so a
+// lying header costs no more memory than the stream holds.
 func (s *stbReader) words(n int, whole bool, what string) ([]uint32, error) {
 	var out []uint32
 	if whole {
@@ -142,7 +144,6 @@ func (s *stbReader) words(n int, whole bool, what string) ([]uint32, error) {
 		if err := s.read(wordBytes(dst), what); err != nil {
 			return nil, err
 		}
-		fromLittleEndian(dst)
 		out = out[:len(out)+k]
 	}
 	return out, nil
@@ -317,7 +318,6 @@ func readBinaryAt(r io.ReaderAt, off int64, name string, dims []int, nnz int, pk
 					readErr[c] = readAtError(name, at+int64(n), 4*len(piece)-n, what, err)
 					return
 				}
-				fromLittleEndian(piece)
 				rc.add(name, piece, i, dims, at)
 				if i < order {
 					pk.pick(c, i, lo, piece)
@@ -411,7 +411,8 @@ const stbCheckPiece = 1 << 16
 // a mode's indices from position lo, so that the array crosses the memory
 // bus once, not once per check. A checksum mismatch is reported before a
 // content problem: bad content under a valid checksum is a faulty writer,
-// under an invalid one a corrupted file.
+// under an invalid one a corrupted file. a holds the file's words as read
+// (little-endian); each piece is turned native once its checksum is taken.
 func checkSTBArray(name string, a []uint32, i int, dims []int, start int64, sum uint32, pick func(lo int, piece []uint32)) *ParseError {
 	var run stbRun
 	for lo := 0; lo < len(a); lo += stbCheckPiece {
@@ -435,9 +436,12 @@ type stbRun struct {
 }
 
 // add checks the next piece of array i, at offset at in the file: its
-// checksum, and its content unless an earlier piece had a problem.
+// checksum, over the file's bytes as read into piece, then, with the words
+// turned native (a no-op on little-endian hosts), its content unless an
+// earlier piece had a problem.
 func (r *stbRun) add(name string, piece []uint32, i int, dims []int, at int64) {
 	r.crc = crc32.Update(r.crc, castagnoli, wordBytes(piece))
+	fromLittleEndian(piece)
 	if r.bad == nil {
 		r.bad = checkSTBContent(name, piece, i, dims, at)
 	}
