@@ -5,6 +5,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
+	"runtime"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -158,8 +160,10 @@ func TestSanityLearning(t *testing.T) {
 // TestSanityFixture regenerates testdata/sanity.onnx (training is
 // deterministic) and compares it byte for byte with the committed file;
 // SPARSETUNE_UPDATE_FIXTURES=1 rewrites it instead. The bytes depend on
-// float64 rounding, so a different architecture (or GOAMD64 level, which
-// lets the compiler fuse multiply-adds) may differ: then the test says so.
+// float64 rounding: where the compiler may fuse multiply-adds
+// (exactRounding false: arm64, ppc64le, s390x, riscv64, GOAMD64=v3 and
+// up) the regenerated model must instead predict the held-out families
+// as the committed file does, with probabilities within 0.001.
 func TestSanityFixture(t *testing.T) {
 	g, test, _, _ := sanityModel(t)
 	data, err := g.ExportONNX()
@@ -175,24 +179,36 @@ func TestSanityFixture(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v (run with SPARSETUNE_UPDATE_FIXTURES=1 to create it)", err)
 	}
+	tol := 1e-4
 	if !bytes.Equal(data, want) {
-		t.Fatalf("regenerated sanity model (%d bytes) differs from %s (%d bytes)", len(data), sanityFile, len(want))
+		if exactRounding {
+			t.Fatalf("regenerated sanity model (%d bytes) differs from %s (%d bytes)", len(data), sanityFile, len(want))
+		}
+		tol = 1e-3
+		t.Logf("regenerated sanity model (%d bytes) differs from %s (%d bytes), as it may where this build (%s) fuses multiply-adds: comparing predictions within %v",
+			len(data), sanityFile, len(want), runtime.GOARCH, tol)
 	}
 	// The committed file predicts the held-out families as the Go model does.
 	m, err := LoadONNX(sanityFile)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, e := range test[:20] {
+	worst := 0.0
+	for _, e := range test {
 		got, err := m.Run(e.In)
 		if err != nil {
 			t.Fatal(err)
 		}
 		wantP, _ := g.Predict(e.In)
 		for i := range got[0] {
-			if math.Abs(got[0][i]-wantP[0][i]) > 1e-4 {
+			worst = max(worst, math.Abs(got[0][i]-wantP[0][i]))
+			if math.Abs(got[0][i]-wantP[0][i]) > tol {
 				t.Fatalf("%s: probability %v, Go forward %v", sanityFile, got[0], wantP[0])
 			}
 		}
+		if a, b := slices.Index(got[0], slices.Max(got[0])), slices.Index(wantP[0], slices.Max(wantP[0])); a != b {
+			t.Fatalf("%s: picks class %d, Go forward %d", sanityFile, a, b)
+		}
 	}
+	t.Logf("%d held-out examples: probabilities within %.2g of the Go forward", len(test), worst)
 }
