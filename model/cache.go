@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash"
 	"io/fs"
 	"math"
 	"os"
@@ -37,13 +38,36 @@ func Fingerprint(x *formats.COO) string {
 	binary.LittleEndian.PutUint64(b[:], uint64(x.NNZ()))
 	h.Write(b[:])
 	for _, ind := range x.Inds {
-		if len(ind) > 0 {
-			// Index arrays hashed in place: little-endian on every platform
-			// sparsetune builds for (amd64, arm64).
-			h.Write(unsafe.Slice((*byte)(unsafe.Pointer(&ind[0])), 4*len(ind)))
-		}
+		hashWords(h, ind)
 	}
 	return hex.EncodeToString(h.Sum(nil))
+}
+
+// littleEndianHost says whether the host stores a word's low byte first,
+// as Fingerprint hashes the indices.
+var littleEndianHost = binary.NativeEndian.Uint16([]byte{1, 0}) == 1
+
+// hashWords writes a's words to h as little-endian bytes: in place on a
+// little-endian host (amd64, arm64, riscv64, ...), through a buffer on a
+// big-endian one (s390x), so that a tensor has one fingerprint, which
+// labels files and decision caches record, on every host.
+func hashWords(h hash.Hash, a []uint32) {
+	if len(a) == 0 {
+		return
+	}
+	if littleEndianHost {
+		h.Write(unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(a))), 4*len(a)))
+		return
+	}
+	var buf [4096]byte
+	for len(a) > 0 {
+		k := min(len(a), len(buf)/4)
+		for j, v := range a[:k] {
+			binary.LittleEndian.PutUint32(buf[4*j:], v)
+		}
+		h.Write(buf[:4*k])
+		a = a[k:]
+	}
 }
 
 // SampleKey names a tensor in the decision cache, cheaply: a SHA-256 over
