@@ -6,6 +6,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"runtime"
 	"slices"
 	"time"
 
@@ -131,14 +132,26 @@ type BaselinePredictor struct {
 	lo, hi map[string][]float64
 }
 
-// BaselineMethods lists the baselines this build offers.
-func BaselineMethods() []string { return []string{"tree", "knn"} }
+// BaselineMethods lists the baselines this host offers.
+//
+// On a big-endian host (s390x) it is only "knn": golearn packs feature
+// values little-endian and reads them back in the host's byte order, so
+// its CART tree learns from scrambled numbers there.
+func BaselineMethods() []string {
+	if !littleEndianHost {
+		return []string{"knn"}
+	}
+	return []string{"tree", "knn"}
+}
 
 // NewBaselinePredictor fits the named baseline ("tree" or "knn") on every
 // op and device kind of the set.
 func NewBaselinePredictor(method string, s *BaselineSet) (*BaselinePredictor, error) {
 	if err := s.Check(); err != nil {
 		return nil, err
+	}
+	if method == "tree" && !littleEndianHost {
+		return nil, fmt.Errorf("the tree baseline is not available on %s: golearn's CART reads the feature bytes it packs little-endian in this big-endian host's order; use knn", runtime.GOARCH)
 	}
 	if !slices.Contains(BaselineMethods(), method) {
 		return nil, fmt.Errorf("unknown baseline %q, expected tree or knn", method)
