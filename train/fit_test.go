@@ -384,7 +384,7 @@ func TestFitPipeline(t *testing.T) {
 			t.Errorf("score %+v", s)
 		}
 	}
-	for _, p := range []string{PredictorGCN, PredictorBoosted, PredictorBlend, PredictorDefault, "tree", PredictorRule, "always coo", "always csf", PredictorMeasure} {
+	for _, p := range append([]string{PredictorGCN, PredictorBoosted, PredictorBlend, PredictorDefault, PredictorRule, "always coo", "always csf", PredictorMeasure}, model.BaselineMethods()...) {
 		if !have[p] {
 			t.Errorf("no score for %s: %+v", p, rep.Scores)
 		}

@@ -34,7 +34,7 @@ func TestTrainEval(t *testing.T) {
 		t.Fatal(err)
 	}
 	trained := time.Since(start) - labelled
-	for _, want := range []string{"3-fold cross-validation grouped by source", "gcn", "tree", "rule", "always coo", "measure-all", "wrote "} {
+	for _, want := range append([]string{"3-fold cross-validation grouped by source", "gcn", "rule", "always coo", "measure-all", "wrote "}, model.BaselineMethods()...) {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("train output lacks %q:\n%s", want, stdout)
 		}
@@ -75,7 +75,11 @@ func TestTrainEval(t *testing.T) {
 		}
 		seen = append(seen, s["op"].(string)+"/"+s["predictor"].(string))
 	}
-	for _, want := range []string{"ttm/gcn", "mttkrp/gcn", "ttm/tree", "ttm/rule", "ttm/always ell", "mttkrp/always alto", "mttkrp/measure-all"} {
+	wants := []string{"ttm/gcn", "mttkrp/gcn", "ttm/rule", "ttm/always ell", "mttkrp/always alto", "mttkrp/measure-all"}
+	for _, b := range model.BaselineMethods() {
+		wants = append(wants, "ttm/"+b)
+	}
+	for _, want := range wants {
 		if !slices.Contains(seen, want) {
 			t.Errorf("eval --json has no %s: %v", want, seen)
 		}
