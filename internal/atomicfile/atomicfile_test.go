@@ -38,7 +38,8 @@ func TestWrite(t *testing.T) {
 }
 
 // TestWriteKeepsMode: a file replaced keeps its permissions; a new one
-// gets 0644.
+// gets 0644. A read-only file is replaced only by root; anyone else is
+// refused, as opening it to write would refuse them (Replaceable).
 func TestWriteKeepsMode(t *testing.T) {
 	dir := t.TempDir()
 	for _, c := range []struct {
@@ -52,7 +53,17 @@ func TestWriteKeepsMode(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		if err := Write(path, func(w io.Writer) error { _, err := io.WriteString(w, "new"); return err }); err != nil {
+		err := Write(path, func(w io.Writer) error { _, err := io.WriteString(w, "new"); return err })
+		if c.existing == 0o444 && os.Geteuid() != 0 {
+			if !errors.Is(err, fs.ErrPermission) {
+				t.Errorf("%s, not root: %v, want a permission error", c.name, err)
+			}
+			if b, _ := os.ReadFile(path); string(b) != "old" {
+				t.Errorf("%s, not root: the file holds %q, want it untouched", c.name, b)
+			}
+			continue
+		}
+		if err != nil {
 			t.Fatal(err)
 		}
 		if st, err := os.Stat(path); err != nil || st.Mode().Perm() != c.want {
