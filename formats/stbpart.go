@@ -57,11 +57,7 @@ func ReadBinaryPart(path string, k, parts int) (*BinaryPart, error) {
 			return nil, offsetError(path, start, "read part %d of %d: %v", k, parts, err)
 		}
 		p.Sums[i] = crc32.Checksum(wordBytes(a), castagnoli)
-		if !littleEndian {
-			for j := range a {
-				a[j] = binary.LittleEndian.Uint32((*[4]byte)(unsafe.Pointer(&a[j]))[:])
-			}
-		}
+		fromLittleEndian(a)
 		if problem := checkSTBContent(path, a, i, dims, start); problem != nil {
 			return nil, problem
 		}
