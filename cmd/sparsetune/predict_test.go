@@ -19,6 +19,7 @@ import (
 	"github.com/sparsetune/sparsetune/formats"
 	"github.com/sparsetune/sparsetune/graphenc"
 	"github.com/sparsetune/sparsetune/hetero"
+	"github.com/sparsetune/sparsetune/hetero/heterotest"
 	"github.com/sparsetune/sparsetune/model"
 )
 
@@ -372,12 +373,8 @@ func TestModelSealPacks(t *testing.T) {
 	// the OpenCL ones where there is an OpenCL device (PoCL in CI, where
 	// SPARSETUNE_OPENCL_TESTS=1 requires one).
 	devs := []string{"cpu"}
-	if _, err := hetero.Lookup("opencl:0", 1); err == nil {
-		devs = append(devs, "opencl:0")
-	} else if os.Getenv("SPARSETUNE_OPENCL_TESTS") == "1" {
-		t.Fatalf("SPARSETUNE_OPENCL_TESTS=1 but no OpenCL device: %v", err)
-	} else {
-		t.Logf("no OpenCL device (%v): the cpu heads only", err)
+	if d := heterotest.OpenCL(t); d != nil {
+		devs = append(devs, d.Info().Name)
 	}
 	var devices [][]string
 	for _, d := range devs {

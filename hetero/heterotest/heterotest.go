@@ -154,6 +154,17 @@ func Profile(names ...string) *hetero.Profile {
 func Accelerators(t testing.TB) []hetero.Device {
 	t.Helper()
 	devs := []hetero.Device{NewAccelerator()}
+	if d := OpenCL(t); d != nil {
+		devs = append(devs, d)
+	}
+	return devs
+}
+
+// OpenCL returns the first OpenCL device (PoCL in CI), or nil, logged,
+// when there is none; when SPARSETUNE_OPENCL_TESTS=1 a missing one fails
+// the test instead.
+func OpenCL(t testing.TB) hetero.Device {
+	t.Helper()
 	for _, b := range hetero.Backends() {
 		if b.Name != "opencl" {
 			continue
@@ -162,14 +173,14 @@ func Accelerators(t testing.TB) []hetero.Device {
 			if os.Getenv("SPARSETUNE_OPENCL_TESTS") == "1" {
 				t.Fatalf("SPARSETUNE_OPENCL_TESTS=1 but the opencl backend has no device: %s", b.Missing)
 			}
-			t.Logf("no OpenCL device (%s): splitting with the fake accelerator only", b.Missing)
-			continue
+			t.Logf("no OpenCL device (%s): testing without one", b.Missing)
+			return nil
 		}
 		d, err := hetero.Lookup(b.Devices[0].Name, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
-		devs = append(devs, d)
+		return d
 	}
-	return devs
+	return nil
 }
