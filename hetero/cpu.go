@@ -47,6 +47,10 @@ func readCPUInfo(info *Info) {
 				info.Vendor = val
 			case "model name":
 				info.Model = val
+			case "cpu family":
+				if f, err := strconv.Atoi(val); err == nil && f > 0 {
+					info.Family = f
+				}
 			case "cpu MHz":
 				if mhz, err := strconv.ParseFloat(val, 64); err == nil && info.ClockMHz == 0 {
 					info.ClockMHz = int(mhz + 0.5)

@@ -47,10 +47,19 @@ func (k *Kind) UnmarshalText(b []byte) error {
 
 // Info describes a device.
 type Info struct {
-	Name         string `json:"name"` // how the CLI names it: "cpu", "opencl:0", "cuda:0"
-	Kind         Kind   `json:"kind"`
-	Vendor       string `json:"vendor"`
-	Model        string `json:"model"`
+	Name   string `json:"name"` // how the CLI names it: "cpu", "opencl:0", "cuda:0"
+	Kind   Kind   `json:"kind"`
+	Vendor string `json:"vendor"`
+	Model  string `json:"model"`
+	// Family is a CPU's family number as the processor reports it (on
+	// x86, CPUID's display family, Linux's "cpu family": 0x19 for AMD's
+	// Zen 3 and Zen 4, 0x1A for Zen 5, 6 for Intel's cores), 0 where
+	// unknown: other operating systems and architectures, accelerators.
+	// A model name does not always tell generations apart (a VM's may
+	// read "AMD EPYC" on Zen 4 and Zen 5 alike), and the fastest format
+	// is not the same on both (docs/model.md, "Labels belong to the
+	// processor's generation").
+	Family       int    `json:"family,omitempty"`
 	ComputeUnits int    `json:"compute_units"` // cores (CPU: the threads the kernels use) or compute units / SMs
 	ClockMHz     int    `json:"clock_mhz"`
 	GlobalMemory int64  `json:"global_memory_bytes"`

@@ -38,21 +38,82 @@ func CPUHead(loops, family string) string {
 	return cpuClass + "/" + loops + "/" + family
 }
 
-// CPUFamily returns the family of a processor by its model name
-// (hetero.Info.Model, a labels row's device_model), as cpu heads name
-// it: "amd", "intel", or "" for any other. A family is the vendor: the
-// coarsest split the labels measured so far call for (an AMD and an
-// Intel host ranked the formats differently), and all a model name
-// reliably tells on every operating system. Processors of one family
-// may differ too; a head records which trained it (Info.CPUModels).
-func CPUFamily(model string) string {
-	switch {
-	case strings.HasPrefix(model, "AMD "):
-		return "amd"
-	case strings.HasPrefix(model, "Intel"):
-		return "intel"
+// Processor names a CPU for its heads: its model name (hetero.Info.Model,
+// a labels row's device_model) and, where known, its family number
+// (hetero.Info.Family, a row's device_family), as "AMD EPYC (family 19h)",
+// the number in hexadecimal as the vendors write it. The model name alone
+// may not tell processors apart that rank the formats differently: a VM's
+// Zen 4 and Zen 5 both read "AMD EPYC" (docs/model.md, "Labels belong to
+// the processor's generation"). A family of 0 or less, or no model name,
+// gives the model name as it is.
+func Processor(model string, family int) string {
+	if family <= 0 || model == "" {
+		return model
 	}
-	return ""
+	return model + familyOpen + strconv.FormatInt(int64(family), 16) + familyClose
+}
+
+// familyOpen and familyClose enclose a Processor's family number.
+const familyOpen, familyClose = " (family ", "h)"
+
+// splitProcessor returns the model name and the family number (0 if
+// none) a Processor names.
+func splitProcessor(p string) (model string, family int) {
+	rest, ok := strings.CutSuffix(p, familyClose)
+	if !ok {
+		return p, 0
+	}
+	i := strings.LastIndex(rest, familyOpen)
+	if i < 0 {
+		return p, 0
+	}
+	f, err := strconv.ParseInt(rest[i+len(familyOpen):], 16, 32)
+	if err != nil || f <= 0 {
+		return p, 0
+	}
+	return rest[:i], int(f)
+}
+
+// CPUFamily returns the family of a processor (a Processor, or a bare
+// model name) as cpu heads name it: the vendor by the model name, "amd"
+// or "intel", joined by the family number where the processor records
+// one ("amd-19h", "amd-1ah"); "" for another vendor. The vendor is the
+// coarsest split the labels call for (an AMD and an Intel host ranked
+// the formats differently) and all a model name reliably tells on every
+// operating system; the family number tells generations of one vendor
+// apart where the model name does not. Processors of one family may
+// differ too; a head records which trained it (Info.CPUModels).
+func CPUFamily(processor string) string {
+	name, family := splitProcessor(processor)
+	var vendor string
+	switch {
+	case strings.HasPrefix(name, "AMD "):
+		vendor = "amd"
+	case strings.HasPrefix(name, "Intel"):
+		vendor = "intel"
+	default:
+		return ""
+	}
+	if family <= 0 {
+		return vendor
+	}
+	return vendor + "-" + strconv.FormatInt(int64(family), 16) + "h"
+}
+
+// familyVendor returns the vendor of a CPUFamily ("amd" of "amd-19h").
+func familyVendor(family string) string {
+	v, _, _ := strings.Cut(family, "-")
+	return v
+}
+
+// sameProcessor reports whether a processor recorded by a head (a
+// Processor) is the one of model name model and family number family:
+// the same model name, and the same family number unless either leaves
+// it unrecorded (0: rows labelled before builds recorded it). It
+// allocates nothing: decisions ask it.
+func sameProcessor(recorded, model string, family int) bool {
+	rm, rf := splitProcessor(recorded)
+	return rm == model && (rf == 0 || family <= 0 || rf == family)
 }
 
 // IsCPUHead reports whether name is a head, or device class, of the host
@@ -123,8 +184,8 @@ func DeviceHead(class, target string) string {
 
 // HeadFor returns the index of the head that answers for a device of
 // class on a machine whose CPU kernels run the inner loops loops, the
-// device's model being model (hetero.Info.Model: the processor of a
-// CPU; "" when unknown), or -1 when the model has none, and a warning
+// device's model being model (for a CPU, its Processor: the model name
+// and family number of hetero.Info; "" when unknown), or -1 when the model has none, and a warning
 // when the head's labels were measured on other hardware: other inner
 // loops, or another family of processors, or another PoCL target.
 //
@@ -133,11 +194,14 @@ func DeviceHead(class, target string) string {
 // with a warning; a class that names a target already ("opencl-cpu/haswell",
 // a labels row's after training split them) is looked up as is first.
 // The CPU has, in order: the head of its inner loops and family
-// (CPUHead(loops, CPUFamily(model))); the head of its inner loops for
-// every family (CPUHead(loops, "")); a single "cpu" head, with a warning
-// unless Info.CPUInnerLoops holds loops; else the nearest cpu head, with
-// a warning: the same inner loops on another family first, then the
-// same family and vector width, then the same vector width. A class that
+// (CPUHead(loops, CPUFamily(model))); where model records a family
+// number, the head of its inner loops and vendor (labels that did not
+// record one); the head of its inner loops for every family
+// (CPUHead(loops, "")); a single "cpu" head, with a warning unless
+// Info.CPUInnerLoops holds loops; else the nearest cpu head, with a
+// warning: the same inner loops on the same vendor's processors first,
+// then the same inner loops, then the same vendor and vector width,
+// then the same vector width. model is a Processor. A class that
 // is already a CPUHead is looked up as is, and otherwise as the CPU with
 // the inner loops (and family) it names.
 func (info *Info) HeadFor(class, loops, model string) (head int, warning string) {
@@ -194,6 +258,13 @@ func headFor(heads []Head, cpuLoops []string, class, loops, family string) (int,
 		if h := at(CPUHead(loops, family)); h >= 0 {
 			return h, ""
 		}
+		// A head of the vendor's processors, their family numbers
+		// unrecorded, before any head of every vendor's.
+		if v := familyVendor(family); v != family {
+			if h := at(CPUHead(loops, v)); h >= 0 {
+				return h, ""
+			}
+		}
 	}
 	if h := at(CPUHead(loops, "")); h >= 0 {
 		return h, ""
@@ -214,10 +285,13 @@ func headFor(heads []Head, cpuLoops []string, class, loops, family string) (int,
 		}
 		kinds = append(kinds, h.Name)
 		score := 0
+		sameVendor := f != "" && familyVendor(f) == familyVendor(family)
 		switch {
+		case l == loops && sameVendor:
+			score = 4
 		case l == loops:
 			score = 3
-		case f != "" && f == family && vectorWidth(l) == vectorWidth(loops):
+		case sameVendor && vectorWidth(l) == vectorWidth(loops):
 			score = 2
 		case vectorWidth(l) == vectorWidth(loops):
 			score = 1
@@ -244,18 +318,24 @@ func vectorWidth(loops string) string {
 }
 
 // otherCPU returns a warning when a cpu head learnt from the times of
-// processors (Info.CPUModels) other than cpuModel, and "" when it learnt
-// from cpuModel's, when no processor is recorded, or cpuModel is "". It
+// processors (Info.CPUModels) other than the one of model name cpuModel
+// and family number family (sameProcessor), and "" when it learnt from
+// that one's, when no processor is recorded, or cpuModel is "". It
 // concatenates rather than formats: a decision in a fresh process pays
 // for fmt's first call.
-func (info *Info) otherCPU(head int, cpuModel string) string {
+func (info *Info) otherCPU(head int, cpuModel string, family int) string {
 	name := info.Heads[head].Name
 	models := info.CPUModels[name]
-	if cpuModel == "" || len(models) == 0 || slices.Contains(models, cpuModel) {
+	if cpuModel == "" || len(models) == 0 {
 		return ""
 	}
+	for _, m := range models {
+		if sameProcessor(m, cpuModel, family) {
+			return ""
+		}
+	}
 	return "the model's " + name + " head learnt from times measured on " + strings.Join(models, ", ") +
-		", and this CPU is " + cpuModel + ", on which the fastest format often differs: sparsetune tune-model trains on this machine's own times"
+		", and this CPU is " + Processor(cpuModel, family) + ", on which the fastest format often differs: sparsetune tune-model trains on this machine's own times"
 }
 
 // LearntOn reports whether the head that answers for dev on this machine
@@ -270,12 +350,12 @@ func (info *Info) LearntOn(dev hetero.Info) bool {
 	if dev.Kind != hetero.CPU || dev.Model == "" {
 		return false
 	}
-	head, warning := info.hostHead(dev.Class(), dev.Model, 0)
+	head, warning := info.hostHead(dev.Class(), Processor(dev.Model, dev.Family), 0)
 	if head < 0 || warning != "" {
 		return false
 	}
 	name := info.Heads[head].Name
-	return !slices.Contains(info.RuleHeads, name) && slices.Contains(info.CPUModels[name], dev.Model)
+	return !slices.Contains(info.RuleHeads, name) && slices.ContainsFunc(info.CPUModels[name], func(m string) bool { return sameProcessor(m, dev.Model, dev.Family) })
 }
 
 // UnrecordedLabelRank is the rank of the labels of a head whose file
@@ -295,7 +375,7 @@ func (info *Info) HeadLabelRanks(head string) []int {
 // LearntAtRank reports whether the head that answers for dev on this
 // machine at rank learnt from times at that rank (HeadLabelRanks).
 func (info *Info) LearntAtRank(dev hetero.Info, rank int) bool {
-	head, _ := info.hostHead(dev.Class(), dev.Model, rank)
+	head, _ := info.hostHead(dev.Class(), Processor(dev.Model, dev.Family), rank)
 	return head >= 0 && slices.Contains(info.HeadLabelRanks(info.Heads[head].Name), rank)
 }
 
@@ -396,17 +476,47 @@ func rankDistance(ranks []int, rank int) (float64, int) {
 }
 
 // hostHead is HeadFor for this machine's inner loops and the device
-// model, at rank (HeadAtRank; 0: the class's own head).
+// model (a Processor for the CPU), at rank (HeadAtRank; 0: the class's
+// own head).
 func (info *Info) hostHead(class, model string, rank int) (int, string) {
 	head, warning := info.HeadFor(class, kernels.InnerLoops(), model)
-	return info.HeadAtRank(head, rank), warning
+	return info.vendorAtRank(head, rank), warning
+}
+
+// vendorAtRank is HeadAtRank, except that a head of one family number
+// of a vendor's processors ("cpu/avx512+pext/amd-19h") gives way to the
+// vendor's head whose family numbers went unrecorded
+// ("cpu/avx512+pext/amd"), when the latter's class has a head learnt at
+// a rank nearer to rank. The fastest format moves more with the rank
+// than between two generations of one vendor (docs/model.md, "Labels
+// belong to the processor's generation").
+func (info *Info) vendorAtRank(head, rank int) int {
+	at := info.HeadAtRank(head, rank)
+	if head < 0 || rank <= 0 {
+		return at
+	}
+	loops, family, ok := splitCPUHead(info.Heads[head].Name)
+	if !ok || family == "" || familyVendor(family) == family {
+		return at
+	}
+	v := info.HeadIndex(CPUHead(loops, familyVendor(family)))
+	if v < 0 {
+		return at
+	}
+	vat := info.HeadAtRank(v, rank)
+	d, _ := rankDistance(info.HeadLabelRanks(info.Heads[at].Name), rank)
+	if dv, _ := rankDistance(info.HeadLabelRanks(info.Heads[vat].Name), rank); dv < d {
+		return vat
+	}
+	return at
 }
 
 // headChoice is one answer of Info.hostHead: the head, and its warning,
-// for a device class and model at a rank under inner loops.
+// for a device class and model (and family number) at a rank under inner
+// loops.
 type headChoice struct {
 	class, model, loops string
-	rank                int
+	family, rank        int
 	head                int
 	warning             string
 }
@@ -417,13 +527,13 @@ type headChoice struct {
 // helper, whose processor has not allocated since the last collection,
 // each size class's first object refills its cache (docs/model.md, "A
 // decision's allocations").
-func (m *ONNXModel) hostHead(class, cpuModel string, rank int) (int, string) {
+func (m *ONNXModel) hostHead(class, cpuModel string, family, rank int) (int, string) {
 	loops := kernels.InnerLoops()
 	// find returns the remembered choice of this question; the caller
 	// holds chosenMu.
 	find := func() (headChoice, bool) {
 		for _, c := range m.chosen {
-			if c.class == class && c.model == cpuModel && c.loops == loops && c.rank == rank {
+			if c.class == class && c.model == cpuModel && c.family == family && c.loops == loops && c.rank == rank {
 				return c, true
 			}
 		}
@@ -438,12 +548,12 @@ func (m *ONNXModel) hostHead(class, cpuModel string, rank int) (int, string) {
 	// Chosen without the lock, which decisions on other cores would
 	// wait on; two that miss at once choose alike, and the second to
 	// finish finds the first's entry rather than adding its own.
-	head, warning := m.Info.hostHead(class, cpuModel, rank)
+	head, warning := m.Info.hostHead(class, Processor(cpuModel, family), rank)
 	m.chosenMu.Lock()
 	defer m.chosenMu.Unlock()
 	if c, ok := find(); ok {
 		return c.head, c.warning
 	}
-	m.chosen = append(m.chosen, headChoice{class, cpuModel, loops, rank, head, warning})
+	m.chosen = append(m.chosen, headChoice{class, cpuModel, loops, family, rank, head, warning})
 	return head, warning
 }

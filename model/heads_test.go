@@ -27,6 +27,8 @@ func TestHeadFor(t *testing.T) {
 	split := heads("cpu/avx2+pext", "cpu/avx512+pext", "cuda-gpu", "opencl-cpu")
 	families := heads("cpu/avx2+pext/amd", "cpu/avx512+pext/amd", "cpu/avx512+pext/intel", "cuda-gpu")
 	const amd, intel = "AMD EPYC 9B14", "Intel(R) Xeon(R) Processor"
+	gens := heads("cpu/avx512+pext/amd", "cpu/avx512+pext/amd-19h", "cpu/avx512+pext/intel")
+	const zen4, zen5 = "AMD EPYC (family 19h)", "AMD EPYC (family 1ah)"
 	for _, c := range []struct {
 		heads    []Head
 		cpuLoops []string
@@ -70,6 +72,17 @@ func TestHeadFor(t *testing.T) {
 		{heads("cpu/avx512+pext/amd@r64", "cpu/avx2+pext/amd"), nil, "cpu", "avx512+pext", amd, 1, true},
 		{heads("cpu@r64", "cpu"), nil, "cpu", "avx512+pext", amd, 1, false},
 		{families, nil, "cpu/avx512+pext/intel@r32", "avx2+pext", amd, 2, false},
+		// Heads per family number ("amd-19h") beside the vendor's head
+		// of rows that recorded none: the host's number, else its
+		// vendor's; of family-numbered heads alone, the same vendor's
+		// loops first.
+		{gens, nil, "cpu", "avx512+pext", zen4, 1, false},
+		{gens, nil, "cpu", "avx512+pext", zen5, 0, false},
+		{gens, nil, "cpu", "avx512+pext", "AMD EPYC", 0, false},
+		{gens, nil, "cpu", "avx512+pext", "Intel(R) Xeon(R) Processor (family 6h)", 2, false},
+		{gens, nil, "cpu/avx512+pext/amd-19h", "avx2+pext", "", 1, false}, // a labels row's class
+		{heads("cpu/avx512+pext/intel", "cpu/avx512+pext/amd-19h"), nil, "cpu", "avx512+pext", zen5, 1, true},
+		{heads("cpu/avx512+pext/amd-19h", "cpu/avx512+pext/amd-1ah"), nil, "cpu", "avx512+pext", "AMD EPYC", 0, true},
 	} {
 		h, w := (&Info{Heads: c.heads, CPUInnerLoops: c.cpuLoops}).HeadFor(c.class, c.loops, c.cpu)
 		if h != c.want || (w != "") != c.warn {
@@ -128,6 +141,95 @@ func TestRankHeads(t *testing.T) {
 	info = &Info{Heads: []Head{{Name: "g"}, {Name: "g@r8"}, {Name: "g@r32"}}, LabelRanks: map[string][]int{"g": {1}, "g@r8": {8}, "g@r32": {32}}}
 	if got := info.HeadAtRank(0, 16); got != 1 {
 		t.Errorf("rank 16 between heads at 8 and 32: head %d, want 1", got)
+	}
+}
+
+// TestVendorAtRank: a prediction on a processor with a head of its own
+// family number takes, at a rank that head's class has not learnt, the
+// vendor's head of the nearer rank; at an equal distance its own.
+func TestVendorAtRank(t *testing.T) {
+	info := &Info{
+		Heads: []Head{{Name: "cpu/avx512+pext/amd"}, {Name: "cpu/avx512+pext/amd@r64"}, {Name: "cpu/avx512+pext/amd@r8"},
+			{Name: "cpu/avx512+pext/amd-19h"}, {Name: "cpu/avx512+pext/amd-19h@r32"}, {Name: "cpu/avx512+pext/intel@r64"}, {Name: "cpu/avx512+pext/intel"}},
+		LabelRanks: map[string][]int{"cpu/avx512+pext/amd@r64": {64}, "cpu/avx512+pext/amd@r8": {8}, "cpu/avx512+pext/amd-19h@r32": {32}, "cpu/avx512+pext/intel@r64": {64}},
+	}
+	for _, c := range []struct{ head, rank, want int }{
+		{3, 0, 3}, {3, 16, 3}, {3, 20, 3},
+		{3, 32, 4}, {3, 40, 4}, // its own rank head
+		{3, 64, 1},  // the vendor's, learnt at the rank
+		{3, 128, 1}, // nearer than 32
+		{3, 8, 2}, {3, 11, 2},
+		{3, 12, 3},             // nearer 16 than 8 by ratio: its own
+		{0, 32, 0}, {0, 64, 1}, // the vendor's head never moves to a family number's
+		{6, 64, 5}, {-1, 64, -1}, // nor another vendor's
+	} {
+		if got := info.vendorAtRank(c.head, c.rank); got != c.want {
+			t.Errorf("vendorAtRank(%s, %d) = %s, want %s", headName(info, c.head), c.rank, headName(info, got), headName(info, c.want))
+		}
+	}
+}
+
+func headName(info *Info, h int) string {
+	if h < 0 {
+		return "none"
+	}
+	return info.Heads[h].Name
+}
+
+// TestProcessor: a processor's name joins its model name and family
+// number and splits back into them; the family number joins a cpu
+// head's family when known; a head recorded without one is any
+// family's processor of its model name.
+func TestProcessor(t *testing.T) {
+	for _, c := range []struct {
+		model  string
+		family int
+		want   string
+		head   string
+	}{
+		{"AMD EPYC", 0x19, "AMD EPYC (family 19h)", "amd-19h"},
+		{"AMD EPYC", 0x1a, "AMD EPYC (family 1ah)", "amd-1ah"},
+		{"AMD EPYC", 0, "AMD EPYC", "amd"},
+		{"Intel(R) Xeon(R) Platinum 8480+", 6, "Intel(R) Xeon(R) Platinum 8480+ (family 6h)", "intel-6h"},
+		{"Neoverse-V2", 0, "Neoverse-V2", ""},
+		{"Apple M2 (family 2h)", 0, "Apple M2 (family 2h)", ""},
+		{"", 0x19, "", ""},
+		{"AMD EPYC", -1, "AMD EPYC", "amd"},
+	} {
+		p := Processor(c.model, c.family)
+		if p != c.want || CPUFamily(p) != c.head {
+			t.Errorf("Processor(%q, %d) = %q, family %q; want %q, %q", c.model, c.family, p, CPUFamily(p), c.want, c.head)
+		}
+		if m, f := splitProcessor(p); c.family > 0 && c.model != "" && (m != c.model || f != c.family) {
+			t.Errorf("splitProcessor(%q) = %q, %d", p, m, f)
+		}
+	}
+	for _, p := range []string{"AMD EPYC (family h)", "AMD EPYC (family zzh)", "AMD EPYC (family -1h)", "AMD EPYC (family 0h)", "(family 19h"} {
+		if m, f := splitProcessor(p); m != p || f != 0 {
+			t.Errorf("splitProcessor(%q) = %q, %d; want it whole, no family", p, m, f)
+		}
+	}
+	for _, c := range []struct {
+		recorded, model string
+		family          int
+		want            bool
+	}{
+		{"AMD EPYC", "AMD EPYC", 0x19, true},
+		{"AMD EPYC (family 19h)", "AMD EPYC", 0x19, true},
+		{"AMD EPYC (family 19h)", "AMD EPYC", 0, true},
+		{"AMD EPYC (family 1ah)", "AMD EPYC", 0x19, false},
+		{"AMD EPYC 9654", "AMD EPYC", 0x19, false},
+	} {
+		if got := sameProcessor(c.recorded, c.model, c.family); got != c.want {
+			t.Errorf("sameProcessor(%q, %q, %d) = %v", c.recorded, c.model, c.family, got)
+		}
+	}
+	info := &Info{Heads: []Head{{Name: "cpu"}}, CPUModels: map[string][]string{"cpu": {"AMD EPYC (family 1ah)"}}}
+	if w := info.otherCPU(0, "AMD EPYC", 0x19); !strings.Contains(w, "AMD EPYC (family 1ah)") || !strings.Contains(w, "this CPU is AMD EPYC (family 19h)") {
+		t.Errorf("a Zen 4 asking a head learnt on a Zen 5: warning %q", w)
+	}
+	if w := info.otherCPU(0, "AMD EPYC", 0x1a); w != "" {
+		t.Errorf("the head's own processor: warning %q", w)
 	}
 }
 
@@ -267,6 +369,9 @@ func TestLearntOn(t *testing.T) {
 		{"this processor's head", []string{own, "cuda-gpu"}, map[string][]string{own: {"AMD EPYC", here}}, nil, cpu, true},
 		{"another processor of the family", []string{own}, map[string][]string{own: {"Intel(R) Xeon(R) Other"}}, nil, cpu, false},
 		{"no processor recorded", []string{own}, nil, nil, cpu, false},
+		{"this processor's family number", []string{own}, map[string][]string{own: {Processor(here, 6)}}, nil, hetero.Info{Name: "cpu", Kind: hetero.CPU, Model: here, Family: 6}, true},
+		{"its model name, the family number unrecorded", []string{own}, map[string][]string{own: {here}}, nil, hetero.Info{Name: "cpu", Kind: hetero.CPU, Model: here, Family: 6}, true},
+		{"another family number", []string{own}, map[string][]string{own: {Processor(here, 15)}}, nil, hetero.Info{Name: "cpu", Kind: hetero.CPU, Model: here, Family: 6}, false},
 		{"the head answers with the rule", []string{own}, map[string][]string{own: {here}}, []string{own}, cpu, false},
 		{"only other inner loops' head", []string{CPUHead(other, "intel")}, map[string][]string{CPUHead(other, "intel"): {here}}, nil, cpu, false},
 		{"no model name", []string{own}, map[string][]string{own: {""}}, nil, hetero.Info{Name: "cpu", Kind: hetero.CPU}, false},
@@ -310,7 +415,7 @@ func TestHostHeadRemembered(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, a := range asks {
-				head, warning := m.hostHead(a.class, a.model, a.rank)
+				head, warning := m.hostHead(a.class, a.model, 0, a.rank)
 				wantHead, wantWarning := m.Info.hostHead(a.class, a.model, a.rank)
 				if head != wantHead || warning != wantWarning {
 					t.Errorf("round %d, %s loops, %+v: head %d, warning %q; Info chooses %d, %q", round, l, a, head, warning, wantHead, wantWarning)
@@ -349,7 +454,7 @@ func TestHostHeadRememberedConcurrently(t *testing.T) {
 				start.Wait()
 				for i := range asks {
 					a := asks[(i+g)%len(asks)]
-					head, warning := m.hostHead(a.class, a.model, a.rank)
+					head, warning := m.hostHead(a.class, a.model, 0, a.rank)
 					if wantHead, wantWarning := m.Info.hostHead(a.class, a.model, a.rank); head != wantHead || warning != wantWarning {
 						t.Errorf("%+v: head %d, warning %q; Info chooses %d, %q", a, head, warning, wantHead, wantWarning)
 					}

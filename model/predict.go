@@ -219,6 +219,10 @@ type GCNPredictor struct {
 	// or the name a PoCL device gives the processor it compiles for,
 	// which picks its head (DeviceTarget).
 	DeviceModel string
+	// DeviceFamily is the device's family number (hetero.Info.Family),
+	// which PredictDevice sets: with DeviceModel, the processor (Processor)
+	// whose head answers where the model has heads per family number.
+	DeviceFamily int
 	// Rank is the rank R of the op's dense operands: of a class's heads
 	// learnt at several ranks, the one nearest to it answers
 	// (Info.HeadAtRank). 0 means the class's own head, whatever its rank.
@@ -247,7 +251,7 @@ func (p GCNPredictor) headFor(kind hetero.Kind) (int, string, error) {
 		}
 		class = cpuClass
 	}
-	head, warning := p.Model.hostHead(class, p.DeviceModel, p.Rank)
+	head, warning := p.Model.hostHead(class, p.DeviceModel, p.DeviceFamily, p.Rank)
 	if head < 0 {
 		return -1, "", fmt.Errorf("model %s has no head for device class %s (heads: %v): %w", info.Path, class, headNames(info.Heads), ErrNoHead)
 	}
@@ -277,7 +281,7 @@ func (p GCNPredictor) PredictWithoutSummary(op hetero.Op, mode int, dev hetero.I
 	if op.String() != info.Op {
 		return nil, false
 	}
-	head, warning := p.Model.hostHead(dev.Class(), dev.Model, p.Rank)
+	head, warning := p.Model.hostHead(dev.Class(), dev.Model, dev.Family, p.Rank)
 	if head < 0 || !p.byRule(head) {
 		return nil, false
 	}
@@ -292,7 +296,7 @@ func (p GCNPredictor) PredictWithoutSummary(op hetero.Op, mode int, dev hetero.I
 // PredictDevice runs the head of the device's class, whatever the
 // predictor's Class: one GCNPredictor serves every device of a run.
 func (p GCNPredictor) PredictDevice(s *features.Summary, op hetero.Op, mode int, dev hetero.Info) (*Prediction, error) {
-	p.Class, p.DeviceModel = dev.Class(), dev.Model
+	p.Class, p.DeviceModel, p.DeviceFamily = dev.Class(), dev.Model, dev.Family
 	return p.PredictSummary(s, op, mode, dev.Kind)
 }
 
@@ -306,7 +310,7 @@ func (p GCNPredictor) PredictDevice(s *features.Summary, op hetero.Op, mode int,
 // prediction to report.
 func (p GCNPredictor) Load(dev hetero.Info) error {
 	info := &p.Model.Info
-	head, _ := p.Model.hostHead(dev.Class(), dev.Model, p.Rank)
+	head, _ := p.Model.hostHead(dev.Class(), dev.Model, dev.Family, p.Rank)
 	if head < 0 {
 		return nil
 	}
@@ -394,7 +398,7 @@ func (p GCNPredictor) PredictSummary(s *features.Summary, op hetero.Op, mode int
 	// learnt is (docs/model.md, "On a machine it never saw"). A head
 	// chosen with a warning has said so already.
 	if warning == "" {
-		warning = info.otherCPU(head, p.DeviceModel)
+		warning = info.otherCPU(head, p.DeviceModel, p.DeviceFamily)
 	}
 	var pr *Prediction
 	var v features.Vector

@@ -40,7 +40,7 @@ func (p GCNPredictor) Warm(op hetero.Op, n int, dev hetero.Info, stop func() boo
 	if s == nil || stop() {
 		return
 	}
-	p.Class, p.DeviceModel = dev.Class(), dev.Model
+	p.Class, p.DeviceModel, p.DeviceFamily = dev.Class(), dev.Model, dev.Family
 	info := &p.Model.Info
 	head, _, err := p.headFor(dev.Kind)
 	if err != nil || p.byRule(head) {

@@ -400,7 +400,7 @@ func splitCPU(rows []LabelRow, byFamily bool) {
 		if r := &rows[i]; r.DeviceClass == "cpu" {
 			var family string
 			if byFamily {
-				family = model.CPUFamily(r.DeviceModel)
+				family = model.CPUFamily(r.processor())
 			}
 			r.DeviceClass = model.CPUHead(r.Build.InnerLoops, family)
 		}
@@ -1088,7 +1088,7 @@ func cpuKinds(rows []LabelRow) []string {
 			continue
 		}
 		k := r.Build.InnerLoops
-		if f := model.CPUFamily(r.DeviceModel); byFamily {
+		if f := model.CPUFamily(r.processor()); byFamily {
 			if f == "" {
 				f = "another family"
 			}
@@ -1107,7 +1107,7 @@ func cpuKinds(rows []LabelRow) []string {
 func cpuFamilies(rows []LabelRow) []string {
 	var families []string
 	for _, r := range rows {
-		if f := model.CPUFamily(r.DeviceModel); model.IsCPUHead(r.DeviceClass) && !slices.Contains(families, f) {
+		if f := model.CPUFamily(r.processor()); model.IsCPUHead(r.DeviceClass) && !slices.Contains(families, f) {
 			families = append(families, f)
 		}
 	}
@@ -1137,8 +1137,8 @@ func (d *dataset) labelRanks(op hetero.Op, idx []int) map[string][]int {
 func cpuModelsOf(rows []LabelRow) map[string][]string {
 	models := map[string][]string{}
 	for _, r := range rows {
-		if model.IsCPUHead(r.DeviceClass) && r.DeviceModel != "" && !slices.Contains(models[r.DeviceClass], r.DeviceModel) {
-			models[r.DeviceClass] = append(models[r.DeviceClass], r.DeviceModel)
+		if p := r.processor(); model.IsCPUHead(r.DeviceClass) && p != "" && !slices.Contains(models[r.DeviceClass], p) {
+			models[r.DeviceClass] = append(models[r.DeviceClass], p)
 		}
 	}
 	for _, m := range models {
@@ -1278,7 +1278,7 @@ func Evaluate(rows []LabelRow, models []*model.ONNXModel, o FitOptions) (*Report
 			}
 			// The head the model would answer with on the hardware
 			// that measured the row.
-			h, _ := m.Info.HeadFor(r.DeviceClass, r.Build.InnerLoops, r.DeviceModel)
+			h, _ := m.Info.HeadFor(r.DeviceClass, r.Build.InnerLoops, r.processor())
 			h = m.Info.HeadAtRank(h, r.Rank)
 			if h < 0 {
 				missing[fmt.Sprintf("model %s has no head for device class %s", m.Info.Path, r.DeviceClass)]++

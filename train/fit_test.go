@@ -357,8 +357,9 @@ func TestFitPipeline(t *testing.T) {
 		if want := []string{kernels.InnerLoops()}; !slices.Equal(m.CPUInnerLoops, want) {
 			t.Errorf("%s model: cpu inner loops %v, want %v", op, m.CPUInnerLoops, want)
 		}
-		// and on which processor.
-		if want := []string{rows[0].DeviceModel}; rows[0].DeviceModel == "" || !slices.Equal(m.CPUModels["cpu"], want) {
+		// and on which processor, by model name and family number.
+		host := hetero.NewCPU(0).Info()
+		if want := []string{model.Processor(host.Model, host.Family)}; rows[0].DeviceModel == "" || rows[0].DeviceFamily != host.Family || !slices.Equal(m.CPUModels["cpu"], want) {
 			t.Errorf("%s model: cpu models %v, want %v", op, m.CPUModels, want)
 		}
 		// and at which rank.
@@ -510,7 +511,7 @@ func TestFitPipeline(t *testing.T) {
 	var thrice []LabelRow
 	for _, hw := range []struct{ loops, processor string }{{kernels.InnerLoops(), amd}, {"elsewhere", amd}, {kernels.InnerLoops(), intel}} {
 		for _, r := range rows {
-			r.Build.InnerLoops, r.DeviceModel = hw.loops, hw.processor
+			r.Build.InnerLoops, r.DeviceModel, r.DeviceFamily = hw.loops, hw.processor, 0
 			thrice = append(thrice, r)
 		}
 	}
@@ -531,6 +532,33 @@ func TestFitPipeline(t *testing.T) {
 		}
 		if got := g.CPUModels[model.CPUHead(kernels.InnerLoops(), "intel")]; !slices.Equal(got, []string{intel}) {
 			t.Errorf("%s model: the intel head's processors %v", op, got)
+		}
+	}
+	// Rows of one model name and two family numbers, and rows that
+	// recorded none: a head for each, the family-numbered one recording
+	// its processor by model name and number.
+	var gens []LabelRow
+	for _, family := range []int{0x19, 0x1a, 0} {
+		for _, r := range rows {
+			r.Build.InnerLoops, r.DeviceModel, r.DeviceFamily = kernels.InnerLoops(), "AMD EPYC", family
+			gens = append(gens, r)
+		}
+	}
+	byGen, err := Fit(gens, FitOptions{Dir: o.Dir, Folds: 1, Seed: 3, Model: o.Model})
+	if err != nil {
+		t.Fatal(err)
+	}
+	genHeads := []string{model.CPUHead(kernels.InnerLoops(), "amd"), model.CPUHead(kernels.InnerLoops(), "amd-19h"), model.CPUHead(kernels.InnerLoops(), "amd-1ah")}
+	for op, g := range byGen.Models {
+		var names []string
+		for _, h := range g.Config.Heads {
+			names = append(names, h.Name)
+		}
+		if !slices.Equal(names, genHeads) {
+			t.Errorf("%s model of two generations' labels and unnumbered ones: heads %v, want %v", op, names, genHeads)
+		}
+		if got := g.CPUModels[genHeads[1]]; !slices.Equal(got, []string{"AMD EPYC (family 19h)"}) {
+			t.Errorf("%s model: the amd-19h head's processors %v", op, got)
 		}
 	}
 	classes := map[string]bool{}

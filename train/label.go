@@ -430,6 +430,19 @@ func Label(ctx context.Context, in, out string, opt LabelOptions) (*LabelSummary
 		r := &old[i]
 		lab.done[r.key()] = true
 		lab.done[r.fingerprintKey()] = true
+		// A cpu row written before builds recorded the family number
+		// counts as done by the processor of its model name here, as it
+		// did then: resuming such a file measures nothing twice.
+		if r.DeviceFamily == 0 && model.IsCPUHead(r.DeviceClass) {
+			for _, d := range opt.Devices {
+				if info := d.Info(); info.Kind == hetero.CPU && info.Model == r.DeviceModel && info.Family > 0 {
+					c := *r
+					c.DeviceFamily = info.Family
+					lab.done[c.key()] = true
+					lab.done[c.fingerprintKey()] = true
+				}
+			}
+		}
 		if _, ok := lab.tensors[r.Tensor]; !ok {
 			lab.tensors[r.Tensor] = seenTensor{order: r.Order, fingerprint: r.Fingerprint}
 		}
@@ -588,7 +601,7 @@ func (l *labeller) pending(name, fp string, order int) int {
 	for _, op := range l.opt.Ops {
 		for mode := 1; mode <= order; mode++ {
 			for _, info := range l.infos {
-				r := LabelRow{Tensor: name, Fingerprint: fp, Op: op.String(), Mode: mode, Device: info.Name, DeviceClass: info.Class(), DeviceModel: info.Model, Rank: l.opt.Rank, Build: l.sum.Build}
+				r := LabelRow{Tensor: name, Fingerprint: fp, Op: op.String(), Mode: mode, Device: info.Name, DeviceClass: info.Class(), DeviceModel: info.Model, DeviceFamily: info.Family, Rank: l.opt.Rank, Build: l.sum.Build}
 				if !l.done[r.key()] && (fp == "" || !l.done[r.fingerprintKey()]) {
 					n++
 				}
@@ -655,7 +668,7 @@ func (l *labeller) tensor(ctx context.Context, index, total int, name string, in
 			for d, dev := range l.opt.Devices {
 				info := l.infos[d]
 				r := base
-				r.Op, r.Mode, r.Device, r.DeviceClass, r.DeviceModel, r.ComputeUnits = op.String(), mode+1, info.Name, info.Class(), info.Model, info.ComputeUnits
+				r.Op, r.Mode, r.Device, r.DeviceClass, r.DeviceModel, r.DeviceFamily, r.ComputeUnits = op.String(), mode+1, info.Name, info.Class(), info.Model, info.Family, info.ComputeUnits
 				if l.done[r.key()] || l.done[r.fingerprintKey()] {
 					continue
 				}

@@ -210,6 +210,57 @@ func TestLabelResume(t *testing.T) {
 	}
 }
 
+// TestLabelResumeFamily: rows written before builds recorded the CPU's
+// family number are this processor's when its model name is the
+// host's, and a resume measures none of them again; rows of another
+// family number are another processor's, and it measures them all.
+func TestLabelResumeFamily(t *testing.T) {
+	host := hetero.NewCPU(0).Info()
+	if host.Family == 0 {
+		t.Skip("this host reports no CPU family number")
+	}
+	dir := tinySet(t)
+	out := filepath.Join(t.TempDir(), "labels.jsonl")
+	opt := cpuOptions()
+	opt.Ops = []hetero.Op{hetero.MTTKRP}
+	if _, err := Label(context.Background(), dir, out, opt); err != nil {
+		t.Fatal(err)
+	}
+	full, err := ReadLabels(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if full[0].DeviceFamily != host.Family {
+		t.Fatalf("rows record family %d, the host reports %d", full[0].DeviceFamily, host.Family)
+	}
+	for _, tc := range []struct {
+		name    string
+		family  int
+		resumed int
+	}{
+		{"unrecorded", 0, len(full)},
+		{"another generation", host.Family + 1, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var b bytes.Buffer
+			for _, r := range full {
+				r.DeviceFamily = tc.family
+				b.WriteString(marshalRow(t, r))
+			}
+			if err := os.WriteFile(out, b.Bytes(), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			sum, err := Label(context.Background(), dir, out, opt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if sum.Resumed != tc.resumed || sum.Written != len(full)-tc.resumed {
+				t.Errorf("resumed %d, written %d; want %d, %d", sum.Resumed, sum.Written, tc.resumed, len(full)-tc.resumed)
+			}
+		})
+	}
+}
+
 // lineStart returns the offset of line n (1-based) in data.
 func lineStart(data []byte, n int) int {
 	off := 0

@@ -46,12 +46,18 @@ type LabelRow struct {
 	DeviceClass string `json:"device_class"`
 	// DeviceModel and ComputeUnits repeat hetero.Info's Model and
 	// ComputeUnits (for the CPU, the threads the kernels ran on).
-	DeviceModel  string `json:"device_model"`
-	ComputeUnits int    `json:"compute_units"`
-	Rank         int    `json:"rank"`
-	NNZ          int    `json:"nnz"`
-	Dims         []int  `json:"dims"`
-	Order        int    `json:"order"`
+	DeviceModel string `json:"device_model"`
+	// DeviceFamily repeats hetero.Info's Family: the CPU's family number
+	// where the host reports it (0, left out, where it does not, and in
+	// rows labelled before builds recorded it). With DeviceModel it names
+	// the processor (model.Processor), whose generation the times belong
+	// to.
+	DeviceFamily int   `json:"device_family,omitempty"`
+	ComputeUnits int   `json:"compute_units"`
+	Rank         int   `json:"rank"`
+	NNZ          int   `json:"nnz"`
+	Dims         []int `json:"dims"`
+	Order        int   `json:"order"`
 	// Times is the median kernel time of each format that ran, MinTimes
 	// the fastest run.
 	Times    map[string]float64 `json:"times"`
@@ -173,9 +179,15 @@ func (r *LabelRow) fingerprintKey() labelKey {
 // (model.DeviceTarget: PoCL's), else "".
 func (r *LabelRow) hardware() (loops, processor string) {
 	if model.IsCPUHead(r.DeviceClass) {
-		return r.Build.InnerLoops, r.DeviceModel
+		return r.Build.InnerLoops, r.processor()
 	}
 	return "", model.DeviceTarget(r.DeviceClass, r.DeviceModel)
+}
+
+// processor returns the processor that measured a cpu row
+// (model.Processor: its model name and family number).
+func (r *LabelRow) processor() string {
+	return model.Processor(r.DeviceModel, r.DeviceFamily)
 }
 
 // ReadLabels reads a labels file strictly: every line must be a complete,
@@ -367,6 +379,9 @@ func (r *LabelRow) check() error {
 	// row filed under another device's would train the wrong one.
 	if backend, _, _ := strings.Cut(r.Device, ":"); r.Device == "cpu" && r.DeviceClass != "cpu" || r.Device != "cpu" && !strings.HasPrefix(r.DeviceClass, backend+"-") {
 		return bad("device_class", "%q is not a class of device %s", r.DeviceClass, r.Device)
+	}
+	if r.DeviceFamily < 0 {
+		return bad("device_family", "expected 0 or more, found %d", r.DeviceFamily)
 	}
 	if r.ComputeUnits < 0 {
 		return bad("compute_units", "expected 0 or more, found %d", r.ComputeUnits)

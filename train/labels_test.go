@@ -84,6 +84,7 @@ func TestReadLabels(t *testing.T) {
 		{"another device's class", mutate(func(r *LabelRow) { r.DeviceClass = "tpu" }), ":1: device_class: \"tpu\" is not a class of device "},
 		{"an accelerator's class on the cpu", mutate(func(r *LabelRow) { r.Device, r.DeviceClass = "cpu", "opencl-cpu" }), ":1: device_class: \"opencl-cpu\" is not a class of device cpu"},
 		{"rank", mutate(func(r *LabelRow) { r.Rank = 0 }), ":1: rank:"},
+		{"family", mutate(func(r *LabelRow) { r.DeviceFamily = -25 }), ":1: device_family:"},
 		{"foreign format", mutate(func(r *LabelRow) { r.Times["csr"] = 1 }), ":1: times: format \"csr\""},
 		{"negative time", mutate(func(r *LabelRow) { r.Times["coo"] = -1 }), ":1: times: coo"},
 		{"timed and skipped", mutate(func(r *LabelRow) { r.Skipped["coo"] = "x" }), ":1: skipped: coo is timed and skipped"},
@@ -123,6 +124,7 @@ func TestReadLabels(t *testing.T) {
 		for _, other := range []func(*LabelRow){
 			func(r *LabelRow) { r.Build.InnerLoops = "elsewhere" },
 			func(r *LabelRow) { r.DeviceModel = "Intel(R) Xeon(R) Processor" },
+			func(r *LabelRow) { r.DeviceFamily = 0x1a }, // one model name, another generation
 		} {
 			a := validRow()
 			a.Device, a.DeviceClass, a.DeviceModel = device, class, "AMD EPYC"

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/viper"
 
 	"github.com/sparsetune/sparsetune/hetero"
+	"github.com/sparsetune/sparsetune/model"
 )
 
 func init() { register(newDevicesCmd) }
@@ -81,7 +82,7 @@ func runDevices(w io.Writer, v *viper.Viper) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "device\tkind\tmodel\tvendor\tunits\tclock MHz\tmemory\tdriver")
 	for _, d := range infos {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%.1f GiB\t%s\n", d.Name, d.Kind, d.Model, d.Vendor,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%.1f GiB\t%s\n", d.Name, d.Kind, model.Processor(d.Model, d.Family), d.Vendor,
 			d.ComputeUnits, d.ClockMHz, float64(d.GlobalMemory)/(1<<30), d.Driver)
 	}
 	if err := tw.Flush(); err != nil {
