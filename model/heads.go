@@ -185,9 +185,10 @@ func DeviceHead(class, target string) string {
 // HeadFor returns the index of the head that answers for a device of
 // class on a machine whose CPU kernels run the inner loops loops, the
 // device's model being model (for a CPU, its Processor: the model name
-// and family number of hetero.Info; "" when unknown), or -1 when the model has none, and a warning
-// when the head's labels were measured on other hardware: other inner
-// loops, or another family of processors, or another PoCL target.
+// and family number of hetero.Info; "" when unknown), or -1 when the
+// model has none, and a warning when the head's labels were measured on
+// other hardware: other inner loops, or another family of processors,
+// or another PoCL target.
 //
 // An accelerator has the head of its class and target (DeviceHead),
 // else the head of its class, else another target's head of its class,
