@@ -523,11 +523,7 @@ func TestFitPipeline(t *testing.T) {
 	kinds := []string{model.CPUHead("elsewhere", "amd"), model.CPUHead(kernels.InnerLoops(), "amd"), model.CPUHead(kernels.InnerLoops(), "intel")}
 	slices.Sort(kinds)
 	for op, g := range split.Models {
-		var names []string
-		for _, h := range g.Config.Heads {
-			names = append(names, h.Name)
-		}
-		if !slices.Equal(names, kinds) {
+		if names := gcnHeads(g); !slices.Equal(names, kinds) {
 			t.Errorf("%s model of three CPUs' labels: heads %v, want %v", op, names, kinds)
 		}
 		if got := g.CPUModels[model.CPUHead(kernels.InnerLoops(), "intel")]; !slices.Equal(got, []string{intel}) {
@@ -550,11 +546,7 @@ func TestFitPipeline(t *testing.T) {
 	}
 	genHeads := []string{model.CPUHead(kernels.InnerLoops(), "amd"), model.CPUHead(kernels.InnerLoops(), "amd-19h"), model.CPUHead(kernels.InnerLoops(), "amd-1ah")}
 	for op, g := range byGen.Models {
-		var names []string
-		for _, h := range g.Config.Heads {
-			names = append(names, h.Name)
-		}
-		if !slices.Equal(names, genHeads) {
+		if names := gcnHeads(g); !slices.Equal(names, genHeads) {
 			t.Errorf("%s model of two generations' labels and unnumbered ones: heads %v, want %v", op, names, genHeads)
 		}
 		if got := g.CPUModels[genHeads[1]]; !slices.Equal(got, []string{"AMD EPYC (family 19h)"}) {
@@ -582,6 +574,15 @@ func TestFitPipeline(t *testing.T) {
 	}
 	t.Logf("%d rows: gen+label %v, fit (2 folds + final, %d epochs) %v, fit again + evaluate + plots %v", len(rows), labelled.Round(time.Millisecond),
 		o.Model.Epochs, fitted.Round(time.Millisecond), (time.Since(start) - labelled - fitted).Round(time.Millisecond))
+}
+
+// gcnHeads returns the names of g's heads, in order.
+func gcnHeads(g *model.GCN) []string {
+	var names []string
+	for _, h := range g.Config.Heads {
+		names = append(names, h.Name)
+	}
+	return names
 }
 
 // TestHeads: one head per device class of an op, ranking only the formats

@@ -150,17 +150,7 @@ func TestLabel(t *testing.T) {
 // inside its last row, loses that row only; the next run drops the partial
 // line, measures the missing rows and duplicates nothing.
 func TestLabelResume(t *testing.T) {
-	dir := tinySet(t)
-	out := filepath.Join(t.TempDir(), "labels.jsonl")
-	opt := cpuOptions()
-	opt.Ops = []hetero.Op{hetero.MTTKRP}
-	if _, err := Label(context.Background(), dir, out, opt); err != nil {
-		t.Fatal(err)
-	}
-	full, err := ReadLabels(out)
-	if err != nil {
-		t.Fatal(err)
-	}
+	dir, out, opt, full := labelTinyMTTKRP(t)
 	data, err := os.ReadFile(out)
 	if err != nil {
 		t.Fatal(err)
@@ -219,17 +209,7 @@ func TestLabelResumeFamily(t *testing.T) {
 	if host.Family == 0 {
 		t.Skip("this host reports no CPU family number")
 	}
-	dir := tinySet(t)
-	out := filepath.Join(t.TempDir(), "labels.jsonl")
-	opt := cpuOptions()
-	opt.Ops = []hetero.Op{hetero.MTTKRP}
-	if _, err := Label(context.Background(), dir, out, opt); err != nil {
-		t.Fatal(err)
-	}
-	full, err := ReadLabels(out)
-	if err != nil {
-		t.Fatal(err)
-	}
+	dir, out, opt, full := labelTinyMTTKRP(t)
 	if full[0].DeviceFamily != host.Family {
 		t.Fatalf("rows record family %d, the host reports %d", full[0].DeviceFamily, host.Family)
 	}
@@ -259,6 +239,24 @@ func TestLabelResumeFamily(t *testing.T) {
 			}
 		})
 	}
+}
+
+// labelTinyMTTKRP labels the MTTKRP rows of tinySet on the CPU into a
+// fresh file and returns the set, the file, the options and the rows.
+func labelTinyMTTKRP(t *testing.T) (dir, out string, opt LabelOptions, rows []LabelRow) {
+	t.Helper()
+	dir = tinySet(t)
+	out = filepath.Join(t.TempDir(), "labels.jsonl")
+	opt = cpuOptions()
+	opt.Ops = []hetero.Op{hetero.MTTKRP}
+	if _, err := Label(context.Background(), dir, out, opt); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := ReadLabels(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir, out, opt, rows
 }
 
 // lineStart returns the offset of line n (1-based) in data.
