@@ -2,6 +2,7 @@ package hetero
 
 import (
 	"bufio"
+	"io"
 	"os"
 	"runtime"
 	"strconv"
@@ -34,32 +35,8 @@ func NewCPU(threads int) *CPUDevice {
 // the fields keep what the Go runtime knows.
 func readCPUInfo(info *Info) {
 	if f, err := os.Open("/proc/cpuinfo"); err == nil {
-		defer f.Close()
-		sc := bufio.NewScanner(f)
-		for sc.Scan() {
-			key, val, ok := strings.Cut(sc.Text(), ":")
-			if !ok {
-				continue
-			}
-			key, val = strings.TrimSpace(key), strings.TrimSpace(val)
-			switch key {
-			case "vendor_id":
-				info.Vendor = val
-			case "model name":
-				info.Model = val
-			case "cpu family":
-				if f, err := strconv.Atoi(val); err == nil && f > 0 {
-					info.Family = f
-				}
-			case "cpu MHz":
-				if mhz, err := strconv.ParseFloat(val, 64); err == nil && info.ClockMHz == 0 {
-					info.ClockMHz = int(mhz + 0.5)
-				}
-			}
-			if key == "" { // end of the first processor's block
-				break
-			}
-		}
+		parseCPUInfo(f, info)
+		f.Close()
 	}
 	if f, err := os.Open("/proc/meminfo"); err == nil {
 		defer f.Close()
@@ -70,6 +47,42 @@ func readCPUInfo(info *Info) {
 					info.GlobalMemory = kb << 10
 				}
 				break
+			}
+		}
+	}
+}
+
+// parseCPUInfo fills info from the first processor's block of a Linux
+// /proc/cpuinfo: its vendor, model name, family number and clock.
+func parseCPUInfo(r io.Reader, info *Info) {
+	sc := bufio.NewScanner(r)
+	seen := false
+	for sc.Scan() {
+		line := sc.Text()
+		if strings.TrimSpace(line) == "" {
+			if seen { // the end of the first processor's block
+				break
+			}
+			continue
+		}
+		key, val, ok := strings.Cut(line, ":")
+		if !ok {
+			continue
+		}
+		seen = true
+		key, val = strings.TrimSpace(key), strings.TrimSpace(val)
+		switch key {
+		case "vendor_id":
+			info.Vendor = val
+		case "model name":
+			info.Model = val
+		case "cpu family":
+			if f, err := strconv.Atoi(val); err == nil && f > 0 {
+				info.Family = f
+			}
+		case "cpu MHz":
+			if mhz, err := strconv.ParseFloat(val, 64); err == nil && info.ClockMHz == 0 {
+				info.ClockMHz = int(mhz + 0.5)
 			}
 		}
 	}
