@@ -426,16 +426,22 @@ func Label(ctx context.Context, in, out string, opt LabelOptions) (*LabelSummary
 		warn("%s mixes builds (this run's is the last): %s", out, strings.Join(mixed, "; "))
 	}
 	lab := &labeller{opt: opt, out: write, sum: sum, done: map[labelKey]bool{}, tensors: map[string]seenTensor{}}
+	// A cpu row written before builds recorded the family number counts
+	// as done by the processor of its model name here, as it did then:
+	// resuming such a file measures nothing twice.
+	var cpus []hetero.Info // the CPUs measured here that report a family number
+	for _, d := range opt.Devices {
+		if info := d.Info(); info.Kind == hetero.CPU && info.Family > 0 {
+			cpus = append(cpus, info)
+		}
+	}
 	for i := range old {
 		r := &old[i]
 		lab.done[r.key()] = true
 		lab.done[r.fingerprintKey()] = true
-		// A cpu row written before builds recorded the family number
-		// counts as done by the processor of its model name here, as it
-		// did then: resuming such a file measures nothing twice.
 		if r.DeviceFamily == 0 && model.IsCPUHead(r.DeviceClass) {
-			for _, d := range opt.Devices {
-				if info := d.Info(); info.Kind == hetero.CPU && info.Model == r.DeviceModel && info.Family > 0 {
+			for _, info := range cpus {
+				if info.Model == r.DeviceModel {
 					c := *r
 					c.DeviceFamily = info.Family
 					lab.done[c.key()] = true
