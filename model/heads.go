@@ -476,12 +476,23 @@ func rankDistance(ranks []int, rank int) (float64, int) {
 	return dist, at
 }
 
-// hostHead is HeadFor for this machine's inner loops and the device
-// model (a Processor for the CPU), at rank (HeadAtRank; 0: the class's
-// own head).
-func (info *Info) hostHead(class, model string, rank int) (int, string) {
-	head, warning := info.HeadFor(class, kernels.InnerLoops(), model)
+// HeadAt is HeadFor at rank: the head that answers for a device of
+// class on a machine whose CPU kernels run loops, the device's model
+// being model (a Processor for the CPU), when the dense operands have
+// rank columns. It is HeadFor's head moved to the one learnt at the
+// nearest rank (HeadAtRank), or, for a head of one family number, to
+// its vendor's where that one learnt at a nearer rank (vendorAtRank). A
+// rank of 0 or less keeps HeadFor's head. Predictions ask it with this
+// machine's inner loops; an evaluation asks it with each row's, so that
+// it scores the head that would have answered on the row's hardware.
+func (info *Info) HeadAt(class, loops, model string, rank int) (head int, warning string) {
+	head, warning = info.HeadFor(class, loops, model)
 	return info.vendorAtRank(head, rank), warning
+}
+
+// hostHead is HeadAt for this machine's inner loops.
+func (info *Info) hostHead(class, model string, rank int) (int, string) {
+	return info.HeadAt(class, kernels.InnerLoops(), model, rank)
 }
 
 // vendorAtRank is HeadAtRank, except that a head of one family number

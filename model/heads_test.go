@@ -167,6 +167,26 @@ func TestVendorAtRank(t *testing.T) {
 			t.Errorf("vendorAtRank(%s, %d) = %s, want %s", headName(info, c.head), c.rank, headName(info, got), headName(info, c.want))
 		}
 	}
+	// HeadAt, which predictions and evaluations ask, chooses the same
+	// from a device class and processor: a Zen 4's row at rank 8 is
+	// scored by the head that would answer it, the vendor's rank twin.
+	for _, c := range []struct {
+		class, processor string
+		rank, want       int
+	}{
+		{"cpu", "AMD EPYC (family 19h)", 0, 3},
+		{"cpu", "AMD EPYC (family 19h)", 16, 3},
+		{"cpu", "AMD EPYC (family 19h)", 32, 4},
+		{"cpu", "AMD EPYC (family 19h)", 64, 1},
+		{"cpu/avx512+pext/amd-19h", "", 8, 2},  // a trained row's class
+		{"cpu", "AMD EPYC (family 1ah)", 8, 2}, // no head of its family: the vendor's
+		{"cpu", "AMD EPYC", 16, 0},
+		{"cpu", "Intel(R) Xeon(R) Processor", 64, 5},
+	} {
+		if got, _ := info.HeadAt(c.class, "avx512+pext", c.processor, c.rank); got != c.want {
+			t.Errorf("HeadAt(%s, %q, %d) = %s, want %s", c.class, c.processor, c.rank, headName(info, got), headName(info, c.want))
+		}
+	}
 }
 
 func headName(info *Info, h int) string {

@@ -1277,9 +1277,10 @@ func Evaluate(rows []LabelRow, models []*model.ONNXModel, o FitOptions) (*Report
 				continue
 			}
 			// The head the model would answer with on the hardware
-			// that measured the row.
-			h, _ := m.Info.HeadFor(r.DeviceClass, r.Build.InnerLoops, r.processor())
-			h = m.Info.HeadAtRank(h, r.Rank)
+			// that measured the row, at its rank: a processor of one
+			// family number may be answered by its vendor's head of
+			// the row's rank (model.Info.HeadAt).
+			h, _ := m.Info.HeadAt(r.DeviceClass, r.Build.InnerLoops, r.processor(), r.Rank)
 			if h < 0 {
 				missing[fmt.Sprintf("model %s has no head for device class %s", m.Info.Path, r.DeviceClass)]++
 				continue
