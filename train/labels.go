@@ -91,6 +91,10 @@ type Build struct {
 	// carries no VCS information (go test, go build -buildvcs=false).
 	Revision string `json:"revision"`
 	Modified bool   `json:"modified"`
+	// Version is the main module's version when the binary carries no
+	// VCS revision but a module version (go install module@version:
+	// "v0.3.0", or a pseudo-version, which holds the commit).
+	Version string `json:"version,omitempty"`
 	// Go is the Go version, InnerLoops kernels.InnerLoops().
 	Go         string `json:"go"`
 	InnerLoops string `json:"inner_loops"`
@@ -108,16 +112,28 @@ func CurrentBuild() Build {
 				b.Modified = s.Value == "true"
 			}
 		}
+		if v := info.Main.Version; b.Revision == "" && v != "" && v != "(devel)" {
+			b.Version = v
+		}
 	}
 	return b
 }
+
+// Known reports whether b names the source it was built from: a VCS
+// revision or a module version. A binary built in a checkout with
+// -buildvcs=false (GOFLAGS may carry it) knows neither, and its rows
+// cannot be told from another such build's.
+func (b Build) Known() bool { return b.Revision != "" || b.Version != "" }
 
 // String names the build on one line, e.g. "revision 89a31d4e5f60
 // (modified), go1.26.8, inner loops avx2".
 func (b Build) String() string {
 	rev := "revision unknown"
-	if b.Revision != "" {
+	switch {
+	case b.Revision != "":
 		rev = "revision " + b.Revision[:min(len(b.Revision), 12)]
+	case b.Version != "":
+		rev = "version " + b.Version
 	}
 	if b.Modified {
 		rev += " (modified)"

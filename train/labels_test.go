@@ -255,6 +255,7 @@ func TestMixedBuilds(t *testing.T) {
 		{rows(a, b, a), []string{"revision aaaaaaaaaaaa, go1.26.8, inner loops avx2: 2 rows", "revision aaaaaaaaaaaa (modified), go1.26.8, inner loops avx2: 1 rows"}},
 		{rows(c, a), []string{"revision aaaaaaaaaaaa, go1.26.8, inner loops scalar: 1 rows", "revision aaaaaaaaaaaa, go1.26.8, inner loops avx2: 1 rows"}},
 		{rows(Build{Go: "go1.25", InnerLoops: "avx2"}, a), []string{"revision unknown, go1.25, inner loops avx2: 1 rows", "revision aaaaaaaaaaaa, go1.26.8, inner loops avx2: 1 rows"}},
+		{rows(Build{Version: "v0.3.0", Go: "go1.26.8", InnerLoops: "avx2"}, a), []string{"version v0.3.0, go1.26.8, inner loops avx2: 1 rows", "revision aaaaaaaaaaaa, go1.26.8, inner loops avx2: 1 rows"}},
 	} {
 		if got := MixedBuilds(tc.rows); fmt.Sprint(got) != fmt.Sprint(tc.want) {
 			t.Errorf("got %q, want %q", got, tc.want)
@@ -262,6 +263,19 @@ func TestMixedBuilds(t *testing.T) {
 	}
 	if b := CurrentBuild(); b.Go == "" || b.InnerLoops == "" {
 		t.Errorf("current build %+v", b)
+	}
+	for _, tc := range []struct {
+		b    Build
+		want bool
+	}{
+		{a, true},
+		{Build{Version: "v0.3.0"}, true},
+		{Build{Go: "go1.26.8", InnerLoops: "avx2"}, false},
+		{Build{Modified: true}, false},
+	} {
+		if got := tc.b.Known(); got != tc.want {
+			t.Errorf("%+v.Known() = %v, want %v", tc.b, got, tc.want)
+		}
 	}
 }
 

@@ -167,6 +167,11 @@ func runLabel(cmd *cobra.Command, c labelConfig, asJSON bool) error {
 	prog := newLabelProgress(stderr, start)
 	c.opt.Progress = prog.update
 	c.opt.Warn = prog.warn
+	if !train.CurrentBuild().Known() {
+		// Rows timed by a build that cannot name its source cannot be
+		// told from another such build's (train.MixedBuilds).
+		prog.warn("this binary records no VCS revision or module version (built with -buildvcs=false, which GOFLAGS may set): its rows will not say which source timed them; go build -buildvcs=true in a checkout, or go install module@version, records it")
+	}
 	sum, err := train.Label(ctx, c.in, c.out, c.opt)
 	prog.finish(err == nil)
 	if err != nil {
