@@ -138,6 +138,15 @@ func TestDefaultModelsHeldOut(t *testing.T) {
 		{"labels-zen4-avx512.jsonl.gz", []floor{
 			{"mttkrp", "cpu", 0.90, 0.985},
 		}},
+		// The same Zen 4's times at rank 8 (unseen5-7, forty-sixth
+		// session), answered by its own rank-8 head,
+		// cpu/avx512+pext/amd-19h@r8: 0.909 / 0.989 (0.888 / 0.983 by the
+		// Zen 5's rank-8 twin cpu/avx512+pext/amd@r8, which answered
+		// before; always CSF 0.817 / 0.953), docs/model.md, "A Zen 4's
+		// own head at rank 8".
+		{"labels-zen4-avx512-r8.jsonl.gz", []floor{
+			{"mttkrp", "cpu", 0.87, 0.98},
+		}},
 		// The same tensors (unseen5 and unseen6), then unseen7's, timed
 		// at rank 64 there by the kernels of 2026-11-29, answered by the
 		// cpu/avx512+pext/amd@r64 head (model.HeadAtRank): 0.941 / 0.994
