@@ -142,8 +142,8 @@ func TestDefaultModelsHeldOut(t *testing.T) {
 		// session), answered by its own rank-8 head,
 		// cpu/avx512+pext/amd-19h@r8: 0.909 / 0.989 (0.888 / 0.983 by the
 		// Zen 5's rank-8 twin cpu/avx512+pext/amd@r8, which answered
-		// before; always CSF 0.817 / 0.953), docs/model.md, "A Zen 4's
-		// own head at rank 8".
+		// before; always CSF 0.817 / 0.953; 0.938 / 0.994 with -short),
+		// docs/model.md, "A Zen 4's own head at rank 8".
 		{"labels-zen4-avx512-r8.jsonl.gz", []floor{
 			{"mttkrp", "cpu", 0.87, 0.98},
 		}},
